@@ -1,0 +1,8 @@
+//! The random-stream specification (DESIGN.md §1), in Rust: the engine, keys, the
+//! word-to-number conversions and the f32 routines they need. Everything above this
+//! module (generators, samplers, the data loader) only decides which words to use.
+
+pub mod convert;
+pub mod f32math;
+pub mod key;
+pub mod philox;
