@@ -1,0 +1,185 @@
+//! Constructors that fill a new tensor: `zeros`, `ones`, `full`, `arange`.
+//!
+//! Values are built on the host and uploaded, except `zeros` on CUDA, which is allocated
+//! zeroed on the device.
+
+use crate::{DType, Device, Element, Result, Shape, Tensor, TensorError};
+
+/// A vector of `len` copies of `value`, with allocation failure reported as an error
+/// (`vec![v; n]` would abort the process on an absurd `n`).
+pub(crate) fn try_filled<T: Clone>(len: usize, value: T, dtype: DType) -> Result<Vec<T>> {
+    let mut values = try_with_capacity(len, dtype)?;
+    values.resize(len, value);
+    Ok(values)
+}
+
+/// An empty vector with room for `len` elements, or an `AllocationFailed` error.
+pub(crate) fn try_with_capacity<T>(len: usize, dtype: DType) -> Result<Vec<T>> {
+    let mut values = Vec::new();
+    values
+        .try_reserve_exact(len)
+        .map_err(|_| TensorError::AllocationFailed {
+            device: Device::Cpu,
+            dtype,
+            elements: len,
+        })?;
+    Ok(values)
+}
+
+/// Checks that `value` converts to an integer dtype without wrapping: finite and inside
+/// the type's range after truncation toward zero. Floats and bool accept anything.
+fn check_representable(op: &'static str, value: f64, dtype: DType) -> Result<()> {
+    let fits = match dtype {
+        DType::I64 => (-(2f64.powi(63))..2f64.powi(63)).contains(&value),
+        DType::U32 => value > -1.0 && value < 2f64.powi(32),
+        DType::U8 => value > -1.0 && value < 256.0,
+        _ => true,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(TensorError::InvalidArgument {
+            op,
+            message: format!("value {value} does not fit in dtype {dtype}"),
+        })
+    }
+}
+
+impl Tensor {
+    /// A tensor of zeros. On CUDA the buffer is allocated and zeroed on the device.
+    pub fn zeros(dims: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        if let Device::Cuda(ordinal) = device {
+            return crate::transfer::zeros_on(dims, dtype, ordinal);
+        }
+        Tensor::full(dims, 0.0, dtype, device)
+    }
+
+    /// A tensor of ones (`true` for bool).
+    pub fn ones(dims: &[usize], dtype: DType, device: Device) -> Result<Tensor> {
+        Tensor::full(dims, 1.0, dtype, device)
+    }
+
+    /// A tensor with every element `value` converted to `dtype` (rounded to nearest even
+    /// for floats, truncated toward zero for integers, `!= 0` for bool). Errors when the
+    /// value does not fit an integer dtype, instead of wrapping or saturating silently.
+    pub fn full(dims: &[usize], value: f64, dtype: DType, device: Device) -> Result<Tensor> {
+        check_representable("full", value, dtype)?;
+        let shape = Shape::new(dims)?;
+        let storage = with_dtype!(dtype, T => {
+            T::into_storage(try_filled(shape.elem_count(), T::from_f64(value), dtype)?)
+        });
+        Tensor::from_cpu_storage(storage, dims)?.to_device(device)
+    }
+
+    /// A tensor of zeros with this tensor's dims, dtype and device.
+    pub fn zeros_like(&self) -> Result<Tensor> {
+        Tensor::zeros(self.dims(), self.dtype(), self.device())
+    }
+
+    /// A tensor of ones with this tensor's dims, dtype and device.
+    pub fn ones_like(&self) -> Result<Tensor> {
+        Tensor::ones(self.dims(), self.dtype(), self.device())
+    }
+
+    /// The 1-D tensor `start, start + step, ...` up to but excluding `end`, like
+    /// `torch.arange`. Element `i` is `start + i * step` computed in f64, then converted
+    /// to `dtype`; the length is `ceil((end - start) / step)`. Errors when an argument is
+    /// not finite, `step` is zero, or `step` points away from `end`.
+    pub fn arange(start: f64, end: f64, step: f64, dtype: DType, device: Device) -> Result<Tensor> {
+        let bad = |message: String| TensorError::InvalidArgument {
+            op: "arange",
+            message,
+        };
+        if !(start.is_finite() && end.is_finite() && step.is_finite()) {
+            return Err(bad(format!(
+                "start {start}, end {end} and step {step} must all be finite"
+            )));
+        }
+        if step == 0.0 {
+            return Err(bad("step must be non-zero".into()));
+        }
+        if (end - start) * step < 0.0 {
+            return Err(bad(format!(
+                "step {step} has the wrong sign to go from {start} to {end}"
+            )));
+        }
+        let count = ((end - start) / step).ceil();
+        if count >= 2f64.powi(53) {
+            return Err(bad(format!(
+                "{count} elements is more than arange supports (2^53)"
+            )));
+        }
+        let count = count as usize;
+        let last = start + (count.saturating_sub(1)) as f64 * step;
+        check_representable("arange", start, dtype)?;
+        check_representable("arange", last, dtype)?;
+        let storage = with_dtype!(dtype, T => {
+            let mut values = try_with_capacity::<T>(count, dtype)?;
+            values.extend((0..count).map(|i| T::from_f64(start + i as f64 * step)));
+            T::into_storage(values)
+        });
+        Tensor::from_cpu_storage(storage, &[count])?.to_device(device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{bf16, DType, Device, Tensor, TensorError};
+
+    #[test]
+    fn filled_tensors() {
+        let z = Tensor::zeros(&[2, 3], DType::F32, Device::Cpu).unwrap();
+        assert_eq!(z.dims(), &[2, 3]);
+        assert_eq!(z.to_vec::<f32>().unwrap(), vec![0.0; 6]);
+        let o = Tensor::ones(&[2], DType::Bool, Device::Cpu).unwrap();
+        assert_eq!(o.to_vec::<bool>().unwrap(), vec![true, true]);
+        let f = Tensor::full(&[3], -2.7, DType::I64, Device::Cpu).unwrap();
+        assert_eq!(f.to_vec::<i64>().unwrap(), vec![-2, -2, -2]);
+        let b = Tensor::full(&[1], 1.0 / 3.0, DType::BF16, Device::Cpu).unwrap();
+        assert_eq!(b.to_vec::<bf16>().unwrap(), vec![bf16::from_f32(1.0 / 3.0)]);
+        let s = Tensor::full(&[], 4.0, DType::U8, Device::Cpu).unwrap();
+        assert_eq!(s.to_scalar::<u8>().unwrap(), 4);
+        for (v, dt) in [
+            (256.0, DType::U8),
+            (-1.0, DType::U32),
+            (f64::NAN, DType::I64),
+        ] {
+            assert!(matches!(
+                Tensor::full(&[1], v, dt, Device::Cpu),
+                Err(TensorError::InvalidArgument { .. })
+            ));
+        }
+        assert!(Tensor::full(&[1], -0.5, DType::U8, Device::Cpu).is_ok());
+    }
+
+    #[test]
+    fn absurd_sizes_are_errors() {
+        let err = Tensor::zeros(&[usize::MAX / 2, 4], DType::F32, Device::Cpu).unwrap_err();
+        assert!(matches!(err, TensorError::ShapeOverflow { .. }));
+        let err = Tensor::zeros(&[usize::MAX / 2], DType::F32, Device::Cpu).unwrap_err();
+        assert!(matches!(err, TensorError::AllocationFailed { .. }));
+    }
+
+    #[test]
+    fn arange_matches_torch() {
+        let a = Tensor::arange(0.0, 5.0, 1.0, DType::I64, Device::Cpu).unwrap();
+        assert_eq!(a.to_vec::<i64>().unwrap(), vec![0, 1, 2, 3, 4]);
+        let a = Tensor::arange(1.0, 2.0, 0.25, DType::F32, Device::Cpu).unwrap();
+        assert_eq!(a.to_vec::<f32>().unwrap(), vec![1.0, 1.25, 1.5, 1.75]);
+        let a = Tensor::arange(3.0, 0.0, -1.5, DType::F64, Device::Cpu).unwrap();
+        assert_eq!(a.to_vec::<f64>().unwrap(), vec![3.0, 1.5]);
+        let a = Tensor::arange(2.0, 2.0, 1.0, DType::F32, Device::Cpu).unwrap();
+        assert_eq!(a.dims(), &[0]);
+        for (s, e, st) in [
+            (0.0, 1.0, 0.0),
+            (0.0, 1.0, -1.0),
+            (0.0, f64::INFINITY, 1.0),
+            (0.0, 1e300, 1e-300),
+        ] {
+            assert!(matches!(
+                Tensor::arange(s, e, st, DType::F32, Device::Cpu),
+                Err(TensorError::InvalidArgument { .. })
+            ));
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! One CUDA context and default stream per device ordinal, created lazily and shared.
+//!
+//! Contexts are the device's primary context (what the CUDA runtime and PyTorch use), so
+//! buffers made here interoperate with other libraries in the same process. The registry
+//! lives for the whole process; contexts are never torn down.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaStream};
+
+use super::driver_error;
+use crate::{Result, TensorError};
+
+/// A device's context and the stream every ditto operation on it is issued to.
+#[derive(Clone)]
+struct Entry {
+    context: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+}
+
+/// Whether the driver library (`libcuda.so` / `nvcuda.dll`) can be loaded; probed once.
+fn driver_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: only tries to open the library; no symbol is called.
+    *PRESENT.get_or_init(|| unsafe { cudarc::driver::sys::is_culib_present() })
+}
+
+/// Runs a cudarc call that could panic on a half-installed driver (a missing symbol),
+/// turning the panic into `CudaUnavailable`.
+fn guarded<T>(ordinal: usize, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    if !driver_present() {
+        return Err(TensorError::CudaUnavailable {
+            ordinal,
+            reason: "no CUDA driver found".into(),
+        });
+    }
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(TensorError::CudaUnavailable {
+            ordinal,
+            reason: "the CUDA driver library is present but could not be used".into(),
+        })
+    })
+}
+
+/// Number of CUDA devices visible to this process: 0 without a driver (never panics).
+#[must_use]
+pub fn device_count() -> usize {
+    guarded(0, || {
+        CudaContext::device_count()
+            .map(|n| usize::try_from(n).unwrap_or(0))
+            .map_err(driver_error(0, "device_count"))
+    })
+    .unwrap_or(0)
+}
+
+/// True when at least one CUDA device can be used; GPU tests skip when false.
+#[must_use]
+pub fn is_available() -> bool {
+    device_count() > 0
+}
+
+/// The registry entry for `ordinal`, creating the context on first use.
+fn entry(ordinal: usize) -> Result<Entry> {
+    static REGISTRY: OnceLock<Mutex<HashMap<usize, Entry>>> = OnceLock::new();
+    let registry = REGISTRY.get_or_init(|| Mutex::new(HashMap::new()));
+    // A panic while holding the lock cannot leave the map inconsistent (one insert).
+    let mut map = registry.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = map.get(&ordinal) {
+        return Ok(e.clone());
+    }
+    let count = device_count();
+    if ordinal >= count {
+        return Err(TensorError::CudaUnavailable {
+            ordinal,
+            reason: if driver_present() {
+                format!("{count} CUDA devices present")
+            } else {
+                "no CUDA driver found".into()
+            },
+        });
+    }
+    let created = guarded(ordinal, || {
+        let context = CudaContext::new(ordinal).map_err(driver_error(ordinal, "context"))?;
+        let stream = context.default_stream();
+        Ok(Entry { context, stream })
+    })?;
+    map.insert(ordinal, created.clone());
+    Ok(created)
+}
+
+/// The shared context of CUDA device `ordinal`, created once on first use. Errors with
+/// `CudaUnavailable` when there is no driver or no such device.
+pub fn context(ordinal: usize) -> Result<Arc<CudaContext>> {
+    Ok(entry(ordinal)?.context)
+}
+
+/// The stream all of ditto's work on device `ordinal` is issued to (the context's
+/// default stream), so operations are ordered without extra synchronisation.
+pub fn default_stream(ordinal: usize) -> Result<Arc<CudaStream>> {
+    Ok(entry(ordinal)?.stream)
+}
+
+/// Blocks until all work queued on device `ordinal` has finished.
+pub fn synchronize(ordinal: usize) -> Result<()> {
+    let context = context(ordinal)?;
+    guarded(ordinal, || {
+        context
+            .synchronize()
+            .map_err(driver_error(ordinal, "synchronize"))
+    })
+}

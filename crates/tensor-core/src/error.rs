@@ -1,0 +1,195 @@
+//! The one error type of tensor-core.
+
+use crate::{DType, Device};
+
+/// Shorthand for results in tensor-core.
+pub type Result<T, E = TensorError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong with user input to a tensor operation.
+///
+/// Each message says what was given and what was expected.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum TensorError {
+    /// The product of the dimensions does not fit in `usize`.
+    #[error("shape {dims:?} has more elements than fit in usize")]
+    ShapeOverflow {
+        /// The dimensions given.
+        dims: Vec<usize>,
+    },
+    /// A buffer's length does not match the element count of the shape.
+    #[error("shape {dims:?} needs {expected} elements but {got} were given")]
+    ElementCountMismatch {
+        /// The dimensions given.
+        dims: Vec<usize>,
+        /// Elements the shape needs.
+        expected: usize,
+        /// Elements supplied.
+        got: usize,
+    },
+    /// Two shapes that must agree (or broadcast) do not.
+    #[error("shape mismatch in {op}: {lhs:?} vs {rhs:?}")]
+    ShapeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// Left operand's dims.
+        lhs: Vec<usize>,
+        /// Right operand's dims.
+        rhs: Vec<usize>,
+    },
+    /// A dimension index is out of range.
+    #[error("{op}: dimension {dim} is out of range for a tensor of rank {rank}")]
+    DimOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// The dimension asked for.
+        dim: usize,
+        /// The tensor's rank.
+        rank: usize,
+    },
+    /// An operation expected a tensor of a different rank.
+    #[error("{op} expects a tensor of rank {expected}, got rank {got}")]
+    RankMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The rank needed.
+        expected: usize,
+        /// The rank given.
+        got: usize,
+    },
+    /// A dtype that does not match the one required.
+    #[error("{op}: expected dtype {expected}, got {got}")]
+    DTypeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The dtype needed.
+        expected: DType,
+        /// The dtype given.
+        got: DType,
+    },
+    /// An operation does not support this dtype at all.
+    #[error("{op} does not support dtype {dtype}; supported: {supported}")]
+    UnsupportedDType {
+        /// The operation.
+        op: &'static str,
+        /// The dtype given.
+        dtype: DType,
+        /// The dtypes it does support, for the message.
+        supported: &'static str,
+    },
+    /// Operands live on different devices.
+    #[error("{op}: operands are on different devices ({lhs} and {rhs})")]
+    DeviceMismatch {
+        /// The operation.
+        op: &'static str,
+        /// First device.
+        lhs: Device,
+        /// Second device.
+        rhs: Device,
+    },
+    /// A device string could not be parsed.
+    #[error("invalid device {given:?}: expected \"cpu\", \"cuda\" or \"cuda:N\"")]
+    InvalidDevice {
+        /// The text given.
+        given: String,
+    },
+    /// The requested CUDA device does not exist (or no driver is present).
+    #[error("CUDA device {ordinal} is not available: {reason}")]
+    CudaUnavailable {
+        /// The ordinal asked for.
+        ordinal: usize,
+        /// Why: no driver, or how many devices there are.
+        reason: String,
+    },
+    /// A CUDA driver / cuBLAS call failed.
+    #[error("CUDA error on device {ordinal} in {op}: {message}")]
+    Cuda {
+        /// The device.
+        ordinal: usize,
+        /// What was being done.
+        op: &'static str,
+        /// The driver's message.
+        message: String,
+    },
+    /// An operation that is not (yet) implemented for a device.
+    #[error("{op} is not implemented on {device}")]
+    NotImplementedOnDevice {
+        /// The operation.
+        op: &'static str,
+        /// The device.
+        device: Device,
+    },
+    /// A numeric argument outside its valid range.
+    #[error("{op}: invalid argument: {message}")]
+    InvalidArgument {
+        /// The operation.
+        op: &'static str,
+        /// What was wrong and what was expected.
+        message: String,
+    },
+    /// An op was about to take a nondeterministic fast path while
+    /// `use_deterministic_algorithms(DeterministicMode::Error)` is set.
+    #[error(
+        "{op} has a nondeterministic implementation and use_deterministic_algorithms(Error) \
+         is set; use {alternative}, or set DeterministicMode::Warn to allow it"
+    )]
+    Nondeterministic {
+        /// The op, as a user wrote it.
+        op: &'static str,
+        /// How to get the deterministic path instead.
+        alternative: &'static str,
+    },
+    /// An index (into a dimension or a list) is out of range.
+    #[error("{op}: index {index} is out of range for dimension {dim} of size {size}")]
+    IndexOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// The index given.
+        index: usize,
+        /// The dimension it indexes.
+        dim: usize,
+        /// The size of that dimension (valid indices are `0..size`).
+        size: usize,
+    },
+    /// An operation that needs exactly one element got a different count.
+    #[error("{op} expects a tensor with exactly one element, got shape {dims:?}")]
+    NotAScalar {
+        /// The operation.
+        op: &'static str,
+        /// The tensor's dims.
+        dims: Vec<usize>,
+    },
+    /// An operation that needs a contiguous (row-major, gap-free) tensor got a strided view.
+    #[error(
+        "{op} expects a contiguous tensor, got dims {dims:?} with strides {strides:?}; \
+         call .contiguous() first"
+    )]
+    NotContiguous {
+        /// The operation.
+        op: &'static str,
+        /// The tensor's dims.
+        dims: Vec<usize>,
+        /// The tensor's strides.
+        strides: Vec<usize>,
+    },
+    /// An operation that needs its tensor on one particular device got another.
+    #[error("{op} expects a tensor on {expected}, got one on {got}")]
+    WrongDevice {
+        /// The operation.
+        op: &'static str,
+        /// The device needed.
+        expected: Device,
+        /// The device given.
+        got: Device,
+    },
+    /// A buffer could not be allocated (too large for the address space or the allocator).
+    #[error("could not allocate {elements} elements of {dtype} on {device}")]
+    AllocationFailed {
+        /// Where.
+        device: Device,
+        /// Element type.
+        dtype: DType,
+        /// Element count asked for.
+        elements: usize,
+    },
+}

@@ -1,0 +1,182 @@
+//! Copies that pick or join whole slices: `index_select` and `cat`.
+//!
+//! Both work on contiguous host copies of their inputs and copy `inner`-sized runs, so a
+//! data loader gathering a batch of rows pays one `memcpy` per row.
+
+use crate::creation::try_with_capacity;
+use crate::{Device, Element, Result, Shape, Tensor, TensorError};
+
+/// Sizes of the dimensions before `dim` and after `dim`, multiplied out.
+fn outer_inner(dims: &[usize], dim: usize) -> (usize, usize) {
+    (
+        dims[..dim].iter().product(),
+        dims[dim + 1..].iter().product(),
+    )
+}
+
+impl Tensor {
+    /// The slices `indices` of dimension `dim`, in the order given (repeats allowed), like
+    /// `torch.index_select`. Errors when `dim` or an index is out of range.
+    pub fn index_select(&self, dim: usize, indices: &[usize]) -> Result<Tensor> {
+        self.check_dim("index_select", dim)?;
+        let size = self.dims()[dim];
+        if let Some(&index) = indices.iter().find(|&&i| i >= size) {
+            return Err(TensorError::IndexOutOfRange {
+                op: "index_select",
+                index,
+                dim,
+                size,
+            });
+        }
+        let mut out_dims = self.dims().to_vec();
+        out_dims[dim] = indices.len();
+        Shape::new(&out_dims)?;
+        let host = self.to_device(Device::Cpu)?.contiguous()?;
+        let (outer, inner) = outer_inner(self.dims(), dim);
+        let storage = with_dtype!(self.dtype(), T => {
+            let src = host.as_slice::<T>()?;
+            let mut out = try_with_capacity::<T>(outer * indices.len() * inner, T::DTYPE)?;
+            for o in 0..outer {
+                for &i in indices {
+                    let start = (o * size + i) * inner;
+                    out.extend_from_slice(&src[start..start + inner]);
+                }
+            }
+            T::into_storage(out)
+        });
+        Tensor::from_cpu_storage(storage, &out_dims)?.to_device(self.device())
+    }
+
+    /// Joins tensors along `dim`, like `torch.cat`. All must share dtype, device, rank
+    /// and every dimension except `dim`. Errors on an empty list or any disagreement.
+    pub fn cat(tensors: &[Tensor], dim: usize) -> Result<Tensor> {
+        let first = tensors
+            .first()
+            .ok_or_else(|| TensorError::InvalidArgument {
+                op: "cat",
+                message: "expected at least one tensor, got an empty list".into(),
+            })?;
+        first.check_dim("cat", dim)?;
+        for t in &tensors[1..] {
+            check_cat_compatible(first, t, dim)?;
+        }
+        let mut out_dims = first.dims().to_vec();
+        out_dims[dim] = tensors
+            .iter()
+            .try_fold(0usize, |acc, t| acc.checked_add(t.dims()[dim]))
+            .ok_or_else(|| TensorError::ShapeOverflow {
+                dims: first.dims().to_vec(),
+            })?;
+        Shape::new(&out_dims)?;
+        let hosts = tensors
+            .iter()
+            .map(|t| t.to_device(Device::Cpu)?.contiguous())
+            .collect::<Result<Vec<_>>>()?;
+        let (outer, _) = outer_inner(first.dims(), dim);
+        let total: usize = out_dims.iter().product();
+        let storage = with_dtype!(first.dtype(), T => {
+            let slices = hosts
+                .iter()
+                .map(|t| t.as_slice::<T>())
+                .collect::<Result<Vec<_>>>()?;
+            let mut out = try_with_capacity::<T>(total, T::DTYPE)?;
+            for o in 0..outer {
+                for src in &slices {
+                    // Each input contributes one run of `dims[dim] * inner` per outer index.
+                    let run = src.len() / outer.max(1);
+                    out.extend_from_slice(&src[o * run..(o + 1) * run]);
+                }
+            }
+            T::into_storage(out)
+        });
+        Tensor::from_cpu_storage(storage, &out_dims)?.to_device(first.device())
+    }
+}
+
+/// Errors unless `t` can be concatenated to `first` along `dim`.
+fn check_cat_compatible(first: &Tensor, t: &Tensor, dim: usize) -> Result<()> {
+    if t.dtype() != first.dtype() {
+        return Err(TensorError::DTypeMismatch {
+            op: "cat",
+            expected: first.dtype(),
+            got: t.dtype(),
+        });
+    }
+    if t.device() != first.device() {
+        return Err(TensorError::DeviceMismatch {
+            op: "cat",
+            lhs: first.device(),
+            rhs: t.device(),
+        });
+    }
+    let same_other_dims = t.rank() == first.rank()
+        && (0..t.rank()).all(|d| d == dim || t.dims()[d] == first.dims()[d]);
+    if !same_other_dims {
+        return Err(TensorError::ShapeMismatch {
+            op: "cat",
+            lhs: first.dims().to_vec(),
+            rhs: t.dims().to_vec(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DType, Device, Tensor, TensorError};
+
+    fn m23() -> Tensor {
+        Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], &[2, 3], Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn index_select_rows_and_columns() {
+        let rows = m23().index_select(0, &[1, 1, 0]).unwrap();
+        assert_eq!(rows.dims(), &[3, 3]);
+        assert_eq!(
+            rows.to_vec::<i64>().unwrap(),
+            vec![4, 5, 6, 4, 5, 6, 1, 2, 3]
+        );
+        let cols = m23().t().unwrap().index_select(1, &[1]).unwrap();
+        assert_eq!(cols.to_vec::<i64>().unwrap(), vec![4, 5, 6]);
+        assert_eq!(m23().index_select(0, &[]).unwrap().dims(), &[0, 3]);
+        assert!(matches!(
+            m23().index_select(0, &[2]),
+            Err(TensorError::IndexOutOfRange {
+                index: 2,
+                size: 2,
+                ..
+            })
+        ));
+        assert!(matches!(
+            m23().index_select(2, &[0]),
+            Err(TensorError::DimOutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn cat_along_each_dim() {
+        let a = m23();
+        let b = Tensor::from_vec(vec![7i64, 8, 9], &[1, 3], Device::Cpu).unwrap();
+        let c = Tensor::cat(&[a.clone(), b.clone()], 0).unwrap();
+        assert_eq!(c.dims(), &[3, 3]);
+        assert_eq!(c.to_vec::<i64>().unwrap(), (1..=9).collect::<Vec<_>>());
+        let d = Tensor::cat(&[a.clone(), a.narrow(1, 0, 1).unwrap()], 1).unwrap();
+        assert_eq!(d.to_vec::<i64>().unwrap(), vec![1, 2, 3, 1, 4, 5, 6, 4]);
+        assert!(matches!(
+            Tensor::cat(&[a.clone(), b.t().unwrap()], 0),
+            Err(TensorError::ShapeMismatch { .. })
+        ));
+        let f = Tensor::zeros(&[1, 3], DType::F32, Device::Cpu).unwrap();
+        assert!(matches!(
+            Tensor::cat(&[a, f], 0),
+            Err(TensorError::DTypeMismatch { .. })
+        ));
+        assert!(Tensor::cat(&[], 0).is_err());
+        let huge = Tensor::zeros(&[usize::MAX / 2 + 1, 0], DType::U8, Device::Cpu).unwrap();
+        assert!(matches!(
+            Tensor::cat(&[huge.clone(), huge], 0),
+            Err(TensorError::ShapeOverflow { .. })
+        ));
+    }
+}

@@ -1,0 +1,66 @@
+//! # tensor-core: the bottom of ditto's crate diagram
+//!
+//! ```text
+//! tensor-core  <- you are here: Device, DType, Shape, Storage, Tensor, errors
+//!      ^
+//! kernels      CUDA sources + launchers; the offset increments
+//!      ^
+//! rng-gen      Philox engine, generators, samplers
+//!      ^
+//! nn-mini      layers, losses, SGD, data loader, checkpoints
+//! ```
+//!
+//! A [`Tensor`] is a typed, strided view over a reference-counted [`Storage`] that lives
+//! on one [`Device`]. Nothing here knows about randomness: the crates above build random
+//! tensors by filling a `Vec` (CPU) or a device buffer (CUDA) and wrapping it.
+//!
+//! Every fallible operation returns [`TensorError`]; user input never panics.
+
+#![warn(missing_docs)]
+
+#[macro_use]
+mod macros;
+
+mod access;
+mod convert;
+mod creation;
+pub mod determinism;
+mod device;
+mod dtype;
+mod element;
+mod error;
+mod gather;
+mod layout;
+mod round;
+mod shape;
+mod storage;
+mod tensor;
+mod transfer;
+mod view;
+
+pub mod ops;
+
+#[cfg(feature = "cuda")]
+pub mod cuda;
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_disabled.rs"]
+pub mod cuda;
+
+/// The cudarc version ditto is built with, so other crates name the same types.
+#[cfg(feature = "cuda")]
+pub use cudarc;
+
+pub use determinism::{
+    are_deterministic_algorithms_enabled, deterministic_mode,
+    is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms, DeterministicMode,
+};
+pub use device::Device;
+pub use dtype::DType;
+pub use element::Element;
+pub use error::{Result, TensorError};
+pub use shape::Shape;
+pub use storage::{CpuStorage, Storage};
+pub use tensor::Tensor;
+
+/// Re-exported so users name the same `f16` / `bf16` types ditto stores.
+pub use half::{bf16, f16};

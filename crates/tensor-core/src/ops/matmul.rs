@@ -1,0 +1,170 @@
+//! 2-D matrix multiply on the CPU via the `gemm` crate.
+//!
+//! # Determinism
+//! `gemm` is called with `Parallelism::None`. In gemm 0.19 the depth blocking `kc` comes
+//! from `(m, n, k)` and the cache sizes, not from the thread count, and a probe (f32;
+//! shapes 64x784x128, 256x1024x256, 1x4096x512, 512x4096x1, 1000x300x700;
+//! `Parallelism::Rayon(1, 2, 3, 8, 16)` against `None`; 2-core Intel Xeon with AVX-512
+//! and FMA, the dev machine) found no bit differing. But gemm does not promise this, and
+//! its packing and small-size paths do consult the thread count, so ditto stays
+//! single-threaded, which is deterministic by construction. The summation order over `k`
+//! still depends on `(m, n, k)`, on the cache sizes gemm detects and on the SIMD kernel
+//! it picks at run time (FMA or not): results are bit-identical run to run on one
+//! machine, but may differ between CPU models.
+//!
+//! Strided inputs (such as [`Tensor::t`] views) are passed to gemm as row and column
+//! strides, so transposes are never copied.
+
+use crate::creation::try_filled;
+use crate::{Element, Result, Shape, Tensor, TensorError};
+
+/// `dst (m x n) = lhs (m x k) * rhs (k x n)` for views into `a` and `b`.
+fn gemm_into<T: Element + Default>(lhs: &Tensor, rhs: &Tensor, a: &[T], b: &[T]) -> Result<Vec<T>> {
+    let (m, k, n) = (lhs.dims()[0], lhs.dims()[1], rhs.dims()[1]);
+    let count = Shape::new(&[m, n])?.elem_count();
+    let mut dst = try_filled(count, T::default(), T::DTYPE)?;
+    if m == 0 || n == 0 {
+        return Ok(dst);
+    }
+    // Strides come from valid views whose offsets lie inside their buffers, so they fit
+    // in isize (a Vec never exceeds isize::MAX bytes).
+    let stride = |s: usize| s as isize;
+    let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
+    // SAFETY: every index gemm forms is `offset + i * row_stride + j * col_stride` with
+    // `i`, `j` inside the view's dims, which the view guarantees lies inside `a` / `b`;
+    // `dst` is a fresh row-major m x n buffer. T is f32 or f64 (checked by the caller).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            stride(n),
+            false,
+            a.as_ptr().add(lhs.storage_offset()),
+            stride(lhs.strides()[1]),
+            stride(lhs.strides()[0]),
+            b.as_ptr().add(rhs.storage_offset()),
+            stride(rhs.strides()[1]),
+            stride(rhs.strides()[0]),
+            zero,
+            one,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+    Ok(dst)
+}
+
+impl Tensor {
+    /// Matrix product of `(m, k)` and `(k, n)` tensors, giving a contiguous `(m, n)`
+    /// tensor. Both must be 2-D, on the CPU, and share an f32 / f64 dtype.
+    pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
+        const OP: &str = "matmul";
+        self.require_same(OP, rhs)?;
+        for t in [self, rhs] {
+            if t.rank() != 2 {
+                return Err(TensorError::RankMismatch {
+                    op: OP,
+                    expected: 2,
+                    got: t.rank(),
+                });
+            }
+        }
+        if self.dims()[1] != rhs.dims()[0] {
+            return Err(TensorError::ShapeMismatch {
+                op: OP,
+                lhs: self.dims().to_vec(),
+                rhs: rhs.dims().to_vec(),
+            });
+        }
+        let dims = [self.dims()[0], rhs.dims()[1]];
+        with_float_dtype!(self.dtype(), OP, T => {
+            let a = T::slice(self.cpu_storage()?).expect("dtype checked");
+            let b = T::slice(rhs.cpu_storage()?).expect("dtype checked");
+            let out = gemm_into::<T>(self, rhs, a, b)?;
+            Tensor::from_cpu_storage(T::into_storage(out), &dims)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DType, Device, Tensor, TensorError};
+
+    /// Naive reference in f64.
+    fn reference(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut out = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                out[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn small_products_and_transposed_views() {
+        let a = Tensor::from_vec(vec![1f32, 2., 3., 4., 5., 6.], &[2, 3], Device::Cpu).unwrap();
+        let b = Tensor::from_vec(vec![7f32, 8., 9., 10., 11., 12.], &[3, 2], Device::Cpu).unwrap();
+        let c = a.matmul(&b).unwrap();
+        assert_eq!(c.dims(), &[2, 2]);
+        assert_eq!(c.to_vec::<f32>().unwrap(), vec![58., 64., 139., 154.]);
+        // a^T (3x2) x a (2x3) using views.
+        let at = a.t().unwrap();
+        let g = at.matmul(&a).unwrap();
+        let want = at.contiguous().unwrap().matmul(&a).unwrap();
+        assert_eq!(g.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+        assert_eq!(g.to_vec::<f32>().unwrap()[0], 17.);
+        // A narrowed view with a non-zero offset.
+        let row = a.narrow(0, 1, 1).unwrap();
+        assert_eq!(
+            row.matmul(&b).unwrap().to_vec::<f32>().unwrap(),
+            vec![139., 154.]
+        );
+    }
+
+    #[test]
+    fn larger_products_match_a_reference() {
+        let (m, k, n) = (37, 129, 23);
+        let a: Vec<f64> = (0..m * k)
+            .map(|i| ((i * 7919) % 101) as f64 / 50.0 - 1.0)
+            .collect();
+        let b: Vec<f64> = (0..k * n)
+            .map(|i| ((i * 104_729) % 97) as f64 / 48.0 - 1.0)
+            .collect();
+        let ta = Tensor::from_vec(a.clone(), &[m, k], Device::Cpu).unwrap();
+        let tb = Tensor::from_vec(b.clone(), &[k, n], Device::Cpu).unwrap();
+        let got = ta.matmul(&tb).unwrap().to_vec::<f64>().unwrap();
+        for (g, w) in got.iter().zip(reference(&a, &b, m, k, n)) {
+            assert!((g - w).abs() < 1e-9, "{g} vs {w}");
+        }
+        let again = ta.matmul(&tb).unwrap().to_vec::<f64>().unwrap();
+        assert_eq!(got, again);
+        let empty = Tensor::zeros(&[3, 0], DType::F64, Device::Cpu).unwrap();
+        let z = empty.matmul(&Tensor::zeros(&[0, 2], DType::F64, Device::Cpu).unwrap());
+        assert_eq!(z.unwrap().to_vec::<f64>().unwrap(), vec![0.0; 6]);
+    }
+
+    #[test]
+    fn shape_errors() {
+        let a = Tensor::zeros(&[2, 3], DType::F32, Device::Cpu).unwrap();
+        assert!(matches!(
+            a.matmul(&a),
+            Err(TensorError::ShapeMismatch { .. })
+        ));
+        let v = Tensor::zeros(&[3], DType::F32, Device::Cpu).unwrap();
+        assert!(matches!(
+            a.matmul(&v),
+            Err(TensorError::RankMismatch { .. })
+        ));
+        let i = Tensor::zeros(&[3, 1], DType::I64, Device::Cpu).unwrap();
+        assert!(matches!(
+            a.matmul(&i),
+            Err(TensorError::DTypeMismatch { .. })
+        ));
+    }
+}

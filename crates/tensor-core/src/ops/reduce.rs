@@ -1,0 +1,255 @@
+//! Reductions: `sum_dim`, `mean_dim`, `sum_all`, `mean_all`, `max_dim`, `argmax`.
+//!
+//! The evaluation order of every sum is the contract in the [`ops`](crate::ops) docs.
+
+use rayon::prelude::*;
+
+use super::{Float, PAR_MIN_LEN};
+use crate::{Element, Result, Tensor, TensorError};
+
+/// Elements per block in every sum (see the [`ops`](crate::ops) docs). Fixed: changing
+/// it changes results, and a CUDA implementation must use the same value.
+pub const REDUCE_BLOCK: usize = 1024;
+
+/// The contract's sum of `get(0) .. get(n - 1)`, before the final rounding.
+pub(crate) fn blocked_sum<T: Float>(n: usize, get: impl Fn(usize) -> T) -> f64 {
+    let mut total = 0.0f64;
+    for start in (0..n).step_by(REDUCE_BLOCK) {
+        let mut block = 0.0f64;
+        for i in start..(start + REDUCE_BLOCK).min(n) {
+            block += get(i).to_f64();
+        }
+        total += block;
+    }
+    total
+}
+
+/// Index and value of the maximum of `get(0) .. get(n - 1)` (`n > 0`), with the
+/// module's tie and NaN rules.
+pub(crate) fn arg_max<T: Float>(n: usize, get: impl Fn(usize) -> T) -> (usize, T) {
+    let (mut best, mut best_i) = (get(0), 0);
+    for i in 1..n {
+        let x = get(i);
+        if !best.is_nan() && (x > best || x.is_nan()) {
+            best = x;
+            best_i = i;
+        }
+    }
+    (best_i, best)
+}
+
+/// Applies `lane(size, get)` to every lane of `t` along `dim`, in parallel across lanes.
+/// Returns the per-lane results in row-major order of the remaining dims, and those
+/// dims (with a 1 kept at `dim` if `keepdim`).
+pub(crate) fn reduce_lanes<T: Float, U: Send>(
+    t: &Tensor,
+    op: &'static str,
+    dim: usize,
+    keepdim: bool,
+    lane: impl Fn(usize, &dyn Fn(usize) -> T) -> U + Sync,
+) -> Result<(Vec<U>, Vec<usize>)> {
+    t.check_dim(op, dim)?;
+    let values = t.values::<T>()?;
+    let dims = t.dims();
+    let size = dims[dim];
+    let inner: usize = dims[dim + 1..].iter().product();
+    let outer: usize = dims[..dim].iter().product();
+    let mut out = Vec::new();
+    (0..outer * inner)
+        .into_par_iter()
+        .with_min_len((PAR_MIN_LEN / size.max(1)).max(1))
+        .map(|lane_index| {
+            let base = (lane_index / inner) * size * inner + lane_index % inner;
+            lane(size, &|i| values[base + i * inner])
+        })
+        .collect_into_vec(&mut out);
+    let mut out_dims = dims.to_vec();
+    if keepdim {
+        out_dims[dim] = 1;
+    } else {
+        out_dims.remove(dim);
+    }
+    Ok((out, out_dims))
+}
+
+/// Errors when a max / argmax would reduce an empty dimension.
+fn check_nonempty(t: &Tensor, op: &'static str, dim: usize) -> Result<()> {
+    if t.dims().get(dim) == Some(&0) {
+        return Err(TensorError::InvalidArgument {
+            op,
+            message: format!(
+                "cannot reduce dimension {dim} of size 0 (dims {:?})",
+                t.dims()
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl Tensor {
+    /// Sum along `dim` (kept as size 1 if `keepdim`), in the module's fixed order.
+    pub fn sum_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
+        self.require_cpu("sum_dim")?;
+        with_float_dtype!(self.dtype(), "sum_dim", T => {
+            let (v, d) = reduce_lanes::<T, T>(self, "sum_dim", dim, keepdim, |n, get| {
+                T::from_f64(blocked_sum(n, get))
+            })?;
+            Tensor::from_cpu_storage(T::into_storage(v), &d)
+        })
+    }
+
+    /// Mean along `dim`: the f64 sum divided by the size, rounded once (NaN if empty).
+    pub fn mean_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
+        self.require_cpu("mean_dim")?;
+        with_float_dtype!(self.dtype(), "mean_dim", T => {
+            let (v, d) = reduce_lanes::<T, T>(self, "mean_dim", dim, keepdim, |n, get| {
+                T::from_f64(blocked_sum(n, get) / n as f64)
+            })?;
+            Tensor::from_cpu_storage(T::into_storage(v), &d)
+        })
+    }
+
+    /// Sum of every element (row-major order) as a rank-0 tensor.
+    pub fn sum_all(&self) -> Result<Tensor> {
+        self.require_cpu("sum_all")?;
+        with_float_dtype!(self.dtype(), "sum_all", T => {
+            let v = self.values::<T>()?;
+            let s = T::from_f64(blocked_sum(v.len(), |i| v[i]));
+            Tensor::from_cpu_storage(T::into_storage(vec![s]), &[])
+        })
+    }
+
+    /// Mean of every element as a rank-0 tensor (NaN if empty).
+    pub fn mean_all(&self) -> Result<Tensor> {
+        self.require_cpu("mean_all")?;
+        with_float_dtype!(self.dtype(), "mean_all", T => {
+            let v = self.values::<T>()?;
+            let m = T::from_f64(blocked_sum(v.len(), |i| v[i]) / v.len() as f64);
+            Tensor::from_cpu_storage(T::into_storage(vec![m]), &[])
+        })
+    }
+
+    /// Maximum along `dim` (values only; see [`Tensor::argmax`] for indices). Errors on
+    /// an empty dimension.
+    pub fn max_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
+        self.require_cpu("max_dim")?;
+        check_nonempty(self, "max_dim", dim)?;
+        with_float_dtype!(self.dtype(), "max_dim", T => {
+            let (v, d) =
+                reduce_lanes::<T, T>(self, "max_dim", dim, keepdim, |n, get| arg_max(n, get).1)?;
+            Tensor::from_cpu_storage(T::into_storage(v), &d)
+        })
+    }
+
+    /// Index of the maximum along `dim` as an I64 tensor without that dim (first
+    /// maximum on ties, first NaN if any). Errors on an empty dimension.
+    pub fn argmax(&self, dim: usize) -> Result<Tensor> {
+        self.require_cpu("argmax")?;
+        check_nonempty(self, "argmax", dim)?;
+        with_float_dtype!(self.dtype(), "argmax", T => {
+            let (v, d) = reduce_lanes::<T, i64>(self, "argmax", dim, false, |n, get| {
+                arg_max(n, get).0 as i64
+            })?;
+            Tensor::from_cpu_storage(i64::into_storage(v), &d)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::REDUCE_BLOCK;
+    use crate::{DType, Device, Tensor, TensorError};
+
+    fn m23() -> Tensor {
+        Tensor::from_vec(vec![1f32, 5., 3., 4., 2., 6.], &[2, 3], Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn sums_and_means_along_dims() {
+        let s0 = m23().sum_dim(0, false).unwrap();
+        assert_eq!(s0.dims(), &[3]);
+        assert_eq!(s0.to_vec::<f32>().unwrap(), vec![5., 7., 9.]);
+        let s1 = m23().sum_dim(1, true).unwrap();
+        assert_eq!(s1.dims(), &[2, 1]);
+        assert_eq!(s1.to_vec::<f32>().unwrap(), vec![9., 12.]);
+        let m = m23().t().unwrap().mean_dim(0, false).unwrap();
+        assert_eq!(m.to_vec::<f32>().unwrap(), vec![3., 4.]);
+        assert_eq!(m23().sum_all().unwrap().to_scalar::<f32>().unwrap(), 21.);
+        assert_eq!(m23().mean_all().unwrap().to_scalar::<f32>().unwrap(), 3.5);
+        assert!(matches!(
+            m23().sum_dim(2, false),
+            Err(TensorError::DimOutOfRange { .. })
+        ));
+        let empty = Tensor::zeros(&[0, 2], DType::F32, Device::Cpu).unwrap();
+        assert_eq!(
+            empty.sum_dim(0, false).unwrap().to_vec::<f32>().unwrap(),
+            vec![0., 0.]
+        );
+    }
+
+    #[test]
+    fn sum_follows_the_documented_order() {
+        let n = 3 * REDUCE_BLOCK + 17;
+        let v: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.1 + 1e-3).collect();
+        let mut total = 0f64;
+        for block in v.chunks(REDUCE_BLOCK) {
+            let mut part = 0f64;
+            for &x in block {
+                part += f64::from(x);
+            }
+            total += part;
+        }
+        let want = total as f32;
+        // The contract is observable: a plain f32 running sum gives another answer.
+        assert_ne!(want, v.iter().fold(0f32, |acc, &x| acc + x));
+        let t = Tensor::from_vec(v.clone(), &[n], Device::Cpu).unwrap();
+        assert_eq!(t.sum_all().unwrap().to_scalar::<f32>().unwrap(), want);
+        let col = t.reshape(&[n, 1]).unwrap().sum_dim(0, false).unwrap();
+        assert_eq!(col.to_vec::<f32>().unwrap(), vec![want]);
+        let mean = t.mean_all().unwrap().to_scalar::<f32>().unwrap();
+        assert_eq!(mean, (total / n as f64) as f32);
+        // f64 inputs make the blocking itself observable.
+        let w: Vec<f64> = (0..n)
+            .map(|i| 1.0 / (i as f64 + 1.0) * [1e3, -7.0, 0.3][i % 3])
+            .collect();
+        let blocked: f64 = w
+            .chunks(REDUCE_BLOCK)
+            .map(|b| b.iter().fold(0.0, |a, &x| a + x))
+            .fold(0.0, |a, b| a + b);
+        assert_ne!(blocked, w.iter().fold(0.0, |a, &x| a + x));
+        let t = Tensor::from_vec(w, &[n], Device::Cpu).unwrap();
+        assert_eq!(t.sum_all().unwrap().to_scalar::<f64>().unwrap(), blocked);
+        // 2^24 + 1 in f32 loses the 1; summing in f64 keeps it until the final rounding.
+        let big = Tensor::from_vec(vec![16_777_216f32, 1.0, 1.0], &[3], Device::Cpu).unwrap();
+        assert_eq!(
+            big.sum_all().unwrap().to_scalar::<f32>().unwrap(),
+            16_777_218.0
+        );
+    }
+
+    #[test]
+    fn max_and_argmax() {
+        let mx = m23().max_dim(1, false).unwrap();
+        assert_eq!(mx.to_vec::<f32>().unwrap(), vec![5., 6.]);
+        let am = m23().argmax(0).unwrap();
+        assert_eq!(am.dtype(), DType::I64);
+        assert_eq!(am.to_vec::<i64>().unwrap(), vec![1, 0, 1]);
+        let ties = Tensor::from_vec(vec![2f64, 7., 7., f64::NAN, 1.], &[5], Device::Cpu).unwrap();
+        assert_eq!(
+            ties.narrow(0, 0, 3)
+                .unwrap()
+                .argmax(0)
+                .unwrap()
+                .to_vec::<i64>()
+                .unwrap(),
+            vec![1]
+        );
+        assert_eq!(ties.argmax(0).unwrap().to_vec::<i64>().unwrap(), vec![3]);
+        assert!(ties.max_dim(0, true).unwrap().to_vec::<f64>().unwrap()[0].is_nan());
+        let empty = Tensor::zeros(&[2, 0], DType::F32, Device::Cpu).unwrap();
+        assert!(matches!(
+            empty.argmax(1),
+            Err(TensorError::InvalidArgument { .. })
+        ));
+    }
+}

@@ -1,0 +1,168 @@
+//! Elementwise maps of one tensor: activations, `exp` / `log` / `sqrt` / `powf`, and
+//! arithmetic with a scalar.
+//!
+//! Each output element is a function of its input element alone, so the parallel split
+//! cannot change any value. Scalars are rounded to the tensor's dtype first.
+
+use super::{par_map, Float};
+use crate::{Element, Result, Tensor};
+
+/// `f` applied to every element of a CPU float tensor, as a new contiguous tensor.
+fn map<T: Float>(t: &Tensor, f: impl Fn(T) -> T + Sync) -> Result<Tensor> {
+    let values = t.values::<T>()?;
+    Tensor::from_cpu_storage(T::into_storage(par_map(&values, f)), t.dims())
+}
+
+/// Checks the device, binds `$t` to the float type and maps `$f` (a closure over `$t`).
+macro_rules! unary {
+    ($tensor:expr, $op:expr, $t:ident => $f:expr) => {{
+        $tensor.require_cpu($op)?;
+        with_float_dtype!($tensor.dtype(), $op, $t => map::<$t>($tensor, $f))
+    }};
+}
+
+impl Tensor {
+    /// `max(x, 0)`; NaN stays NaN (like PyTorch).
+    pub fn relu(&self) -> Result<Tensor> {
+        unary!(self, "relu", T => |x: T| if x > T::ZERO || x.is_nan() { x } else { T::ZERO })
+    }
+
+    /// The gradient of [`Tensor::relu`]: `grad` where `input > 0`, else 0. Both must
+    /// have the same dims and dtype.
+    pub fn relu_backward(grad: &Tensor, input: &Tensor) -> Result<Tensor> {
+        const OP: &str = "relu_backward";
+        grad.require_same(OP, input)?;
+        grad.require_same_dims(OP, input)?;
+        with_float_dtype!(grad.dtype(), OP, T => {
+            let (g, x) = (grad.values::<T>()?, input.values::<T>()?);
+            let out: Vec<T> = g
+                .iter()
+                .zip(x.iter())
+                .map(|(&g, &x)| if x > T::ZERO { g } else { T::ZERO })
+                .collect();
+            Tensor::from_cpu_storage(T::into_storage(out), grad.dims())
+        })
+    }
+
+    /// `e^x` (platform libm: identical run to run on one machine and toolchain).
+    pub fn exp(&self) -> Result<Tensor> {
+        unary!(self, "exp", T => |x: T| x.exp())
+    }
+
+    /// Natural logarithm (platform libm); `log(0) = -inf`, negative inputs give NaN.
+    pub fn log(&self) -> Result<Tensor> {
+        unary!(self, "log", T => |x: T| x.ln())
+    }
+
+    /// Square root (correctly rounded IEEE-754).
+    pub fn sqrt(&self) -> Result<Tensor> {
+        unary!(self, "sqrt", T => |x: T| x.sqrt())
+    }
+
+    /// `x^exponent` (platform libm), the exponent rounded to the dtype.
+    pub fn powf(&self, exponent: f64) -> Result<Tensor> {
+        unary!(self, "powf", T => {
+            let e = T::from_f64(exponent);
+            move |x: T| x.powf(e)
+        })
+    }
+
+    /// `-x` (flips the sign bit, so `-0.0` and NaN signs flip too).
+    pub fn neg(&self) -> Result<Tensor> {
+        unary!(self, "neg", T => |x: T| -x)
+    }
+
+    /// `x * mul + add`: a multiply then an add, each rounded (never fused), with `mul`
+    /// and `add` rounded to the dtype first.
+    pub fn affine(&self, mul: f64, add: f64) -> Result<Tensor> {
+        unary!(self, "affine", T => {
+            let (m, a) = (T::from_f64(mul), T::from_f64(add));
+            move |x: T| x * m + a
+        })
+    }
+
+    /// `x * s` (unlike `affine(s, 0.0)`, keeps `-0.0`).
+    pub fn mul_scalar(&self, s: f64) -> Result<Tensor> {
+        unary!(self, "mul_scalar", T => {
+            let s = T::from_f64(s);
+            move |x: T| x * s
+        })
+    }
+
+    /// `x + s`.
+    pub fn add_scalar(&self, s: f64) -> Result<Tensor> {
+        unary!(self, "add_scalar", T => {
+            let s = T::from_f64(s);
+            move |x: T| x + s
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DType, Device, Tensor, TensorError};
+
+    fn f32s(v: Vec<f32>) -> Tensor {
+        let n = v.len();
+        Tensor::from_vec(v, &[n], Device::Cpu).unwrap()
+    }
+
+    fn bits(t: &Tensor) -> Vec<u32> {
+        t.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    }
+
+    #[test]
+    fn activations() {
+        let x = f32s(vec![-1.0, 0.0, 2.5, f32::NAN]);
+        let r = x.relu().unwrap().to_vec::<f32>().unwrap();
+        assert_eq!(&r[..3], &[0.0, 0.0, 2.5]);
+        assert!(r[3].is_nan());
+        let g = f32s(vec![1.0, 2.0, 3.0, 4.0]);
+        let b = Tensor::relu_backward(&g, &x).unwrap();
+        assert_eq!(b.to_vec::<f32>().unwrap(), vec![0.0, 0.0, 3.0, 0.0]);
+        let short = f32s(vec![1.0]);
+        assert!(matches!(
+            Tensor::relu_backward(&short, &x),
+            Err(TensorError::ShapeMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn math_matches_std() {
+        let x = f32s(vec![0.5, 1.0, 4.0]);
+        let want = |f: fn(f32) -> f32| vec![f(0.5), f(1.0), f(4.0)];
+        assert_eq!(x.exp().unwrap().to_vec::<f32>().unwrap(), want(f32::exp));
+        assert_eq!(x.log().unwrap().to_vec::<f32>().unwrap(), want(f32::ln));
+        assert_eq!(x.sqrt().unwrap().to_vec::<f32>().unwrap(), want(f32::sqrt));
+        assert_eq!(
+            x.powf(1.5).unwrap().to_vec::<f32>().unwrap(),
+            want(|v| v.powf(1.5))
+        );
+        let d = Tensor::from_vec(vec![0.1f64], &[1], Device::Cpu).unwrap();
+        assert_eq!(
+            d.exp().unwrap().to_vec::<f64>().unwrap(),
+            vec![0.1f64.exp()]
+        );
+    }
+
+    #[test]
+    fn scalar_arithmetic_is_unfused_and_rounds_the_scalar() {
+        let x = f32s(vec![-0.0, 3.0, 1.0 / 3.0]);
+        assert_eq!(bits(&x.mul_scalar(2.0).unwrap())[0], (-0.0f32).to_bits());
+        assert_eq!(bits(&x.affine(2.0, 0.0).unwrap())[0], 0.0f32.to_bits());
+        let third = 1.0f32 / 3.0;
+        let want = third * 0.1f32 + 0.7f32;
+        assert_eq!(
+            x.affine(0.1, 0.7).unwrap().to_vec::<f32>().unwrap()[2],
+            want
+        );
+        assert_eq!(x.add_scalar(1.0).unwrap().to_vec::<f32>().unwrap()[1], 4.0);
+        assert_eq!(bits(&x.neg().unwrap())[0], 0.0f32.to_bits());
+        let i = Tensor::zeros(&[1], DType::U8, Device::Cpu).unwrap();
+        assert!(matches!(i.exp(), Err(TensorError::UnsupportedDType { .. })));
+    }
+}
