@@ -57,7 +57,10 @@ pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     let mut key = key;
     for r in 0..PHILOX_ROUNDS {
         if r > 0 {
-            key = [key[0].wrapping_add(PHILOX_W0), key[1].wrapping_add(PHILOX_W1)];
+            key = [
+                key[0].wrapping_add(PHILOX_W0),
+                key[1].wrapping_add(PHILOX_W1),
+            ];
         }
         counter = round(counter, key);
     }
@@ -91,7 +94,11 @@ mod tests {
     #[test]
     fn known_answers() {
         let cases: [([u32; 4], [u32; 2], [u32; 4]); 3] = [
-            ([0; 4], [0; 2], [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]),
+            (
+                [0; 4],
+                [0; 2],
+                [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8],
+            ),
             (
                 [u32::MAX; 4],
                 [u32::MAX; 2],
@@ -104,7 +111,11 @@ mod tests {
             ),
         ];
         for (counter, key, expected) in cases {
-            assert_eq!(philox4x32_10(counter, key), expected, "counter {counter:x?}");
+            assert_eq!(
+                philox4x32_10(counter, key),
+                expected,
+                "counter {counter:x?}"
+            );
         }
     }
 

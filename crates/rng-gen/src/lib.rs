@@ -1,0 +1,71 @@
+//! # rng-gen: ditto's random numbers
+//!
+//! ```text
+//! tensor-core  Device, DType, Shape, Storage, Tensor, errors
+//!      ^
+//! kernels      CUDA sources + launchers; the offset increments
+//!      ^
+//! rng-gen      <- you are here: Philox engine, generators, samplers
+//!      ^
+//! nn-mini      layers, losses, SGD, data loader, checkpoints
+//! ```
+//!
+//! Every random op is a pure function of `(seed, offset, op, dtype, n, parameters,
+//! element index)` (DESIGN.md §1). [`stream`] states that function; generators hold
+//! `(seed, offset)` and reserve blocks of the stream for each op.
+//!
+//! ```
+//! use rng_gen::{rand, Generator};
+//! use tensor_core::{DType, Device};
+//!
+//! let g = Generator::new(Device::Cpu);
+//! g.manual_seed(42);
+//! let t = rand(&[10], DType::F32, Device::Cpu, Some(&g))?;
+//! assert_eq!(t.to_vec::<f32>()?[0], 0.917_729_56);
+//! assert_eq!(g.offset(), 3); // 10 words = 3 Philox blocks
+//! # Ok::<(), rng_gen::RngError>(())
+//! ```
+//!
+//! ## Modules (one concept per file)
+//!
+//! - [`stream`]: the contract itself: Philox4x32-10, keys and `fold_in` / `split`, the
+//!   word-to-number conversions, ditto's own f32 `ln` / `sincospi`.
+//! - `generator`: [`Generator`], a shared `(seed, offset)` handle whose
+//!   [`reserve`](Generator::reserve) hands each op its stretch of the stream.
+//! - [`state`]: the versioned state bytes of generators and [`PhiloxRng`].
+//! - `registry`: the default generator per device and the process-wide seeding
+//!   functions ([`manual_seed`], [`seed`], [`get_rng_state`], ...); [`cuda`]: their
+//!   `torch.cuda` counterparts.
+//! - `fork`: [`fork_rng`], run code without disturbing the default generators.
+//! - `philox_rng`: [`PhiloxRng`], the stream as a `rand_core` RNG.
+//! - `ops`: the random tensor ops ([`rand`], [`randn`], [`uniform`], [`normal`],
+//!   [`bernoulli`], [`randint`], [`randperm`], [`bits`], [`dropout`]); CPU samplers fill
+//!   chunks of whole Philox blocks in parallel, CUDA goes through the `kernels` launchers.
+//! - `error`: [`RngError`], the crate's one error type.
+
+#![warn(missing_docs)]
+
+pub mod cuda;
+mod error;
+mod fork;
+mod generator;
+mod ops;
+mod philox_rng;
+mod registry;
+pub mod state;
+pub mod stream;
+
+pub use error::RngError;
+pub use fork::fork_rng;
+pub use generator::{Generator, DEFAULT_SEED};
+pub use kernels::RandomOp;
+pub use ops::{
+    bernoulli, bits, dropout, dropout_backward, dropout_with_mask, normal, rand, randint, randn,
+    randperm, uniform, DropoutState,
+};
+pub use philox_rng::PhiloxRng;
+pub use registry::{
+    default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state,
+};
+pub use stream::key::{fold_in, split, Key};
+pub use stream::philox::philox4x32_10;

@@ -1,0 +1,62 @@
+//! Random tensors: `rand`, `randn`, `uniform`, `normal`, `bernoulli`, `randint`,
+//! `randperm`, `bits` and `dropout`.
+//!
+//! Every op follows the same steps, in this order:
+//! 1. validate every argument (shape, dtype, parameters, device, generator): a rejected
+//!    call touches no generator, and CPU and CUDA give the same error;
+//! 2. reserve `kernels::increment_for(op, dtype, n)` blocks on the generator (always,
+//!    even for `n == 0`, which reserves 0);
+//! 3. compute: on CPU with the samplers here, which fill chunks of whole Philox blocks in
+//!    parallel (bit-identical for any thread count); on `Device::Cuda(i)` through
+//!    `cuda_dispatch`, whose kernels follow the same per-element rules.
+//!
+//! The per-element rules (which words an element uses, how they become a value) are
+//! those of DESIGN.md §1 and [`crate::stream::convert`].
+
+mod args;
+mod bernoulli;
+mod bits;
+pub(crate) mod cuda_dispatch;
+mod dropout;
+mod fill;
+mod mask;
+mod normal;
+mod randint;
+mod randperm;
+mod uniform;
+
+pub use bernoulli::bernoulli;
+pub use bits::bits;
+pub use dropout::{dropout, dropout_backward, dropout_with_mask, DropoutState};
+pub use normal::{normal, randn};
+pub use randint::randint;
+pub use randperm::randperm;
+pub use uniform::{rand, uniform};
+
+use kernels::RandomOp;
+use tensor_core::{DType, Element, Tensor};
+
+use crate::{Generator, RngError};
+use fill::Layout;
+
+/// The CPU path shared by the element-wise samplers: allocate (before reserving, so an
+/// impossible allocation consumes nothing), reserve, fill, wrap.
+fn cpu_sample<T, F>(
+    dims: &[usize],
+    n: usize,
+    generator: &Generator,
+    op: RandomOp,
+    dtype: DType,
+    layout: Layout,
+    f: F,
+) -> Result<Tensor, RngError>
+where
+    T: Element,
+    F: Fn(u64, &[u32], &mut [T]) + Sync,
+{
+    debug_assert_eq!(T::DTYPE, dtype);
+    let mut out = args::alloc(n, T::from_f64(0.0))?;
+    let key = generator.reserve(op, dtype, n as u64);
+    fill::fill(&mut out, key, layout, f);
+    args::cpu_tensor(out, dims)
+}

@@ -1,0 +1,109 @@
+//! `rand` and `uniform`: uniform samples on `[low, high)`.
+
+use half::{bf16, f16};
+use kernels::RandomOp;
+use tensor_core::{DType, Device, Tensor};
+
+use super::args::{check_float, elem_count, generator_for, uniform_range};
+use super::fill::Layout;
+use super::{cpu_sample, cuda_dispatch};
+use crate::stream::convert::{
+    scale_uniform_f32, scale_uniform_f64, uniform_bf16, uniform_f16, uniform_f32, uniform_f64,
+};
+use crate::{Generator, RngError};
+
+/// Uniform samples on [0, 1) in a float `dtype` (`torch.rand`). Bit-identical to
+/// `torch.func._random.uniform` for the same key: f32, f16 and bf16 use one word per
+/// element (24, 11 and 8 random bits, all values exact multiples of 2^-24, 2^-11,
+/// 2^-8), f64 two words (53 bits).
+pub fn rand(
+    shape: &[usize],
+    dtype: DType,
+    device: Device,
+    generator: Option<&Generator>,
+) -> Result<Tensor, RngError> {
+    uniform_op("rand", shape, 0.0, 1.0, dtype, device, generator)
+}
+
+/// Uniform samples on `[low, high)` (`torch.empty(..).uniform_(low, high)`):
+/// `low + (high - low) * u` with `u` the [`rand`] value, computed in f32 (one multiply,
+/// one add, never fused) and rounded to nearest even for f16 / bf16, or in f64 for f64.
+/// Errors unless `low < high`, both finite and representable in `dtype`. Rounding can
+/// make a value equal `high` when the interval is wide relative to the precision, as in
+/// PyTorch.
+pub fn uniform(
+    shape: &[usize],
+    low: f64,
+    high: f64,
+    dtype: DType,
+    device: Device,
+    generator: Option<&Generator>,
+) -> Result<Tensor, RngError> {
+    uniform_op("uniform", shape, low, high, dtype, device, generator)
+}
+
+fn uniform_op(
+    op: &'static str,
+    shape: &[usize],
+    low: f64,
+    high: f64,
+    dtype: DType,
+    device: Device,
+    generator: Option<&Generator>,
+) -> Result<Tensor, RngError> {
+    let n = elem_count(shape)?;
+    check_float(op, dtype)?;
+    uniform_range(op, low, high, dtype)?;
+    let generator = generator_for(op, device, generator)?;
+    let (lo, hi) = (low as f32, high as f32);
+    match (device, dtype) {
+        (Device::Cuda(ordinal), _) => {
+            let key = generator.reserve(RandomOp::Uniform, dtype, n as u64);
+            cuda_dispatch::uniform(shape, dtype, key, n as u64, low, high, ordinal)
+        }
+        (Device::Cpu, DType::F32) => cpu_sample(
+            shape,
+            n,
+            &generator,
+            RandomOp::Uniform,
+            dtype,
+            Layout::per_element(1),
+            |_, w, out: &mut [f32]| out[0] = scale_uniform_f32(uniform_f32(w[0]), lo, hi),
+        ),
+        (Device::Cpu, DType::F16) => cpu_sample(
+            shape,
+            n,
+            &generator,
+            RandomOp::Uniform,
+            dtype,
+            Layout::per_element(1),
+            |_, w, out: &mut [f16]| {
+                let u = uniform_f16(w[0]).to_f32();
+                out[0] = f16::from_f32(scale_uniform_f32(u, lo, hi));
+            },
+        ),
+        (Device::Cpu, DType::BF16) => cpu_sample(
+            shape,
+            n,
+            &generator,
+            RandomOp::Uniform,
+            dtype,
+            Layout::per_element(1),
+            |_, w, out: &mut [bf16]| {
+                let u = uniform_bf16(w[0]).to_f32();
+                out[0] = bf16::from_f32(scale_uniform_f32(u, lo, hi));
+            },
+        ),
+        (Device::Cpu, _) => cpu_sample(
+            shape,
+            n,
+            &generator,
+            RandomOp::Uniform,
+            DType::F64,
+            Layout::per_element(2),
+            |_, w, out: &mut [f64]| {
+                out[0] = scale_uniform_f64(uniform_f64(w[0], w[1]), low, high);
+            },
+        ),
+    }
+}

@@ -1,0 +1,94 @@
+//! The default generator of each device, and the process-wide seeding functions that
+//! act on them (`torch.manual_seed`, `torch.seed`, `torch.get_rng_state`, ...).
+//!
+//! Ops called without an explicit generator draw from their device's default
+//! generator, so seeding once at the top of a program makes every such op reproducible.
+//! The CPU generator always exists; the generator of CUDA device `i` is created on first
+//! use, and only if device `i` exists.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use tensor_core::Device;
+
+use crate::generator::entropy_seed;
+use crate::{Generator, RngError};
+
+/// Number of CUDA devices this process can use (0 without the `cuda` feature or a GPU).
+pub(crate) fn cuda_device_count() -> usize {
+    tensor_core::cuda::device_count()
+}
+
+/// Errors with `NoSuchDevice` unless `device` is the CPU or an existing CUDA device.
+pub(crate) fn check_device(device: Device) -> Result<(), RngError> {
+    match device {
+        Device::Cpu => Ok(()),
+        Device::Cuda(index) => {
+            let available = cuda_device_count();
+            if index < available {
+                Ok(())
+            } else {
+                Err(RngError::NoSuchDevice { device, available })
+            }
+        }
+    }
+}
+
+fn cpu_generator() -> &'static Generator {
+    static CPU: OnceLock<Generator> = OnceLock::new();
+    CPU.get_or_init(|| Generator::new(Device::Cpu))
+}
+
+/// The default generator of `device` (a shared handle: seeding it affects every op on
+/// `device` that is not given a generator). Errors with `NoSuchDevice` for a CUDA
+/// device that does not exist, including every CUDA device in a build without the
+/// `cuda` feature.
+pub fn default_generator(device: Device) -> Result<Generator, RngError> {
+    static CUDA: OnceLock<Mutex<HashMap<usize, Generator>>> = OnceLock::new();
+    match device {
+        Device::Cpu => Ok(cpu_generator().clone()),
+        Device::Cuda(index) => {
+            check_device(device)?;
+            let map = CUDA.get_or_init(|| Mutex::new(HashMap::new()));
+            // One insert at a time: a poisoned map is still consistent.
+            let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
+            Ok(map
+                .entry(index)
+                .or_insert_with(|| Generator::new(device))
+                .clone())
+        }
+    }
+}
+
+/// Seeds the CPU generator and every CUDA device's generator with `seed` (offset 0),
+/// like `torch.manual_seed`: the one call that makes a program reproducible.
+pub fn manual_seed(seed: u64) {
+    cpu_generator().manual_seed(seed);
+    crate::cuda::manual_seed_all(seed);
+}
+
+/// Seeds the CPU generator and every CUDA generator from OS entropy (one seed for all,
+/// like `torch.seed`) and returns it, so the run can be replayed from a log.
+pub fn seed() -> u64 {
+    let seed = entropy_seed();
+    manual_seed(seed);
+    seed
+}
+
+/// The seed of the CPU default generator (`torch.initial_seed`).
+#[must_use]
+pub fn initial_seed() -> u64 {
+    cpu_generator().initial_seed()
+}
+
+/// The CPU default generator's state bytes (`torch.get_rng_state`), for checkpoints.
+#[must_use]
+pub fn get_rng_state() -> Vec<u8> {
+    cpu_generator().get_state()
+}
+
+/// Restores the CPU default generator from [`get_rng_state`] bytes (or any generator's
+/// state: states are device-free). On error the generator is unchanged.
+pub fn set_rng_state(state: &[u8]) -> Result<(), RngError> {
+    cpu_generator().set_state(state)
+}
