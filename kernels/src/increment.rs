@@ -83,6 +83,9 @@ mod tests {
         assert_eq!(increment_for(RandomOp::Randperm, DType::I64, 1), 0);
         assert_eq!(increment_for(RandomOp::Randperm, DType::I64, 5), 2);
         assert_eq!(increment_for(RandomOp::Uniform, DType::F32, 0), 0);
-        assert_eq!(increment_for(RandomOp::Randint, DType::I64, u64::MAX), 1 << 63);
+        assert_eq!(
+            increment_for(RandomOp::Randint, DType::I64, u64::MAX),
+            1 << 63
+        );
     }
 }

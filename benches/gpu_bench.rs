@@ -1,0 +1,207 @@
+//! GPU throughput of ditto's random kernels next to the device's own copy bandwidth.
+//!
+//! For rand / randn / dropout in f32 and f16 at 2^26 elements, prints the time per call
+//! and the GB/s of *output* written, beside a device-to-device copy of the same output
+//! size timed the same way (CUDA events around `ITERS` back-to-back calls after a
+//! warm-up). A random kernel that writes at copy speed is as fast as it can be; the
+//! ratio column shows how close each op gets. `benches/compare_torch.py` prints the same
+//! table for PyTorch on the same GPU.
+//!
+//! Run: `cargo bench --bench gpu_bench` (or the binary from `scripts/gpu_bundle.sh`).
+//! Without a GPU it prints `skipping: <reason>` and exits 0 (1 under `REQUIRE_GPU=1`).
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys::CUevent_flags, CudaStream};
+use ditto::kernels::{self, increment_for, launch, Launch, RandomOp};
+use ditto::tensor_core::cuda::{self, CudaStorage};
+use ditto::tensor_core::cudarc;
+use ditto::tensor_core::DType;
+
+const N: usize = 1 << 26;
+const WARMUP: usize = 3;
+const ITERS: usize = 20;
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Milliseconds per call of `f`, timed with CUDA events on `stream`.
+fn time_ms(
+    stream: &Arc<CudaStream>,
+    mut f: impl FnMut(usize) -> BenchResult<()>,
+) -> BenchResult<f64> {
+    for i in 0..WARMUP {
+        f(i)?;
+    }
+    let ctx = stream.context();
+    let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    start.record(stream)?;
+    for i in 0..ITERS {
+        f(WARMUP + i)?;
+    }
+    end.record(stream)?;
+    Ok(f64::from(start.elapsed_ms(&end)?) / ITERS as f64)
+}
+
+/// One table row.
+struct Row {
+    op: String,
+    dtype: DType,
+    ms: f64,
+    bytes_out: usize,
+    copy_gbs: f64,
+}
+
+impl Row {
+    fn gbs(&self) -> f64 {
+        self.bytes_out as f64 / (self.ms * 1e-3) / 1e9
+    }
+}
+
+fn bench(ordinal: usize) -> BenchResult<Vec<Row>> {
+    let stream = cuda::default_stream(ordinal)?;
+    let mut rows = Vec::new();
+    for dtype in [DType::F32, DType::F16] {
+        let bytes = N * dtype.size_in_bytes();
+        // Device-to-device copy of the same number of output bytes.
+        let src = CudaStorage::alloc(ordinal, dtype, N)?;
+        let mut dst = CudaStorage::alloc(ordinal, dtype, N)?;
+        let copy_ms = time_ms(&stream, |_| {
+            Ok(stream.memcpy_dtod(src.bytes(), dst.bytes_mut())?)
+        })?;
+        let copy_gbs = bytes as f64 / (copy_ms * 1e-3) / 1e9;
+        rows.push(Row {
+            op: "copy (d2d)".into(),
+            dtype,
+            ms: copy_ms,
+            bytes_out: bytes,
+            copy_gbs,
+        });
+
+        let mut out = CudaStorage::alloc(ordinal, dtype, N)?;
+        let step = |op| increment_for(op, dtype, N as u64);
+        let ms = time_ms(&stream, |i| {
+            Ok(launch::uniform(
+                &mut out,
+                1,
+                i as u64 * step(RandomOp::Uniform),
+                0.0,
+                1.0,
+                Launch::Auto,
+            )?)
+        })?;
+        rows.push(Row {
+            op: "rand".into(),
+            dtype,
+            ms,
+            bytes_out: bytes,
+            copy_gbs,
+        });
+        let ms = time_ms(&stream, |i| {
+            Ok(launch::normal(
+                &mut out,
+                1,
+                i as u64 * step(RandomOp::Normal),
+                0.0,
+                1.0,
+                Launch::Auto,
+            )?)
+        })?;
+        rows.push(Row {
+            op: "randn".into(),
+            dtype,
+            ms,
+            bytes_out: bytes,
+            copy_gbs,
+        });
+        let (p, scale) = (0.1f32, 1.0 / (1.0 - 0.1f32));
+        let ms = time_ms(&stream, |i| {
+            let offset = i as u64 * step(RandomOp::Dropout);
+            Ok(launch::dropout(
+                &src,
+                &mut out,
+                None,
+                1,
+                offset,
+                p,
+                scale,
+                Launch::Auto,
+            )?)
+        })?;
+        rows.push(Row {
+            op: "dropout p=0.1".into(),
+            dtype,
+            ms,
+            bytes_out: bytes,
+            copy_gbs,
+        });
+        let mut mask = CudaStorage::alloc(
+            ordinal,
+            DType::U32,
+            kernels::packed_mask_words(N as u64) as usize,
+        )?;
+        let ms = time_ms(&stream, |i| {
+            let offset = i as u64 * step(RandomOp::Dropout);
+            Ok(launch::dropout(
+                &src,
+                &mut out,
+                Some(&mut mask),
+                1,
+                offset,
+                p,
+                scale,
+                Launch::Auto,
+            )?)
+        })?;
+        rows.push(Row {
+            op: "dropout p=0.1 + 1-bit mask".into(),
+            dtype,
+            ms,
+            bytes_out: bytes + N / 8,
+            copy_gbs,
+        });
+    }
+    Ok(rows)
+}
+
+fn main() {
+    let ordinal = 0;
+    let reason = if !cuda::is_available() {
+        Some("no CUDA device".to_string())
+    } else {
+        kernels::nvrtc::ensure_available()
+            .err()
+            .map(|e| e.to_string())
+    };
+    if let Some(reason) = reason {
+        println!("skipping: {reason}");
+        let required = std::env::var("REQUIRE_GPU").as_deref() == Ok("1");
+        std::process::exit(i32::from(required));
+    }
+    let name = cuda::context(ordinal)
+        .ok()
+        .and_then(|c| c.name().ok())
+        .unwrap_or_default();
+    match bench(ordinal) {
+        Ok(rows) => {
+            println!("ditto on {name}, {N} elements, mean of {ITERS} calls after {WARMUP} warm-up (CUDA events)\n");
+            println!("| op | dtype | ms / call | output GB/s | % of d2d copy |");
+            println!("|---|---|---:|---:|---:|");
+            for r in rows {
+                let gbs = r.gbs();
+                println!(
+                    "| {} | {} | {:.3} | {:.0} | {:.0}% |",
+                    r.op,
+                    r.dtype,
+                    r.ms,
+                    gbs,
+                    100.0 * gbs / r.copy_gbs
+                );
+            }
+        }
+        Err(e) => {
+            eprintln!("gpu_bench failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}

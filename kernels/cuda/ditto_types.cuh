@@ -1,0 +1,73 @@
+// Fixed-width integers, bit casts and the host/device shim shared by every ditto header.
+//
+// The headers in this folder are compiled twice: by NVRTC for the GPU, and by the host
+// C++ compiler for the parity tests (kernels/host/parity_shim.cpp), which check them
+// against the Rust engine bit for bit (DESIGN.md §3). This file makes both work:
+// NVRTC has no <stdint.h>, and a host compiler has no __host__ / __device__.
+#ifndef DITTO_TYPES_CUH
+#define DITTO_TYPES_CUH
+
+#ifdef __CUDACC_RTC__
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef int int32_t;
+typedef long long int64_t;
+#else
+#include <stdint.h>
+#include <string.h>
+#endif
+
+#ifndef __CUDACC__
+// Host C++ compiler: the CUDA qualifiers mean nothing here.
+#define __host__
+#define __device__
+#define __forceinline__ inline
+#endif
+
+// Every function in these headers runs on both sides.
+#define DITTO_HD __host__ __device__ __forceinline__
+
+// float <-> bits without type punning: the intrinsic on the GPU, memcpy on the host
+// (both compile to a register move).
+DITTO_HD float ditto_f32_from_bits(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(bits);
+#else
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+#endif
+}
+
+DITTO_HD uint32_t ditto_f32_to_bits(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+#endif
+}
+
+DITTO_HD double ditto_f64_from_bits(uint64_t bits) {
+#ifdef __CUDA_ARCH__
+    return __longlong_as_double((long long)bits);
+#else
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+#endif
+}
+
+// High 64 bits of the 128-bit product a * b.
+DITTO_HD uint64_t ditto_mul_hi_u64(uint64_t a, uint64_t b) {
+#ifdef __CUDA_ARCH__
+    return __umul64hi(a, b);
+#else
+    return (uint64_t)(((unsigned __int128)a * b) >> 64);
+#endif
+}
+
+#endif  // DITTO_TYPES_CUH

@@ -1,0 +1,107 @@
+// ditto's random kernels: thin grid-stride loops over the per-block bodies of
+// random_blocks.cuh. Each thread computes whole Philox blocks (four elements, or two
+// for the two-word f64 uniform and randint) or, when writing a packed dropout mask,
+// whole mask words (eight blocks), so no element depends on the grid or block size and
+// no atomics are needed.
+//
+// Arguments are plain values: the generator's (seed, offset) reservation happens on the
+// host before the launch (DESIGN.md §1). Element counts and indices are 64-bit.
+// f16 / bf16 buffers are passed as their uint16 bit patterns.
+// Kernel names are ditto_<op>_<dtype>_kernel (the op's math keeps the plain names).
+// Compiled by NVRTC with --fmad=false (kernels/src/nvrtc.rs).
+#include "random_blocks.cuh"
+
+// for (uint64_t var = global thread id; var < count; var += total threads)
+#define DITTO_GRID_STRIDE(var, count)                                              \
+    for (uint64_t var = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; var < (count); \
+         var += (uint64_t)gridDim.x * blockDim.x)
+
+extern "C" __global__ void ditto_bits_u32_kernel(uint64_t seed, uint64_t offset, uint64_t n,
+                                                 uint32_t* out) {
+    DITTO_GRID_STRIDE(b, ditto_blocks_for(n)) ditto_bits_block(seed, offset, b, n, out);
+}
+
+#define DITTO_UNIFORM_KERNEL(name, Out)                                                  \
+    extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float low, \
+                                    float high, Out::T* out) {                           \
+        DITTO_GRID_STRIDE(b, ditto_blocks_for(n))                                        \
+        ditto_uniform_block<Out>(seed, offset, b, n, low, high, out);                    \
+    }
+DITTO_UNIFORM_KERNEL(ditto_uniform_f32_kernel, DittoF32)
+DITTO_UNIFORM_KERNEL(ditto_uniform_f16_kernel, DittoF16)
+DITTO_UNIFORM_KERNEL(ditto_uniform_bf16_kernel, DittoBF16)
+
+// Two words per element: thread work items are blocks of two elements.
+extern "C" __global__ void ditto_uniform_f64_kernel(uint64_t seed, uint64_t offset,
+                                                    uint64_t n, double low, double high,
+                                                    double* out) {
+    DITTO_GRID_STRIDE(b, ditto_blocks_for_pairs(n))
+    ditto_uniform_f64_block(seed, offset, b, n, low, high, out);
+}
+
+extern "C" __global__ void ditto_randint_i64_kernel(uint64_t seed, uint64_t offset,
+                                                    uint64_t n, int64_t low, uint64_t range,
+                                                    int64_t* out) {
+    DITTO_GRID_STRIDE(b, ditto_blocks_for_pairs(n))
+    ditto_randint_block(seed, offset, b, n, low, range, out);
+}
+
+#define DITTO_NORMAL_KERNEL(name, Out)                                                    \
+    extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float mean, \
+                                    float std_dev, Out::T* out) {                         \
+        DITTO_GRID_STRIDE(b, ditto_blocks_for(n))                                         \
+        ditto_normal_block<Out>(seed, offset, b, n, mean, std_dev, out);                  \
+    }
+DITTO_NORMAL_KERNEL(ditto_normal_f32_kernel, DittoF32)
+DITTO_NORMAL_KERNEL(ditto_normal_f16_kernel, DittoF16)
+DITTO_NORMAL_KERNEL(ditto_normal_bf16_kernel, DittoBF16)
+
+#define DITTO_BERNOULLI_KERNEL(name, Out)                                                  \
+    extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float p,   \
+                                    Out::T* out) {                                         \
+        DITTO_GRID_STRIDE(b, ditto_blocks_for(n))                                          \
+        ditto_bernoulli_block<Out>(seed, offset, b, n, p, out);                            \
+    }
+DITTO_BERNOULLI_KERNEL(ditto_bernoulli_f32_kernel, DittoF32)
+DITTO_BERNOULLI_KERNEL(ditto_bernoulli_f16_kernel, DittoF16)
+DITTO_BERNOULLI_KERNEL(ditto_bernoulli_bf16_kernel, DittoBF16)
+DITTO_BERNOULLI_KERNEL(ditto_bernoulli_f64_kernel, DittoF64)
+DITTO_BERNOULLI_KERNEL(ditto_bernoulli_u8_kernel, DittoU8)
+
+// Forward: y = dropout(x). With a mask (1 bit per element, bit i of word i / 32) each
+// thread owns whole mask words; without one (mask == nullptr) it owns single blocks.
+#define DITTO_DROPOUT_KERNEL(name, Out)                                                      \
+    extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float p,     \
+                                    float scale, const Out::T* x, Out::T* y,                 \
+                                    uint32_t* mask) {                                        \
+        if (mask != nullptr) {                                                               \
+            DITTO_GRID_STRIDE(g, ditto_mask_words_for(n))                                    \
+            ditto_dropout_group<Out>(seed, offset, g, n, p, scale, x, y, mask);              \
+        } else {                                                                             \
+            DITTO_GRID_STRIDE(b, ditto_blocks_for(n))                                        \
+            ditto_dropout_block<Out>(seed, offset, b, n, p, scale, x, y);                    \
+        }                                                                                    \
+    }
+DITTO_DROPOUT_KERNEL(ditto_dropout_f32_kernel, DittoF32)
+DITTO_DROPOUT_KERNEL(ditto_dropout_f16_kernel, DittoF16)
+DITTO_DROPOUT_KERNEL(ditto_dropout_bf16_kernel, DittoBF16)
+DITTO_DROPOUT_KERNEL(ditto_dropout_f64_kernel, DittoF64)
+
+// Backward: grad_in = grad * scale where the element was kept, else 0; the keep pattern
+// comes from the packed mask, or (mask == nullptr) is regenerated from (seed, offset, p).
+#define DITTO_DROPOUT_BACKWARD_KERNEL(name, Out)                                              \
+    extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float p,      \
+                                    float scale, const uint32_t* mask, const Out::T* grad,    \
+                                    Out::T* grad_in) {                                        \
+        DITTO_GRID_STRIDE(b, ditto_blocks_for(n)) {                                           \
+            if (mask != nullptr) {                                                            \
+                ditto_dropout_backward_mask_block<Out>(b, n, scale, mask, grad, grad_in);     \
+            } else {                                                                          \
+                ditto_dropout_block<Out>(seed, offset, b, n, p, scale, grad, grad_in);        \
+            }                                                                                 \
+        }                                                                                     \
+    }
+DITTO_DROPOUT_BACKWARD_KERNEL(ditto_dropout_backward_f32_kernel, DittoF32)
+DITTO_DROPOUT_BACKWARD_KERNEL(ditto_dropout_backward_f16_kernel, DittoF16)
+DITTO_DROPOUT_BACKWARD_KERNEL(ditto_dropout_backward_bf16_kernel, DittoBF16)
+DITTO_DROPOUT_BACKWARD_KERNEL(ditto_dropout_backward_f64_kernel, DittoF64)

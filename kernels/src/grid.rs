@@ -1,0 +1,108 @@
+//! Launch geometry: how many thread blocks of how many threads a kernel runs with.
+//!
+//! The geometry changes speed only, never values (every thread computes whole Philox
+//! blocks, see `cuda/random_blocks.cuh`). Tests prove that by forcing several
+//! geometries with [`Launch::Fixed`]; everyone else uses [`Launch::Auto`].
+
+/// A 1-D launch: `blocks` thread blocks of `threads` threads each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Grid {
+    /// Thread blocks in the grid (at least 1).
+    pub blocks: u32,
+    /// Threads per block (1 to 1024).
+    pub threads: u32,
+}
+
+/// How a launcher picks its [`Grid`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Launch {
+    /// Chosen from the device: enough 256-thread blocks to fill every SM a few times
+    /// over, fewer when there is less work.
+    #[default]
+    Auto,
+    /// Exactly this grid, for tests that check results do not depend on it.
+    Fixed(Grid),
+}
+
+/// Threads per block for [`Launch::Auto`].
+pub const AUTO_THREADS: u32 = 256;
+/// Resident 256-thread blocks per SM that [`Launch::Auto`] aims for (2048 threads, the
+/// most an SM of compute capability 8.0 / 9.0 holds).
+pub const AUTO_BLOCKS_PER_SM: u32 = 8;
+
+impl Launch {
+    /// The grid for `work_items` independent items (Philox blocks or mask words) on a
+    /// device with `sm_count` SMs. `None` for a fixed grid outside CUDA's limits.
+    #[must_use]
+    pub fn grid(self, work_items: u64, sm_count: u32) -> Option<Grid> {
+        match self {
+            Launch::Auto => {
+                let wanted = work_items.div_ceil(u64::from(AUTO_THREADS)).max(1);
+                let cap = u64::from(sm_count.max(1)) * u64::from(AUTO_BLOCKS_PER_SM);
+                Some(Grid {
+                    blocks: u32::try_from(wanted.min(cap)).unwrap_or(u32::MAX),
+                    threads: AUTO_THREADS,
+                })
+            }
+            Launch::Fixed(g) => {
+                let ok = g.blocks >= 1 && g.blocks < (1 << 31) && (1..=1024).contains(&g.threads);
+                ok.then_some(g)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_fills_the_device_but_not_beyond_the_work() {
+        assert_eq!(
+            Launch::Auto.grid(0, 132),
+            Some(Grid {
+                blocks: 1,
+                threads: 256
+            })
+        );
+        assert_eq!(
+            Launch::Auto.grid(1000, 132),
+            Some(Grid {
+                blocks: 4,
+                threads: 256
+            })
+        );
+        assert_eq!(
+            Launch::Auto.grid(1 << 24, 132),
+            Some(Grid {
+                blocks: 1056,
+                threads: 256
+            })
+        );
+    }
+
+    #[test]
+    fn fixed_grids_are_checked() {
+        let g = Grid {
+            blocks: 3,
+            threads: 96,
+        };
+        assert_eq!(Launch::Fixed(g).grid(10, 1), Some(g));
+        assert_eq!(
+            Launch::Fixed(Grid {
+                blocks: 0,
+                threads: 32
+            })
+            .grid(10, 1),
+            None
+        );
+        assert_eq!(
+            Launch::Fixed(Grid {
+                blocks: 1,
+                threads: 2048
+            })
+            .grid(10, 1),
+            None
+        );
+    }
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Builds ditto's GPU test and bench binaries here (the GPU machines have no Rust) and
+# packs them with a runner into the git-ignored gpu-bundle/ (DESIGN.md §3).
+#
+#   scripts/gpu_bundle.sh              # build + pack
+#   then, on the GPU machine, from the folder holding gpu-bundle/:
+#   bash gpu-bundle/run.sh             # runs tests (REQUIRE_GPU=1) and the bench,
+#                                      # writes gpu-bundle/results.md
+#
+# The runner finds libnvrtc / libnccl in a Python venv's nvidia/cu13/lib (set
+# DITTO_CUDA_LIB to point at it directly), because cargo's [env] cannot set
+# LD_LIBRARY_PATH for the binaries and the GPU machines keep CUDA's libraries there.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUNDLE="$ROOT/gpu-bundle"
+cd "$ROOT"
+
+# Prints the executables of the artifacts cargo reports in its JSON messages.
+executables() {
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if msg.get("reason") == "compiler-artifact" and msg.get("executable"):
+        print(msg["executable"])
+'
+}
+
+echo "building GPU test binaries (release)..." >&2
+tests=$(cargo test --release --no-run --message-format=json \
+          -p ditto --test gpu_random \
+          -p kernels --test nvrtc_compile | executables)
+echo "building the GPU bench (release)..." >&2
+benches=$(cargo bench --no-run --message-format=json -p ditto --bench gpu_bench | executables)
+
+rm -rf "$BUNDLE"
+mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
+for exe in $tests $benches; do
+  # Strip cargo's hash suffix: gpu_random-0123abcd -> gpu_random.
+  name="$(basename "$exe" | sed 's/-[0-9a-f]\{16\}$//')"
+  cp "$exe" "$BUNDLE/bin/$name"
+done
+cp "$ROOT/benches/compare_torch.py" "$BUNDLE/"
+
+cat > "$BUNDLE/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Runs ditto's GPU tests and bench on this machine; writes results.md beside this file.
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+
+find_cuda_lib() {
+  local d
+  for d in "${DITTO_CUDA_LIB:-}" \
+           "${VIRTUAL_ENV:-/nonexistent}"/lib/python3*/site-packages/nvidia/cu13/lib \
+           "$HOME"/.cache/ditto/venv-cu13/lib/python3*/site-packages/nvidia/cu13/lib \
+           $(python3 -c 'import site; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null | tr ' ' '\n' | sed 's|$|/nvidia/cu13/lib|'); do
+    [ -n "$d" ] && [ -e "$d/libnvrtc.so.13" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
+LIB="$(find_cuda_lib)" || { echo "no nvidia/cu13/lib with libnvrtc.so.13 found; set DITTO_CUDA_LIB" >&2; LIB=""; }
+# libnccl.so.2 ships without the unversioned name that loaders ask for.
+if [ -n "$LIB" ] && [ -e "$LIB/libnccl.so.2" ] && [ ! -e "$LIB/libnccl.so" ]; then
+  ln -sf "$LIB/libnccl.so.2" "$HERE/lib/libnccl.so"
+fi
+export LD_LIBRARY_PATH="$HERE/lib${LIB:+:$LIB}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export REQUIRE_GPU=1
+mkdir -p "$HERE/logs"
+
+{
+  echo "# ditto GPU run"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"
+  echo "- CUDA libraries: ${LIB:-not found}"
+  echo
+  echo "| test binary | result | summary |"
+  echo "|---|---|---|"
+} > "$HERE/results.md"
+
+status=0
+for t in "$HERE"/bin/*; do
+  name="$(basename "$t")"
+  [ "$name" = gpu_bench ] && continue
+  if "$t" --test-threads=1 > "$HERE/logs/$name.log" 2>&1; then result=pass; else result=FAIL; status=1; fi
+  summary="$(grep -E '^test result:' "$HERE/logs/$name.log" | tail -1)"
+  echo "| $name | $result | ${summary:-see logs/$name.log} |" >> "$HERE/results.md"
+  echo "$name: $result ($summary)"
+done
+
+echo >> "$HERE/results.md"
+echo "## Throughput" >> "$HERE/results.md"
+echo >> "$HERE/results.md"
+if "$HERE/bin/gpu_bench" > "$HERE/logs/gpu_bench.log" 2>&1; then
+  cat "$HERE/logs/gpu_bench.log" >> "$HERE/results.md"
+else
+  status=1
+  echo "gpu_bench failed: see logs/gpu_bench.log" >> "$HERE/results.md"
+fi
+if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  echo >> "$HERE/results.md"
+  python3 "$HERE/compare_torch.py" >> "$HERE/results.md" 2>"$HERE/logs/compare_torch.err" || echo "compare_torch.py failed" >> "$HERE/results.md"
+fi
+cat "$HERE/results.md"
+exit $status
+RUN
+chmod +x "$BUNDLE/run.sh"
+
+du -sh "$BUNDLE" >&2
+echo "bundle ready: $(ls "$BUNDLE/bin" | tr '\n' ' ')" >&2
+echo "on the GPU machine, run:  bash gpu-bundle/run.sh" >&2

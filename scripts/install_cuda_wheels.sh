@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs the pinned CUDA 13.0 wheels that ditto's NVRTC tests need into a cached venv
+# and prints the LD_LIBRARY_PATH line to export (DESIGN.md §3).
+#
+# Why wheels: they need no CUDA toolkit and no GPU, only PyPI. Why these pins: newer
+# NVRTC releases emit PTX that the CUDA 13.0 drivers on our GPU machines reject.
+#
+# Usage:
+#   scripts/install_cuda_wheels.sh            # NVRTC only (enough for the compile test)
+#   scripts/install_cuda_wheels.sh --ptxas    # also ptxas + headers, for register reports
+#   eval "$(scripts/install_cuda_wheels.sh --print-env)"   # install if needed, then
+#                                                          # stdout is only the exports
+#
+# The venv lives in $DITTO_CUDA_VENV (default: ~/.cache/ditto/venv-cu13), so CI runs and
+# fresh work trees on the same machine reuse it.
+set -euo pipefail
+
+VENV="${DITTO_CUDA_VENV:-$HOME/.cache/ditto/venv-cu13}"
+NVRTC_PIN="nvidia-cuda-nvrtc==13.0.88"
+PTXAS_PINS=(
+  "nvidia-cuda-nvcc==13.0.88"    # ptxas
+  "nvidia-nvvm==13.0.88"         # libnvvm, which nvcc's wheel expects beside it
+  "nvidia-cuda-crt==13.0.88"     # crt/ headers
+  "nvidia-cuda-runtime==13.0.96" # cuda_fp16.h / cuda_bf16.h (13.0.96 is that wheel's 13.0 release)
+)
+
+want_ptxas=0
+print_env_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --ptxas) want_ptxas=1 ;;
+    --print-env) print_env_only=1 ;;
+    *) echo "unknown argument: $arg" >&2; exit 2 ;;
+  esac
+done
+
+lib_dir() {
+  # The wheels put their libraries under site-packages/nvidia/cu13/lib.
+  local d
+  for d in "$VENV"/lib/python3*/site-packages/nvidia/cu13/lib; do
+    [ -d "$d" ] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
+# Everything but the export lines goes to stderr, so `eval "$(... --print-env)"` works.
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "creating venv $VENV" >&2
+  mkdir -p "$(dirname "$VENV")"
+  python3 -m venv "$VENV" >&2
+fi
+pins=("$NVRTC_PIN")
+[ "$want_ptxas" = 1 ] && pins+=("${PTXAS_PINS[@]}")
+# pip does not touch the network for exact pins that are already installed.
+"$VENV/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}" >&2
+
+LIB="$(lib_dir)" || { echo "no nvidia/cu13/lib under $VENV after installing" >&2; exit 1; }
+
+# cudarc's loader asks for libnvrtc.so.13 (and libnvrtc.so); the wheel ships the
+# versioned name only, so add the unversioned link too.
+if [ -e "$LIB/libnvrtc.so.13" ] && [ ! -e "$LIB/libnvrtc.so" ]; then
+  ln -s libnvrtc.so.13 "$LIB/libnvrtc.so"
+fi
+
+BIN="$(dirname "$LIB")/bin"
+if [ "$print_env_only" = 0 ]; then
+  echo "NVRTC: $(ls "$LIB"/libnvrtc.so* | tr '\n' ' ')" >&2
+  [ -x "$BIN/ptxas" ] && echo "ptxas: $BIN/ptxas" >&2
+  echo "# run this (or eval the output of: $0 --print-env):" >&2
+fi
+echo "export LD_LIBRARY_PATH=$LIB\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+[ -x "$BIN/ptxas" ] && echo "export DITTO_PTXAS=$BIN/ptxas"
+exit 0

@@ -1,0 +1,438 @@
+//! ditto's random ops on a CUDA GPU against the CPU, bit for bit (DESIGN.md §1, §3).
+//!
+//! Every op and dtype, at sizes 1, 3, 4, 5, 1000 and 2^20 + 3, through the public ops
+//! (automatic launch) and through the launchers with forced launch geometries; the
+//! generator state shared between CPU and CUDA; state bytes round trips; offsets.
+//!
+//! These are real tests whenever a GPU is present. Without one each test prints
+//! `skipping: <reason>` and passes, unless `REQUIRE_GPU=1`, which turns the skip into a
+//! failure (the GPU machines run them that way, see `scripts/gpu_bundle.sh`).
+
+use ditto::kernels::{self, launch, Grid, Launch};
+use ditto::rng_gen::{self, Generator, Key, RngError};
+use ditto::tensor_core::cuda::{self, CudaStorage};
+use ditto::tensor_core::{bf16, f16, DType, Device, Storage, Tensor, TensorError};
+
+const SIZES: [usize; 6] = [1, 3, 4, 5, 1000, (1 << 20) + 3];
+const GPU: Device = Device::Cuda(0);
+
+/// Launch geometries that must all give the same tensor: one thread in all, odd
+/// sizes, a single warp, and a full-size grid.
+const GRIDS: [Grid; 5] = [
+    Grid {
+        blocks: 1,
+        threads: 1,
+    },
+    Grid {
+        blocks: 1,
+        threads: 32,
+    },
+    Grid {
+        blocks: 7,
+        threads: 96,
+    },
+    Grid {
+        blocks: 3,
+        threads: 1000,
+    },
+    Grid {
+        blocks: 4096,
+        threads: 256,
+    },
+];
+
+/// Why no GPU test can run here, or `None` when one can.
+fn no_gpu_reason() -> Option<String> {
+    if !cuda::is_available() {
+        return Some(match cuda::context(0) {
+            Err(e) => e.to_string(),
+            Ok(_) => "no CUDA device".into(),
+        });
+    }
+    kernels::nvrtc::ensure_available()
+        .err()
+        .map(|e| e.to_string())
+}
+
+/// True when the test should run; prints why not otherwise (or fails under
+/// `REQUIRE_GPU=1`).
+fn gpu() -> bool {
+    match no_gpu_reason() {
+        None => true,
+        Some(reason) => {
+            if std::env::var("REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("REQUIRE_GPU=1 but no GPU test can run: {reason}");
+            }
+            println!("skipping: {reason}");
+            false
+        }
+    }
+}
+
+/// Every element's bits, whatever the dtype, for bitwise comparison.
+fn bits_of(t: &Tensor) -> Vec<u64> {
+    match t.dtype() {
+        DType::F32 => t
+            .to_vec::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(|v| v.to_bits().into())
+            .collect(),
+        DType::F64 => t
+            .to_vec::<f64>()
+            .unwrap()
+            .into_iter()
+            .map(f64::to_bits)
+            .collect(),
+        DType::F16 => t
+            .to_vec::<f16>()
+            .unwrap()
+            .into_iter()
+            .map(|v| v.to_bits().into())
+            .collect(),
+        DType::BF16 => t
+            .to_vec::<bf16>()
+            .unwrap()
+            .into_iter()
+            .map(|v| v.to_bits().into())
+            .collect(),
+        DType::I64 => t
+            .to_vec::<i64>()
+            .unwrap()
+            .into_iter()
+            .map(|v| v as u64)
+            .collect(),
+        DType::U32 => t
+            .to_vec::<u32>()
+            .unwrap()
+            .into_iter()
+            .map(u64::from)
+            .collect(),
+        DType::U8 => t
+            .to_vec::<u8>()
+            .unwrap()
+            .into_iter()
+            .map(u64::from)
+            .collect(),
+        DType::Bool => t
+            .to_vec::<bool>()
+            .unwrap()
+            .into_iter()
+            .map(u64::from)
+            .collect(),
+    }
+}
+
+fn assert_same(what: &str, gpu: &Tensor, cpu: &Tensor) {
+    assert_eq!(gpu.dims(), cpu.dims(), "{what}: shape");
+    assert_eq!(gpu.dtype(), cpu.dtype(), "{what}: dtype");
+    let (g, c) = (bits_of(gpu), bits_of(cpu));
+    if let Some(i) = (0..g.len()).find(|&i| g[i] != c[i]) {
+        panic!(
+            "{what}: element {i} of {}: GPU bits {:#x}, CPU bits {:#x}",
+            g.len(),
+            g[i],
+            c[i]
+        );
+    }
+}
+
+/// One random op with its parameters, runnable on either device.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Bits,
+    Uniform(f64, f64),
+    Normal(f64, f64),
+    Bernoulli(f64),
+    Randint(i64, i64),
+}
+
+impl Op {
+    fn run(
+        self,
+        n: usize,
+        dtype: DType,
+        device: Device,
+        g: &Generator,
+    ) -> Result<Tensor, RngError> {
+        let shape = [n];
+        match self {
+            Op::Bits => rng_gen::bits(&shape, device, Some(g)),
+            Op::Uniform(lo, hi) => rng_gen::uniform(&shape, lo, hi, dtype, device, Some(g)),
+            Op::Normal(mean, std) => rng_gen::normal(&shape, mean, std, dtype, device, Some(g)),
+            Op::Bernoulli(p) => rng_gen::bernoulli(&shape, p, dtype, device, Some(g)),
+            Op::Randint(lo, hi) => rng_gen::randint(lo, hi, &shape, device, Some(g)),
+        }
+    }
+
+    /// The same op through the launcher directly, with a forced geometry.
+    fn launch(self, out: &mut CudaStorage, key: Key, launch_with: Launch) -> kernels::Result<()> {
+        let (seed, offset) = (key.seed, key.offset);
+        match self {
+            Op::Bits => launch::bits(out, seed, offset, launch_with),
+            Op::Uniform(lo, hi) => launch::uniform(out, seed, offset, lo, hi, launch_with),
+            Op::Normal(mean, std) => {
+                launch::normal(out, seed, offset, mean as f32, std as f32, launch_with)
+            }
+            Op::Bernoulli(p) => launch::bernoulli(out, seed, offset, p as f32, launch_with),
+            Op::Randint(lo, hi) => launch::randint(
+                out,
+                seed,
+                offset,
+                lo,
+                (i128::from(hi) - i128::from(lo)) as u64,
+                launch_with,
+            ),
+        }
+    }
+
+    /// The dtypes the op is tested in (all that CUDA supports).
+    fn dtypes(self) -> &'static [DType] {
+        match self {
+            Op::Bits => &[DType::U32],
+            Op::Uniform(..) => &[DType::F32, DType::F16, DType::BF16, DType::F64],
+            Op::Normal(..) => &[DType::F32, DType::F16, DType::BF16],
+            Op::Bernoulli(_) => &[
+                DType::F32,
+                DType::F16,
+                DType::BF16,
+                DType::F64,
+                DType::U8,
+                DType::Bool,
+            ],
+            Op::Randint(..) => &[DType::I64],
+        }
+    }
+}
+
+const OPS: [Op; 8] = [
+    Op::Bits,
+    Op::Uniform(0.0, 1.0),
+    Op::Uniform(-3.5, 2.25),
+    Op::Normal(0.0, 1.0),
+    Op::Normal(2.5, 0.75),
+    Op::Bernoulli(0.3),
+    Op::Randint(-5, 17),
+    Op::Randint(i64::MIN, i64::MAX),
+];
+
+const KEYS: [Key; 3] = [
+    Key { seed: 0, offset: 0 },
+    Key {
+        seed: 0x0123_4567_89ab_cdef,
+        offset: 12_345,
+    },
+    Key {
+        seed: u64::MAX,
+        offset: u64::MAX - 3,
+    }, // blocks wrap past 2^64
+];
+
+#[test]
+fn every_op_matches_the_cpu_for_every_size_and_launch_geometry() {
+    if !gpu() {
+        return;
+    }
+    for op in OPS {
+        for &dtype in op.dtypes() {
+            for key in KEYS {
+                for n in SIZES {
+                    let what = format!("{op:?} {dtype} n={n} {key:?}");
+                    let cpu_gen = Generator::from_key(Device::Cpu, key);
+                    let cpu = op.run(n, dtype, Device::Cpu, &cpu_gen).unwrap();
+                    let gpu_gen = Generator::from_key(GPU, key);
+                    let gpu = op
+                        .run(n, dtype, GPU, &gpu_gen)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_same(&what, &gpu, &cpu);
+                    assert_eq!(
+                        gpu_gen.offset(),
+                        cpu_gen.offset(),
+                        "{what}: offsets advance identically"
+                    );
+                    for grid in GRIDS {
+                        let mut out = CudaStorage::alloc(0, dtype, n).unwrap();
+                        op.launch(&mut out, key, Launch::Fixed(grid))
+                            .unwrap_or_else(|e| panic!("{what} {grid:?}: {e}"));
+                        let forced = Tensor::from_storage(Storage::Cuda(out), &[n]).unwrap();
+                        assert_same(&format!("{what} {grid:?}"), &forced, &cpu);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn dropout_matches_the_cpu_forward_and_backward() {
+    if !gpu() {
+        return;
+    }
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        for n in SIZES {
+            let values: Vec<f64> = (0..n).map(|i| (i % 1000) as f64 * 0.37 - 100.0).collect();
+            let x_cpu = Tensor::from_vec(values, &[n], Device::Cpu)
+                .unwrap()
+                .to_dtype(dtype)
+                .unwrap();
+            let x_gpu = x_cpu.to_device(GPU).unwrap();
+            for p in [0.1, 0.5, 1.0] {
+                for key in KEYS {
+                    let what = format!("dropout {dtype} n={n} p={p} {key:?}");
+                    let cpu_gen = Generator::from_key(Device::Cpu, key);
+                    let gpu_gen = Generator::from_key(GPU, key);
+                    let (y_cpu, s_cpu) =
+                        rng_gen::dropout_with_mask(&x_cpu, p, true, Some(&cpu_gen)).unwrap();
+                    let (y_gpu, s_gpu) =
+                        rng_gen::dropout_with_mask(&x_gpu, p, true, Some(&gpu_gen)).unwrap();
+                    assert_same(&what, &y_gpu, &y_cpu);
+                    assert_eq!(s_gpu.packed_mask, s_cpu.packed_mask, "{what}: packed mask");
+                    assert_eq!(gpu_gen.offset(), cpu_gen.offset(), "{what}: offsets");
+                    let (y_plain, s_plain) =
+                        rng_gen::dropout(&x_gpu, p, true, Some(&Generator::from_key(GPU, key)))
+                            .unwrap();
+                    assert_same(&format!("{what} without mask"), &y_plain, &y_cpu);
+
+                    let grad_cpu = x_cpu.clone();
+                    let back_cpu = rng_gen::dropout_backward(&grad_cpu, &s_cpu).unwrap();
+                    let grad_gpu = grad_cpu.to_device(GPU).unwrap();
+                    assert_same(
+                        &format!("{what} backward (mask)"),
+                        &rng_gen::dropout_backward(&grad_gpu, &s_gpu).unwrap(),
+                        &back_cpu,
+                    );
+                    assert_same(
+                        &format!("{what} backward (regenerated)"),
+                        &rng_gen::dropout_backward(&grad_gpu, &s_plain).unwrap(),
+                        &back_cpu,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn dropout_launch_geometry_does_not_change_values_or_mask() {
+    if !gpu() {
+        return;
+    }
+    let n = (1 << 20) + 3;
+    let x = Tensor::arange(0.0, n as f64, 1.0, DType::F32, Device::Cpu)
+        .unwrap()
+        .to_device(GPU)
+        .unwrap();
+    let Storage::Cuda(x_storage) = x.storage() else {
+        panic!("x is on the GPU")
+    };
+    let words = kernels::packed_mask_words(n as u64) as usize;
+    let run = |launch_with| {
+        let mut y = CudaStorage::alloc(0, DType::F32, n).unwrap();
+        let mut mask = CudaStorage::alloc(0, DType::U32, words).unwrap();
+        launch::dropout(
+            x_storage,
+            &mut y,
+            Some(&mut mask),
+            9,
+            99,
+            0.5,
+            2.0,
+            launch_with,
+        )
+        .unwrap();
+        (y.to_cpu().unwrap(), mask.to_cpu().unwrap())
+    };
+    let reference = run(Launch::Auto);
+    for grid in GRIDS {
+        assert!(
+            run(Launch::Fixed(grid)) == reference,
+            "dropout with {grid:?}"
+        );
+    }
+}
+
+#[test]
+fn randperm_matches_the_cpu() {
+    if !gpu() {
+        return;
+    }
+    for n in [0, 1, 2, 5, 1000] {
+        let key = Key {
+            seed: 77,
+            offset: 5,
+        };
+        let cpu = rng_gen::randperm(n, Device::Cpu, Some(&Generator::from_key(Device::Cpu, key)))
+            .unwrap();
+        let gpu = rng_gen::randperm(n, GPU, Some(&Generator::from_key(GPU, key))).unwrap();
+        assert_eq!(gpu.device(), GPU);
+        assert_same(&format!("randperm {n}"), &gpu, &cpu);
+    }
+}
+
+#[test]
+fn the_same_seed_on_cpu_and_cuda_gives_the_same_tensors() {
+    if !gpu() {
+        return;
+    }
+    let (cpu_gen, gpu_gen) = (Generator::new(Device::Cpu), Generator::new(GPU));
+    cpu_gen.manual_seed(2024);
+    gpu_gen.manual_seed(2024);
+    for (i, op) in OPS.into_iter().enumerate() {
+        let dtype = op.dtypes()[i % op.dtypes().len()];
+        let cpu = op.run(777, dtype, Device::Cpu, &cpu_gen).unwrap();
+        let gpu = op.run(777, dtype, GPU, &gpu_gen).unwrap();
+        assert_same(&format!("step {i}: {op:?} {dtype}"), &gpu, &cpu);
+        assert_eq!(gpu_gen.key(), cpu_gen.key(), "after step {i}");
+    }
+}
+
+#[test]
+fn state_bytes_round_trip_through_get_and_set_rng_state_all() {
+    if !gpu() {
+        return;
+    }
+    rng_gen::cuda::manual_seed_all(31);
+    let states = rng_gen::cuda::get_rng_state_all();
+    assert_eq!(states.len(), cuda::device_count());
+    let first = rng_gen::randn(&[4099], DType::F32, GPU, None).unwrap();
+    rng_gen::cuda::set_rng_state_all(&states).unwrap();
+    let again = rng_gen::randn(&[4099], DType::F32, GPU, None).unwrap();
+    assert_same("randn after set_rng_state_all", &again, &first);
+    // A CUDA state is a valid CPU state: the CPU continues the same stream.
+    let cpu_gen = Generator::new(Device::Cpu);
+    cpu_gen.set_state(&states[0]).unwrap();
+    let on_cpu = rng_gen::randn(&[4099], DType::F32, Device::Cpu, Some(&cpu_gen)).unwrap();
+    assert_same("randn from the CUDA state on the CPU", &first, &on_cpu);
+    // Wrong count: a typed error, nothing changed.
+    assert!(matches!(
+        rng_gen::cuda::set_rng_state_all(&[]),
+        Err(RngError::DeviceCountMismatch { .. })
+    ));
+}
+
+#[test]
+fn a_missing_device_is_a_typed_error_not_a_panic() {
+    // Runs with or without a GPU: ask for one ordinal past the last device.
+    let missing = Device::Cuda(cuda::device_count());
+    let results = [
+        rng_gen::rand(&[8], DType::F32, missing, None).map(|_| ()),
+        rng_gen::randn(&[8], DType::F16, missing, None).map(|_| ()),
+        rng_gen::bernoulli(&[8], 0.5, DType::Bool, missing, None).map(|_| ()),
+        rng_gen::bits(&[8], missing, None).map(|_| ()),
+        rng_gen::randperm(8, missing, None).map(|_| ()),
+    ];
+    for result in results {
+        match result {
+            Err(
+                RngError::NoSuchDevice { .. }
+                | RngError::Tensor(TensorError::CudaUnavailable { .. }),
+            ) => {}
+            other => panic!("expected a typed no-device error for {missing}, got {other:?}"),
+        }
+    }
+    let mut out_of_range = CudaStorage::alloc(cuda::device_count(), DType::F32, 8);
+    assert!(out_of_range.is_err(), "allocating on {missing} must fail");
+    if let Ok(out) = out_of_range.as_mut() {
+        assert!(launch::uniform(out, 0, 0, 0.0, 1.0, Launch::Auto).is_err());
+    }
+}
