@@ -15,7 +15,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1. Seed an explicit generator (like `torch.Generator().manual_seed(42)`).
     let generator = Generator::new(Device::Cpu);
     generator.manual_seed(42);
-    println!("seed {}, offset {}", generator.initial_seed(), generator.offset());
+    println!(
+        "seed {}, offset {}",
+        generator.initial_seed(),
+        generator.offset()
+    );
 
     // 2. Draw. Ten f32 uniforms use ten 32-bit words: three 128-bit Philox blocks.
     let first = rng_gen::rand(&[10], DType::F32, Device::Cpu, Some(&generator))?;
@@ -34,7 +38,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (before, after) = (before.to_vec::<f32>()?, after.to_vec::<f32>()?);
     println!("randn(6) before saving the state: {before:?}");
     println!("randn(6) after restoring it:      {after:?}");
-    let same = before.iter().zip(&after).all(|(a, b)| a.to_bits() == b.to_bits());
+    let same = before
+        .iter()
+        .zip(&after)
+        .all(|(a, b)| a.to_bits() == b.to_bits());
     println!("bit-identical: {}", if same { "yes" } else { "no" });
 
     // 5. Independent substreams come from fold_in, never from `seed + rank`.
