@@ -131,11 +131,24 @@ fn check_block(block: u64, n: usize, words_per_element: u64) {
     );
 }
 
+/// Checks `block` against an op on `out.len()` elements of `words` words each, then
+/// runs one C block body: `body(n, ptr)` gets `out`'s length and pointer and adds the
+/// op's own arguments around them. Every fill op (bits, uniform, normal, bernoulli,
+/// randint) goes through here, so none of them can hand the C side a block outside `out`.
+fn fill_block<T>(block: u64, words: u64, out: &mut [T], body: impl FnOnce(u64, *mut T)) {
+    check_block(block, out.len(), words);
+    body(out.len() as u64, out.as_mut_ptr());
+}
+
+// SAFETY (the `unsafe` block of each fill op below): `fill_block` passes a pointer to `n`
+// elements and has checked that `block` is one of the op's blocks, which is all the C side
+// reads and writes.
+
 /// `ditto_bits_block`.
 pub fn bits_block(seed: u64, offset: u64, block: u64, out: &mut [u32]) {
-    check_block(block, out.len(), 1);
-    // SAFETY: `out` has n elements and `block` is one of the op's blocks.
-    unsafe { ffi::ditto_host_bits_block(seed, offset, block, out.len() as u64, out.as_mut_ptr()) };
+    fill_block(block, 1, out, |n, out| unsafe {
+        ffi::ditto_host_bits_block(seed, offset, block, n, out)
+    });
 }
 
 /// `ditto_uniform_block<T>`.
@@ -147,53 +160,23 @@ pub fn uniform_block<T: SampleFloat>(
     high: f32,
     out: &mut [T],
 ) {
-    check_block(block, out.len(), 1);
-    // SAFETY: as in `bits_block`.
-    unsafe {
-        (T::SAMPLE.uniform)(
-            seed,
-            offset,
-            block,
-            out.len() as u64,
-            low,
-            high,
-            out.as_mut_ptr(),
-        )
-    };
+    fill_block(block, 1, out, |n, out| unsafe {
+        (T::SAMPLE.uniform)(seed, offset, block, n, low, high, out)
+    });
 }
 
 /// `ditto_uniform_f64_block` (two words per element).
 pub fn uniform_f64_block(seed: u64, offset: u64, block: u64, low: f64, high: f64, out: &mut [f64]) {
-    check_block(block, out.len(), 2);
-    // SAFETY: as in `bits_block`.
-    unsafe {
-        ffi::ditto_host_uniform_f64_block(
-            seed,
-            offset,
-            block,
-            out.len() as u64,
-            low,
-            high,
-            out.as_mut_ptr(),
-        )
-    };
+    fill_block(block, 2, out, |n, out| unsafe {
+        ffi::ditto_host_uniform_f64_block(seed, offset, block, n, low, high, out)
+    });
 }
 
 /// `ditto_randint_block` (two words per element).
 pub fn randint_block(seed: u64, offset: u64, block: u64, low: i64, range: u64, out: &mut [i64]) {
-    check_block(block, out.len(), 2);
-    // SAFETY: as in `bits_block`.
-    unsafe {
-        ffi::ditto_host_randint_block(
-            seed,
-            offset,
-            block,
-            out.len() as u64,
-            low,
-            range,
-            out.as_mut_ptr(),
-        )
-    };
+    fill_block(block, 2, out, |n, out| unsafe {
+        ffi::ditto_host_randint_block(seed, offset, block, n, low, range, out)
+    });
 }
 
 /// `ditto_normal_block<T>`.
@@ -205,19 +188,9 @@ pub fn normal_block<T: SampleFloat>(
     std: f32,
     out: &mut [T],
 ) {
-    check_block(block, out.len(), 1);
-    // SAFETY: as in `bits_block`.
-    unsafe {
-        (T::SAMPLE.normal)(
-            seed,
-            offset,
-            block,
-            out.len() as u64,
-            mean,
-            std,
-            out.as_mut_ptr(),
-        )
-    };
+    fill_block(block, 1, out, |n, out| unsafe {
+        (T::SAMPLE.normal)(seed, offset, block, n, mean, std, out)
+    });
 }
 
 /// `ditto_bernoulli_block<T>` for float output.
@@ -228,27 +201,16 @@ pub fn bernoulli_block<T: ElementwiseFloat>(
     p: f32,
     out: &mut [T],
 ) {
-    check_block(block, out.len(), 1);
-    // SAFETY: as in `bits_block`.
-    unsafe {
-        (T::ELEMENTWISE.bernoulli)(seed, offset, block, out.len() as u64, p, out.as_mut_ptr())
-    };
+    fill_block(block, 1, out, |n, out| unsafe {
+        (T::ELEMENTWISE.bernoulli)(seed, offset, block, n, p, out)
+    });
 }
 
 /// `ditto_bernoulli_block<DittoU8>`: bytes 0 / 1 (the u8 and bool kernels).
 pub fn bernoulli_block_u8(seed: u64, offset: u64, block: u64, p: f32, out: &mut [u8]) {
-    check_block(block, out.len(), 1);
-    // SAFETY: as in `bits_block`.
-    unsafe {
-        ffi::ditto_host_bernoulli_block_u8(
-            seed,
-            offset,
-            block,
-            out.len() as u64,
-            p,
-            out.as_mut_ptr(),
-        )
-    };
+    fill_block(block, 1, out, |n, out| unsafe {
+        ffi::ditto_host_bernoulli_block_u8(seed, offset, block, n, p, out)
+    });
 }
 
 /// `ditto_dropout_block<T>`: writes the block of `y`, returns its keep bits.

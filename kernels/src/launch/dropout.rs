@@ -36,13 +36,8 @@ pub fn dropout(
     scale: f32,
     launch: Launch,
 ) -> Result<()> {
-    const OP: &str = "dropout";
-    let name = kernel_name(OP, x.dtype(), SUPPORTED, SUPPORTED_TEXT)?;
+    let name = checked_kernel("dropout", x, y, mask.as_deref())?;
     let n = x.len() as u64;
-    check_output(OP, x, y)?;
-    if let Some(m) = mask.as_deref() {
-        check_mask(OP, x, m, n)?;
-    }
     if n == 0 {
         return Ok(());
     }
@@ -95,13 +90,13 @@ pub fn dropout_backward(
     scale: f32,
     launch: Launch,
 ) -> Result<()> {
-    const OP: &str = "dropout_backward";
-    let name = kernel_name(OP, grad.dtype(), SUPPORTED, SUPPORTED_TEXT)?;
+    // The kernel reads the mask when given one, else regenerates from (seed, offset).
+    let (seed, offset, mask) = match keep {
+        KeepSource::Mask(m) => (0, 0, Some(m)),
+        KeepSource::Regenerate { seed, offset } => (seed, offset, None),
+    };
+    let name = checked_kernel("dropout_backward", grad, grad_in, mask)?;
     let n = grad.len() as u64;
-    check_output(OP, grad, grad_in)?;
-    if let KeepSource::Mask(m) = keep {
-        check_mask(OP, grad, m, n)?;
-    }
     if n == 0 {
         return Ok(());
     }
@@ -109,22 +104,35 @@ pub fn dropout_backward(
     let func = module_cache::function(ordinal, &name)?;
     let cfg = launch_config(ordinal, n.div_ceil(4), launch)?;
     let stream = grad_in.stream()?;
-    let (seed, offset) = match keep {
-        KeepSource::Regenerate { seed, offset } => (seed, offset),
-        KeepSource::Mask(_) => (0, 0),
-    };
     let null: u64 = 0;
     let mut args = stream.launch_builder(&func);
     args.arg(&seed).arg(&offset).arg(&n).arg(&p).arg(&scale);
-    match keep {
-        KeepSource::Mask(m) => args.arg(m.bytes()),
-        KeepSource::Regenerate { .. } => args.arg(&null),
+    match mask {
+        Some(m) => args.arg(m.bytes()),
+        None => args.arg(&null),
     };
     args.arg(grad.bytes()).arg(grad_in.bytes_mut());
     // SAFETY: matches `ditto_dropout_backward_*(u64 seed, u64 offset, u64 n, f32 p,
     // f32 scale, const u32* mask, const T* grad, T* grad_in)`; lengths checked above.
     unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
     Ok(())
+}
+
+/// The checks both passes make before anything is queued, in this order: the input's
+/// dtype (giving the kernel's name), the output, then the packed mask when there is one.
+/// Kept in one place so forward and backward refuse the same buffers the same way.
+fn checked_kernel(
+    op: &'static str,
+    input: &CudaStorage,
+    output: &CudaStorage,
+    mask: Option<&CudaStorage>,
+) -> Result<String> {
+    let name = kernel_name(op, input.dtype(), SUPPORTED, SUPPORTED_TEXT)?;
+    check_output(op, input, output)?;
+    if let Some(m) = mask {
+        check_mask(op, input, m, input.len() as u64)?;
+    }
+    Ok(name)
 }
 
 /// The output of an elementwise dropout pass: same device, dtype and length as input.

@@ -266,89 +266,29 @@ mod disabled {
     use crate::stream::key::Key;
     use crate::RngError;
 
-    fn unavailable(op: &'static str, ordinal: usize) -> RngError {
-        RngError::Tensor(TensorError::NotImplementedOnDevice {
-            op,
-            device: Device::Cuda(ordinal),
-        })
+    /// One stub per function of the `cuda` build, with the same parameter types (the
+    /// callers compile unchanged) and all but `ordinal` ignored; each refuses with
+    /// `NotImplementedOnDevice` named after itself.
+    macro_rules! unavailable {
+        ($($name:ident($($arg:ty),*) -> $ret:ty;)*) => {$(
+            #[allow(clippy::type_complexity)]
+            pub(crate) fn $name($(_: $arg,)* ordinal: usize) -> Result<$ret, RngError> {
+                Err(RngError::Tensor(TensorError::NotImplementedOnDevice {
+                    op: stringify!($name),
+                    device: Device::Cuda(ordinal),
+                }))
+            }
+        )*};
     }
 
-    pub(crate) fn bits(_: &[usize], _: Key, _: u64, ordinal: usize) -> Result<Tensor, RngError> {
-        Err(unavailable("bits", ordinal))
-    }
-
-    pub(crate) fn uniform(
-        _: &[usize],
-        _: DType,
-        _: Key,
-        _: u64,
-        _: f64,
-        _: f64,
-        ordinal: usize,
-    ) -> Result<Tensor, RngError> {
-        Err(unavailable("uniform", ordinal))
-    }
-
-    pub(crate) fn normal(
-        _: &[usize],
-        _: DType,
-        _: Key,
-        _: u64,
-        _: f64,
-        _: f64,
-        ordinal: usize,
-    ) -> Result<Tensor, RngError> {
-        Err(unavailable("normal", ordinal))
-    }
-
-    pub(crate) fn bernoulli(
-        _: &[usize],
-        _: DType,
-        _: Key,
-        _: u64,
-        _: f32,
-        ordinal: usize,
-    ) -> Result<Tensor, RngError> {
-        Err(unavailable("bernoulli", ordinal))
-    }
-
-    pub(crate) fn randint(
-        _: &[usize],
-        _: Key,
-        _: u64,
-        _: i64,
-        _: u64,
-        ordinal: usize,
-    ) -> Result<Tensor, RngError> {
-        Err(unavailable("randint", ordinal))
-    }
-
-    pub(crate) fn randperm(_: u64, _: Key, ordinal: usize) -> Result<Tensor, RngError> {
-        Err(unavailable("randperm", ordinal))
-    }
-
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn dropout(
-        _: &Tensor,
-        _: Key,
-        _: u64,
-        _: f32,
-        _: f32,
-        _: bool,
-        ordinal: usize,
-    ) -> Result<(Tensor, Option<Vec<u32>>), RngError> {
-        Err(unavailable("dropout", ordinal))
-    }
-
-    pub(crate) fn dropout_backward(
-        _: &Tensor,
-        _: Key,
-        _: u64,
-        _: f32,
-        _: f32,
-        _: Option<&[u32]>,
-        ordinal: usize,
-    ) -> Result<Tensor, RngError> {
-        Err(unavailable("dropout_backward", ordinal))
+    unavailable! {
+        bits(&[usize], Key, u64) -> Tensor;
+        uniform(&[usize], DType, Key, u64, f64, f64) -> Tensor;
+        normal(&[usize], DType, Key, u64, f64, f64) -> Tensor;
+        bernoulli(&[usize], DType, Key, u64, f32) -> Tensor;
+        randint(&[usize], Key, u64, i64, u64) -> Tensor;
+        randperm(u64, Key) -> Tensor;
+        dropout(&Tensor, Key, u64, f32, f32, bool) -> (Tensor, Option<Vec<u32>>);
+        dropout_backward(&Tensor, Key, u64, f32, f32, Option<&[u32]>) -> Tensor;
     }
 }

@@ -33,6 +33,7 @@ pub use randint::randint;
 pub use randperm::randperm;
 pub use uniform::{rand, uniform};
 
+use half::{bf16, f16};
 use kernels::RandomOp;
 use tensor_core::{DType, Element, Tensor};
 
@@ -59,4 +60,30 @@ where
     let key = generator.reserve(op, dtype, n as u64);
     fill::fill(&mut out, key, layout, f);
     args::cpu_tensor(out, dims)
+}
+
+/// The output types of the samplers that compute in f32: f32 itself, and f16 / bf16,
+/// which DESIGN.md §1 defines as "compute f32, round to nearest even" so that one
+/// generic sampler serves all three and the rounding happens in exactly one place.
+trait RoundFromF32: Element {
+    /// `x` rounded to nearest even (exact for f32).
+    fn round_from_f32(x: f32) -> Self;
+}
+
+impl RoundFromF32 for f32 {
+    fn round_from_f32(x: f32) -> Self {
+        x
+    }
+}
+
+impl RoundFromF32 for f16 {
+    fn round_from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+}
+
+impl RoundFromF32 for bf16 {
+    fn round_from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
 }

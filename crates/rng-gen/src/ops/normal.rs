@@ -6,7 +6,7 @@ use tensor_core::{DType, Device, Tensor};
 
 use super::args::{check_float, elem_count, generator_for, normal_params};
 use super::fill::Layout;
-use super::{cpu_sample, cuda_dispatch};
+use super::{cpu_sample, cuda_dispatch, RoundFromF32};
 use crate::stream::convert::{box_muller, scale_normal_f32, uniform_f64};
 use crate::{Generator, RngError};
 
@@ -55,11 +55,35 @@ fn box_muller_f64(w: &[u32]) -> (f64, f64) {
 }
 
 /// Fills one pair (or the last, single element) with `convert(z)`.
-fn store<T>(out: &mut [T], (z0, z1): (f32, f32), convert: impl Fn(f32) -> T) {
+fn store<Z, T>(out: &mut [T], (z0, z1): (Z, Z), convert: impl Fn(Z) -> T) {
     out[0] = convert(z0);
     if let Some(second) = out.get_mut(1) {
         *second = convert(z1);
     }
+}
+
+/// The f32 / f16 / bf16 sampler: Box-Muller and `mean + std * z` in f32, then one
+/// rounding to `T`. Pair `m` uses words `2m` and `2m+1`.
+fn normal_in<T: RoundFromF32>(
+    shape: &[usize],
+    n: usize,
+    generator: &Generator,
+    mean: f32,
+    std: f32,
+) -> Result<Tensor, RngError> {
+    cpu_sample(
+        shape,
+        n,
+        generator,
+        RandomOp::Normal,
+        T::DTYPE,
+        Layout { elems: 2, words: 2 },
+        |_, w, out: &mut [T]| {
+            store(out, box_muller(w[0], w[1]), |z| {
+                T::round_from_f32(scale_normal_f32(z, mean, std))
+            });
+        },
+    )
 }
 
 fn normal_op(
@@ -83,51 +107,14 @@ fn normal_op(
     normal_params(op, mean, std, dtype)?;
     let generator = generator_for(op, device, generator)?;
     let (mean32, std32) = (mean as f32, std as f32);
-    let pairs = Layout { elems: 2, words: 2 };
     match (device, dtype) {
         (Device::Cuda(ordinal), _) => {
             let key = generator.reserve(RandomOp::Normal, dtype, n as u64);
             cuda_dispatch::normal(shape, dtype, key, n as u64, mean, std, ordinal)
         }
-        (Device::Cpu, DType::F32) => cpu_sample(
-            shape,
-            n,
-            &generator,
-            RandomOp::Normal,
-            dtype,
-            pairs,
-            |_, w, out: &mut [f32]| {
-                store(out, box_muller(w[0], w[1]), |z| {
-                    scale_normal_f32(z, mean32, std32)
-                });
-            },
-        ),
-        (Device::Cpu, DType::F16) => cpu_sample(
-            shape,
-            n,
-            &generator,
-            RandomOp::Normal,
-            dtype,
-            pairs,
-            |_, w, out: &mut [f16]| {
-                store(out, box_muller(w[0], w[1]), |z| {
-                    f16::from_f32(scale_normal_f32(z, mean32, std32))
-                });
-            },
-        ),
-        (Device::Cpu, DType::BF16) => cpu_sample(
-            shape,
-            n,
-            &generator,
-            RandomOp::Normal,
-            dtype,
-            pairs,
-            |_, w, out: &mut [bf16]| {
-                store(out, box_muller(w[0], w[1]), |z| {
-                    bf16::from_f32(scale_normal_f32(z, mean32, std32))
-                });
-            },
-        ),
+        (Device::Cpu, DType::F32) => normal_in::<f32>(shape, n, &generator, mean32, std32),
+        (Device::Cpu, DType::F16) => normal_in::<f16>(shape, n, &generator, mean32, std32),
+        (Device::Cpu, DType::BF16) => normal_in::<bf16>(shape, n, &generator, mean32, std32),
         (Device::Cpu, _) => cpu_sample(
             shape,
             n,
@@ -135,13 +122,7 @@ fn normal_op(
             RandomOp::Normal,
             DType::F64,
             Layout { elems: 2, words: 4 },
-            |_, w, out: &mut [f64]| {
-                let (z0, z1) = box_muller_f64(w);
-                out[0] = mean + std * z0;
-                if let Some(second) = out.get_mut(1) {
-                    *second = mean + std * z1;
-                }
-            },
+            |_, w, out: &mut [f64]| store(out, box_muller_f64(w), |z| mean + std * z),
         ),
     }
 }

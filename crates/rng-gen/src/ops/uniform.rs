@@ -6,7 +6,7 @@ use tensor_core::{DType, Device, Tensor};
 
 use super::args::{check_float, elem_count, generator_for, uniform_range};
 use super::fill::Layout;
-use super::{cpu_sample, cuda_dispatch};
+use super::{cpu_sample, cuda_dispatch, RoundFromF32};
 use crate::stream::convert::{
     scale_uniform_f32, scale_uniform_f64, uniform_bf16, uniform_f16, uniform_f32, uniform_f64,
 };
@@ -42,6 +42,27 @@ pub fn uniform(
     uniform_op("uniform", shape, low, high, dtype, device, generator)
 }
 
+/// The f32 / f16 / bf16 sampler: `u = unit(word)` (exact in `T`), then
+/// `low + (high - low) * u` in f32 and one rounding to `T`.
+fn uniform_in<T: RoundFromF32>(
+    shape: &[usize],
+    n: usize,
+    generator: &Generator,
+    low: f32,
+    high: f32,
+    unit: impl Fn(u32) -> f32 + Sync,
+) -> Result<Tensor, RngError> {
+    cpu_sample(
+        shape,
+        n,
+        generator,
+        RandomOp::Uniform,
+        T::DTYPE,
+        Layout::per_element(1),
+        |_, w, out: &mut [T]| out[0] = T::round_from_f32(scale_uniform_f32(unit(w[0]), low, high)),
+    )
+}
+
 fn uniform_op(
     op: &'static str,
     shape: &[usize],
@@ -61,39 +82,13 @@ fn uniform_op(
             let key = generator.reserve(RandomOp::Uniform, dtype, n as u64);
             cuda_dispatch::uniform(shape, dtype, key, n as u64, low, high, ordinal)
         }
-        (Device::Cpu, DType::F32) => cpu_sample(
-            shape,
-            n,
-            &generator,
-            RandomOp::Uniform,
-            dtype,
-            Layout::per_element(1),
-            |_, w, out: &mut [f32]| out[0] = scale_uniform_f32(uniform_f32(w[0]), lo, hi),
-        ),
-        (Device::Cpu, DType::F16) => cpu_sample(
-            shape,
-            n,
-            &generator,
-            RandomOp::Uniform,
-            dtype,
-            Layout::per_element(1),
-            |_, w, out: &mut [f16]| {
-                let u = uniform_f16(w[0]).to_f32();
-                out[0] = f16::from_f32(scale_uniform_f32(u, lo, hi));
-            },
-        ),
-        (Device::Cpu, DType::BF16) => cpu_sample(
-            shape,
-            n,
-            &generator,
-            RandomOp::Uniform,
-            dtype,
-            Layout::per_element(1),
-            |_, w, out: &mut [bf16]| {
-                let u = uniform_bf16(w[0]).to_f32();
-                out[0] = bf16::from_f32(scale_uniform_f32(u, lo, hi));
-            },
-        ),
+        (Device::Cpu, DType::F32) => uniform_in::<f32>(shape, n, &generator, lo, hi, uniform_f32),
+        (Device::Cpu, DType::F16) => {
+            uniform_in::<f16>(shape, n, &generator, lo, hi, |w| uniform_f16(w).to_f32())
+        }
+        (Device::Cpu, DType::BF16) => {
+            uniform_in::<bf16>(shape, n, &generator, lo, hi, |w| uniform_bf16(w).to_f32())
+        }
         (Device::Cpu, _) => cpu_sample(
             shape,
             n,
