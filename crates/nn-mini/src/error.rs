@@ -1,0 +1,101 @@
+//! nn-mini's one error type, and the conversions from the crates below it.
+
+use crate::checkpoint::CheckpointError;
+use rng_gen::RngError;
+use tensor_core::TensorError;
+
+/// Shorthand for results in nn-mini.
+pub type Result<T, E = NnError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a layer, loss, optimiser, data loader, checkpoint or
+/// training loop. Errors from tensor-core and rng-gen pass through unchanged (`#[from]`),
+/// so a caller can still match on the precise low-level cause.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NnError {
+    /// A tensor operation rejected its input.
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
+    /// A random op or generator rejected its input.
+    #[error(transparent)]
+    Rng(#[from] RngError),
+    /// A checkpoint could not be written, read or applied.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// A constructor or method argument outside its valid range.
+    #[error("{op}: invalid argument: {message}")]
+    InvalidArgument {
+        /// Where.
+        op: &'static str,
+        /// What was wrong and what was expected.
+        message: String,
+    },
+    /// `backward` was called on a layer with no saved forward pass (never run, run in
+    /// eval mode, or already consumed by an earlier `backward`).
+    #[error("{layer}.backward called without a preceding forward(train = true)")]
+    BackwardWithoutForward {
+        /// The layer's type name.
+        layer: &'static str,
+    },
+    /// A class target is not a valid class index for the logits it is compared with.
+    #[error("{op}: target {target} at row {row} is not a class index in [0, {classes})")]
+    InvalidTarget {
+        /// The loss.
+        op: &'static str,
+        /// Row of the batch.
+        row: usize,
+        /// The target given.
+        target: i64,
+        /// Number of classes (columns of the logits).
+        classes: usize,
+    },
+    /// A dataset call panicked while the loader was loading a batch; the panic is turned
+    /// into an error so the training loop can report it instead of hanging or aborting.
+    #[error(
+        "dataset panicked while loading batch {batch} of epoch {epoch} ({}): {message}",
+        match worker { Some(w) => format!("worker {w}"), None => "calling thread".to_string() }
+    )]
+    WorkerPanicked {
+        /// The worker thread's number; `None` when loading on the calling thread
+        /// (`num_workers = 0`).
+        worker: Option<usize>,
+        /// Epoch of the batch.
+        epoch: u64,
+        /// Batch index within the epoch.
+        batch: u64,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+    /// The data-loader workers are gone (a thread could not be spawned or exited).
+    #[error("data loader workers are unavailable: {reason}")]
+    WorkersUnavailable {
+        /// What happened.
+        reason: String,
+    },
+    /// A loader state does not fit the loader it is applied to (another dataset length,
+    /// batch size, ...), or its bytes are not a loader state.
+    #[error("invalid data loader state: {reason}")]
+    InvalidLoaderState {
+        /// What does not match or parse.
+        reason: String,
+    },
+    /// An I/O error outside checkpoints (e.g. writing a loss file).
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, with the path.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl NnError {
+    /// An [`NnError::InvalidArgument`].
+    pub(crate) fn invalid(op: &'static str, message: impl Into<String>) -> Self {
+        NnError::InvalidArgument {
+            op,
+            message: message.into(),
+        }
+    }
+}

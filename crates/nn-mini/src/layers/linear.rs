@@ -1,0 +1,152 @@
+//! `Linear`: `y = x W^T + b`, initialised like PyTorch's `nn.Linear`.
+
+use rng_gen::Generator;
+use tensor_core::{DType, Tensor};
+
+use crate::fused::{add_row_vector, sum_rows};
+use crate::{Module, NnError, Parameter, Result};
+
+/// A fully connected layer with weight `[out_features, in_features]` (PyTorch's layout,
+/// so checkpoints load into `nn.Linear` unchanged) and an optional bias `[out_features]`.
+///
+/// Initialisation is PyTorch's default: `kaiming_uniform_(a = sqrt(5))`, which works out
+/// to `W ~ U(-1/sqrt(in), 1/sqrt(in))`, and `b ~ U(-1/sqrt(in), 1/sqrt(in))`. Both are
+/// drawn from the [`Generator`] given (weight first, then bias), so the same generator
+/// state gives the same layer on any device and thread count.
+#[derive(Debug)]
+pub struct Linear {
+    weight: Parameter,
+    bias: Option<Parameter>,
+    /// The input of the last training forward, for the weight gradient.
+    saved_input: Option<Tensor>,
+}
+
+impl Linear {
+    /// An f32 layer with a bias on `generator`'s device.
+    pub fn new(in_features: usize, out_features: usize, generator: &Generator) -> Result<Self> {
+        Linear::with_options(in_features, out_features, true, DType::F32, generator)
+    }
+
+    /// A layer with or without bias and in `dtype` (f32 or f64; f64 is what gradient
+    /// checks use).
+    pub fn with_options(
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+        dtype: DType,
+        generator: &Generator,
+    ) -> Result<Self> {
+        if in_features == 0 || out_features == 0 {
+            return Err(NnError::invalid(
+                "Linear::new",
+                format!("features must be positive, got in = {in_features}, out = {out_features}"),
+            ));
+        }
+        let bound = 1.0 / (in_features as f64).sqrt();
+        let device = generator.device();
+        let draw =
+            |dims: &[usize]| rng_gen::uniform(dims, -bound, bound, dtype, device, Some(generator));
+        let weight = Parameter::new("weight", draw(&[out_features, in_features])?);
+        let bias = if bias {
+            Some(Parameter::new("bias", draw(&[out_features])?))
+        } else {
+            None
+        };
+        Ok(Linear {
+            weight,
+            bias,
+            saved_input: None,
+        })
+    }
+
+    /// A layer with given weight `[out, in]` and optional bias `[out]` (for tests and for
+    /// porting weights from elsewhere).
+    pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Result<Self> {
+        if weight.rank() != 2 {
+            return Err(NnError::invalid(
+                "Linear::from_tensors",
+                format!("weight must be 2-D [out, in], got {:?}", weight.dims()),
+            ));
+        }
+        if let Some(b) = &bias {
+            if b.dims() != [weight.dims()[0]] || b.dtype() != weight.dtype() {
+                return Err(NnError::invalid(
+                    "Linear::from_tensors",
+                    format!(
+                        "bias must be [{}] of {}, got {:?} of {}",
+                        weight.dims()[0],
+                        weight.dtype(),
+                        b.dims(),
+                        b.dtype()
+                    ),
+                ));
+            }
+        }
+        Ok(Linear {
+            weight: Parameter::new("weight", weight),
+            bias: bias.map(|b| Parameter::new("bias", b)),
+            saved_input: None,
+        })
+    }
+
+    /// The weight `[out, in]`.
+    #[must_use]
+    pub fn weight(&self) -> &Parameter {
+        &self.weight
+    }
+
+    /// The bias `[out]`, if the layer has one.
+    #[must_use]
+    pub fn bias(&self) -> Option<&Parameter> {
+        self.bias.as_ref()
+    }
+}
+
+impl Module for Linear {
+    fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
+        if input.rank() != 2 {
+            return Err(NnError::invalid(
+                "Linear::forward",
+                format!("expected a [batch, in] input, got {:?}", input.dims()),
+            ));
+        }
+        let mut out = input.matmul(&self.weight.value.t()?)?;
+        if let Some(bias) = &self.bias {
+            out = add_row_vector(out, &bias.value)?;
+        }
+        self.saved_input = train.then(|| input.clone());
+        Ok(out)
+    }
+
+    fn backward(&mut self, grad_output: &Tensor) -> Result<Tensor> {
+        self.backward_params(grad_output)?;
+        // dL/dx = g W.
+        Ok(grad_output.matmul(&self.weight.value)?)
+    }
+
+    fn backward_params(&mut self, grad_output: &Tensor) -> Result<()> {
+        let input = self
+            .saved_input
+            .take()
+            .ok_or(NnError::BackwardWithoutForward { layer: "Linear" })?;
+        // dL/dW = g^T x, dL/db = sum over the batch of g.
+        let grad_weight = grad_output.t()?.matmul(&input)?;
+        self.weight.accumulate_grad(grad_weight)?;
+        if let Some(bias) = &mut self.bias {
+            bias.accumulate_grad(sum_rows(grad_output)?)?;
+        }
+        Ok(())
+    }
+
+    fn parameters(&self) -> Vec<&Parameter> {
+        std::iter::once(&self.weight)
+            .chain(self.bias.as_ref())
+            .collect()
+    }
+
+    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
+        std::iter::once(&mut self.weight)
+            .chain(self.bias.as_mut())
+            .collect()
+    }
+}

@@ -1,0 +1,11 @@
+//! The layers: one per file.
+
+mod dropout;
+mod linear;
+mod relu;
+mod sequential;
+
+pub use dropout::Dropout;
+pub use linear::Linear;
+pub use relu::ReLU;
+pub use sequential::Sequential;

@@ -1,0 +1,117 @@
+//! `Sequential`: layers applied in order, gradients propagated in reverse.
+
+use tensor_core::Tensor;
+
+use crate::{Module, Parameter, Result};
+
+/// A stack of modules. Parameter names are prefixed with the layer's index (`0.weight`,
+/// `3.bias`), exactly as in PyTorch's `nn.Sequential`, so a checkpoint's tensors map
+/// one to one onto a PyTorch model built the same way.
+#[derive(Default)]
+pub struct Sequential {
+    layers: Vec<Box<dyn Module>>,
+}
+
+impl std::fmt::Debug for Sequential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sequential")
+            .field("layers", &self.layers.len())
+            .finish()
+    }
+}
+
+impl Sequential {
+    /// An empty stack (the identity).
+    #[must_use]
+    pub fn new() -> Self {
+        Sequential::default()
+    }
+
+    /// Appends a layer; returns `self` for chaining.
+    #[must_use]
+    pub fn push(mut self, layer: impl Module + 'static) -> Self {
+        self.layers.push(Box::new(layer));
+        self
+    }
+
+    /// Appends an already boxed layer.
+    pub fn push_boxed(&mut self, layer: Box<dyn Module>) {
+        self.layers.push(layer);
+    }
+
+    /// Number of layers.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// True when there are no layers.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+}
+
+impl Module for Sequential {
+    fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
+        let mut x = input.clone();
+        for layer in &mut self.layers {
+            x = layer.forward(&x, train)?;
+        }
+        Ok(x)
+    }
+
+    fn backward(&mut self, grad_output: &Tensor) -> Result<Tensor> {
+        let mut g = grad_output.clone();
+        for layer in self.layers.iter_mut().rev() {
+            g = layer.backward(&g)?;
+        }
+        Ok(g)
+    }
+
+    fn backward_params(&mut self, grad_output: &Tensor) -> Result<()> {
+        let Some((first, rest)) = self.layers.split_first_mut() else {
+            return Ok(());
+        };
+        let mut g = grad_output.clone();
+        for layer in rest.iter_mut().rev() {
+            g = layer.backward(&g)?;
+        }
+        first.backward_params(&g)
+    }
+
+    fn parameters(&self) -> Vec<&Parameter> {
+        self.layers.iter().flat_map(|l| l.parameters()).collect()
+    }
+
+    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
+        self.layers
+            .iter_mut()
+            .flat_map(|l| l.parameters_mut())
+            .collect()
+    }
+
+    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(i, l)| {
+                l.named_parameters()
+                    .into_iter()
+                    .map(move |(name, p)| (format!("{i}.{name}"), p))
+            })
+            .collect()
+    }
+
+    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
+        self.layers
+            .iter_mut()
+            .enumerate()
+            .flat_map(|(i, l)| {
+                l.named_parameters_mut()
+                    .into_iter()
+                    .map(move |(name, p)| (format!("{i}.{name}"), p))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,107 @@
+//! The `Module` trait: layer-level forward and backward, and the parameters a layer owns.
+//!
+//! There is no autograd tape in ditto. Each layer saves what its backward needs during
+//! `forward(train = true)` and consumes it in `backward`, which returns the gradient
+//! with respect to the layer's input and *adds* the gradients of its parameters into
+//! [`Parameter::grad`] (like PyTorch's `.grad` accumulation). A training step is
+//! `zero_grad`, `forward`, loss, `backward`, optimiser step.
+
+use tensor_core::Tensor;
+
+use crate::Result;
+
+/// A trainable tensor and its accumulated gradient.
+///
+/// `name` is the layer-local name (`weight`, `bias`); containers prefix it
+/// (`0.weight`), giving PyTorch's `state_dict` names, which is what checkpoints store.
+#[derive(Clone, Debug)]
+pub struct Parameter {
+    /// Layer-local name.
+    pub name: String,
+    /// The current value.
+    pub value: Tensor,
+    /// The gradient accumulated since the last [`Parameter::zero_grad`]; `None` when no
+    /// backward has run since (PyTorch's `set_to_none=True`), which optimisers skip.
+    pub grad: Option<Tensor>,
+}
+
+impl Parameter {
+    /// A parameter with no gradient yet.
+    #[must_use]
+    pub fn new(name: impl Into<String>, value: Tensor) -> Self {
+        Parameter {
+            name: name.into(),
+            value,
+            grad: None,
+        }
+    }
+
+    /// Adds `grad` into the accumulated gradient (or stores it when there is none),
+    /// so two backward passes before a step sum their gradients, as in PyTorch.
+    pub fn accumulate_grad(&mut self, grad: Tensor) -> Result<()> {
+        match &mut self.grad {
+            Some(acc) => acc.axpy_(1.0, &grad)?,
+            None => self.grad = Some(grad),
+        }
+        Ok(())
+    }
+
+    /// Drops the gradient (PyTorch's default `zero_grad(set_to_none=True)`).
+    pub fn zero_grad(&mut self) {
+        self.grad = None;
+    }
+}
+
+/// A layer (or a stack of layers) with a hand-written backward.
+///
+/// `Send` so a model can move to another thread (e.g. a benchmark harness).
+pub trait Module: Send {
+    /// Runs the layer. With `train = true` the layer saves what `backward` needs and
+    /// random layers (dropout) draw from their generator; with `train = false` nothing is
+    /// saved and no random number is consumed.
+    fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor>;
+
+    /// Given the gradient of the loss with respect to the last `forward`'s output,
+    /// accumulates parameter gradients and returns the gradient with respect to its
+    /// input. Consumes the saved forward state: a second call errors.
+    fn backward(&mut self, grad_output: &Tensor) -> Result<Tensor>;
+
+    /// [`backward`](Module::backward) for a caller that has no use for the input
+    /// gradient (the first layer of a model, whose input is data): parameter gradients
+    /// are accumulated the same way, but layers may skip computing the input gradient,
+    /// as PyTorch's autograd does for inputs that do not require grad. For the first
+    /// `Linear` of the demo MLP that is one 128 x 256 x 64 matmul per step.
+    fn backward_params(&mut self, grad_output: &Tensor) -> Result<()> {
+        self.backward(grad_output).map(drop)
+    }
+
+    /// The parameters, in a fixed order (the order of `named_parameters`).
+    fn parameters(&self) -> Vec<&Parameter>;
+
+    /// The parameters, mutably, in the same order as [`Module::parameters`].
+    fn parameters_mut(&mut self) -> Vec<&mut Parameter>;
+
+    /// `(full name, parameter)` pairs: the names checkpoints and optimiser state use.
+    /// Leaf layers use the layer-local names; containers override this to prefix them.
+    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
+        self.parameters()
+            .into_iter()
+            .map(|p| (p.name.clone(), p))
+            .collect()
+    }
+
+    /// Mutable twin of [`Module::named_parameters`], same names, same order.
+    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
+        self.parameters_mut()
+            .into_iter()
+            .map(|p| (p.name.clone(), p))
+            .collect()
+    }
+
+    /// Clears every parameter's gradient before the next backward.
+    fn zero_grad(&mut self) {
+        for p in self.parameters_mut() {
+            p.zero_grad();
+        }
+    }
+}

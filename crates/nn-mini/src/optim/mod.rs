@@ -1,0 +1,5 @@
+//! Optimisers.
+
+mod sgd;
+
+pub use sgd::{Sgd, SgdConfig};

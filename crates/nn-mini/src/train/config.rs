@@ -1,0 +1,157 @@
+//! `TrainConfig`: everything that defines a training run, stored in its checkpoints.
+
+use serde_json::{json, Value};
+use tensor_core::Device;
+
+use crate::{NnError, Result};
+
+/// The run's hyperparameters. Stored in every checkpoint (as JSON metadata) so a resume
+/// rebuilds exactly the same model, optimiser and loader; only `num_workers` and
+/// `device` may differ on resume, because neither changes the numbers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainConfig {
+    /// The run seed: every random number of the run derives from it (see
+    /// [`crate::train`]).
+    pub seed: u64,
+    /// Samples per batch.
+    pub batch_size: usize,
+    /// Samples in the synthetic dataset.
+    pub dataset_size: usize,
+    /// Layer widths, input first: `[64, 256, 256, 10]` is a 64-256-256-10 MLP. The last
+    /// entry is the number of classes.
+    pub layers: Vec<usize>,
+    /// Dropout probability after each hidden layer.
+    pub dropout: f64,
+    /// SGD learning rate.
+    pub lr: f64,
+    /// SGD momentum.
+    pub momentum: f64,
+    /// SGD weight decay.
+    pub weight_decay: f64,
+    /// Loader worker threads (does not change results).
+    pub num_workers: usize,
+    /// Where the model runs (does not change results, by ditto's contract).
+    pub device: Device,
+}
+
+impl Default for TrainConfig {
+    /// The demo's run: a 64-256-256-10 MLP with dropout 0.1, SGD lr 0.05 momentum 0.9,
+    /// batches of 128 from 4000 samples (31.25 batches per epoch, so checkpoints fall
+    /// mid-epoch), seed 0.
+    fn default() -> Self {
+        TrainConfig {
+            seed: 0,
+            batch_size: 128,
+            dataset_size: 4000,
+            layers: vec![64, 256, 256, 10],
+            dropout: 0.1,
+            lr: 0.05,
+            momentum: 0.9,
+            weight_decay: 0.0,
+            num_workers: 0,
+            device: Device::Cpu,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Errors on values that cannot make a run.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |message: String| Err(NnError::invalid("TrainConfig", message));
+        if self.layers.len() < 2 || self.layers.contains(&0) {
+            return bad(format!(
+                "layers must list at least input and output widths, all > 0, got {:?}",
+                self.layers
+            ));
+        }
+        if self.batch_size == 0 || self.dataset_size == 0 {
+            return bad(format!(
+                "batch_size ({}) and dataset_size ({}) must be > 0",
+                self.batch_size, self.dataset_size
+            ));
+        }
+        Ok(())
+    }
+
+    /// The JSON stored in checkpoints (`num_workers` and `device` included for the
+    /// record; a resume may override them).
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        json!({
+            "seed": self.seed.to_string(),
+            "batch_size": self.batch_size,
+            "dataset_size": self.dataset_size,
+            "layers": self.layers,
+            "dropout": self.dropout,
+            "lr": self.lr,
+            "momentum": self.momentum,
+            "weight_decay": self.weight_decay,
+            "num_workers": self.num_workers,
+            "device": self.device.to_string(),
+        })
+        .to_string()
+    }
+
+    /// Parses [`to_json`](Self::to_json) output; errors name the bad field.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let bad = |field: &str| {
+            NnError::invalid(
+                "TrainConfig::from_json",
+                format!("field {field:?} is missing or invalid"),
+            )
+        };
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| NnError::invalid("TrainConfig::from_json", e.to_string()))?;
+        let uint = |f: &str| {
+            v[f].as_u64()
+                .and_then(|x| usize::try_from(x).ok())
+                .ok_or_else(|| bad(f))
+        };
+        let float = |f: &str| v[f].as_f64().ok_or_else(|| bad(f));
+        let config = TrainConfig {
+            seed: v["seed"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad("seed"))?,
+            batch_size: uint("batch_size")?,
+            dataset_size: uint("dataset_size")?,
+            layers: v["layers"]
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|x| x.as_u64().and_then(|x| usize::try_from(x).ok()))
+                        .collect()
+                })
+                .ok_or_else(|| bad("layers"))?,
+            dropout: float("dropout")?,
+            lr: float("lr")?,
+            momentum: float("momentum")?,
+            weight_decay: float("weight_decay")?,
+            num_workers: uint("num_workers")?,
+            device: v["device"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad("device"))?,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trips_exactly() {
+        let config = TrainConfig {
+            seed: u64::MAX,
+            lr: 0.1 + 0.2,
+            device: Device::Cuda(1),
+            ..TrainConfig::default()
+        };
+        assert_eq!(TrainConfig::from_json(&config.to_json()).unwrap(), config);
+        assert!(TrainConfig::from_json("{}").is_err());
+        assert!(TrainConfig::from_json("not json").is_err());
+    }
+}

@@ -1,0 +1,25 @@
+//! The training loop of `examples/train_resume.rs`, as a library so tests can drive it
+//! (and resume it at every step) without spawning processes.
+//!
+//! # Where every random number of a run comes from
+//!
+//! ```text
+//! run key = Key::new(seed)
+//!  ├─ fold_in(INIT_DOMAIN = 0)    generator for Linear initialisation (used once)
+//!  ├─ fold_in(DROPOUT_DOMAIN = 1) generator shared by the Dropout layers  [checkpointed]
+//!  ├─ fold_in(LOADER_DOMAIN = 2)  data loader key -> epoch orders, sample keys
+//!  │                              (see crate::data)                       [position checkpointed]
+//!  └─ fold_in(DATA_DOMAIN = 3)    synthetic dataset: centres, per-sample points
+//! ```
+//!
+//! The default generators (CPU, and each CUDA device when training there) are not drawn
+//! from by the loop, but they are saved and restored too, so code around the loop that
+//! uses them (`rng_gen::rand(.., None)`) also continues exactly.
+
+mod config;
+mod synthetic;
+mod trainer;
+
+pub use config::TrainConfig;
+pub use synthetic::GaussianClusters;
+pub use trainer::{Trainer, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN, LOADER_DOMAIN};

@@ -1,0 +1,202 @@
+//! # train_resume: kill a training run, resume it, get the same loss curve bit for bit
+//!
+//! A 64-256-256-10 MLP with dropout 0.1, trained with SGD (lr 0.05, momentum 0.9) on
+//! Gaussian clusters generated from the seed, with per-sample augmentation noise drawn
+//! from each sample's own key. Everything random (init, dropout masks, shuffles,
+//! augmentation) derives from `--seed` through `fold_in`, and everything stateful
+//! (weights, momentum, generators, loader position, step, loss history) goes into one
+//! safetensors checkpoint. So:
+//!
+//! ```text
+//! cargo run --release --example train_resume -- --seed 7 --steps 200 --out a.csv
+//! cargo run --release --example train_resume -- --seed 7 --steps 200 --save-at 120 \
+//!     --checkpoint ck.safetensors --out b.csv
+//! cargo run --release --example train_resume -- --resume ck.safetensors --steps 200 \
+//!     --out c.csv --compare a.csv          # prints `identical: yes`
+//! cargo run --release --example train_resume -- --demo   # all three, in one command
+//! ```
+//!
+//! Steps 121..200 of `a.csv` and `c.csv` are byte-identical, with any `--workers`.
+//! The loop itself lives in `nn_mini::train` so tests can resume it at every step; this
+//! file is the command line around it. Read `main` and `run` top to bottom.
+
+#[path = "train_resume_support/args.rs"]
+mod args;
+#[path = "train_resume_support/curves.rs"]
+mod curves;
+#[path = "train_resume_support/demo.rs"]
+mod demo;
+#[path = "train_resume_support/plot.rs"]
+mod plot;
+
+use std::error::Error;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::Checkpoint;
+
+use args::{ArgError, Args, USAGE};
+
+/// Print a progress line every this many steps.
+const LOG_EVERY: u64 = 20;
+
+fn main() -> ExitCode {
+    let args = match args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.help {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let result = if args.demo {
+        demo::run(&args)
+    } else {
+        run(&args)
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if e.is::<ArgError>() => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
+    // 1. Start fresh from the seed, or pick up a checkpoint. A resume takes every
+    //    setting from the checkpoint; flags may only repeat them (or change the worker
+    //    count and device, which never change the numbers).
+    let mut trainer = match &args.resume {
+        None => {
+            let config = TrainConfig {
+                seed: args.seed.unwrap_or(0),
+                batch_size: args.batch_size.unwrap_or(128),
+                num_workers: args.workers.unwrap_or(0),
+                device: args.device.unwrap_or_default(),
+                ..TrainConfig::default()
+            };
+            // Like torch.manual_seed: the loop itself draws from its own generators, but
+            // anything around it that uses the default generator is reproducible too.
+            rng_gen::manual_seed(config.seed);
+            Trainer::new(config)?
+        }
+        Some(path) => {
+            let ck = Checkpoint::load(path)
+                .map_err(|e| format!("cannot resume from {}: {e}", path.display()))?;
+            let saved = Trainer::config_of(&ck)?;
+            check_same("--seed", args.seed, saved.seed)?;
+            check_same("--batch-size", args.batch_size, saved.batch_size)?;
+            let trainer = Trainer::from_checkpoint(&ck, args.workers, args.device)
+                .map_err(|e| format!("cannot resume from {}: {e}", path.display()))?;
+            println!(
+                "resumed {} at step {} (epoch {}, batch {} of the epoch)",
+                path.display(),
+                trainer.step_count(),
+                trainer.loader().epoch(),
+                trainer.loader().position()
+            );
+            trainer
+        }
+    };
+    let steps = args.steps.unwrap_or(200);
+    let done = trainer.step_count();
+    if steps <= done || args.save_at.is_some_and(|k| k <= done) {
+        return Err(ArgError::Conflict(format!(
+            "the run is already at step {done}: --steps ({steps}) and --save-at must be later"
+        ))
+        .into());
+    }
+    let config = trainer.config();
+    println!(
+        "seed {} | MLP {:?} | dropout {} | SGD lr {} momentum {} | batch {} | workers {} | {}",
+        config.seed,
+        config.layers,
+        config.dropout,
+        config.lr,
+        config.momentum,
+        config.batch_size,
+        config.num_workers,
+        config.device
+    );
+
+    // 2. Train. Each step: next batch, forward with dropout, cross-entropy, backward,
+    //    SGD. `--save-at` checkpoints after that step and stops, as if the job had been
+    //    killed there.
+    let mut rows: Vec<(u64, f32)> = Vec::new();
+    let started = Instant::now();
+    while trainer.step_count() < steps {
+        let loss = trainer.step()?;
+        let step = trainer.step_count();
+        rows.push((step, loss));
+        if step % LOG_EVERY == 0 || step == steps || Some(step) == args.save_at {
+            let rate = rows.len() as f64 / started.elapsed().as_secs_f64();
+            println!("step {step:>5}/{steps} | loss {loss:.6} | {rate:>7.1} steps/s");
+        }
+        if Some(step) == args.save_at {
+            let path = args
+                .checkpoint
+                .clone()
+                .unwrap_or_else(|| "checkpoint.safetensors".into());
+            trainer.save(&path)?;
+            println!("saved {} after step {step}; stopping here", path.display());
+            break;
+        }
+    }
+
+    // 3. Write this run's rows (a resumed run writes only the steps it ran).
+    if let Some(out) = &args.out {
+        curves::write_csv(out, &rows)?;
+    }
+
+    // 4. Compare with another run, step for step, bit for bit.
+    let mut code = ExitCode::SUCCESS;
+    let reference = match &args.compare {
+        Some(path) => {
+            let name = path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            Some((name, curves::read_csv(path)?))
+        }
+        None => None,
+    };
+    if let Some((name, reference)) = &reference {
+        if !curves::compare(&rows, reference, name) {
+            code = ExitCode::from(1);
+        }
+    }
+
+    // 5. Plot the whole history (restored steps included) over the reference.
+    if let Some(png) = &args.plot {
+        let history: Vec<(u64, f32)> = (1..).zip(trainer.losses().iter().copied()).collect();
+        let reference = reference.as_ref().map(|(n, r)| (n.as_str(), r));
+        let resumed_after = args.resume.as_ref().map(|_| done);
+        plot::draw(png, &history, reference, resumed_after)
+            .map_err(|e| format!("cannot draw {}: {e}", png.display()))?;
+        println!("plotted {}", png.display());
+    }
+    Ok(code)
+}
+
+/// Errors when a flag repeats a setting with a value other than the checkpoint's.
+fn check_same<T: PartialEq + std::fmt::Display>(
+    flag: &str,
+    given: Option<T>,
+    saved: T,
+) -> Result<(), ArgError> {
+    match given {
+        Some(value) if value != saved => Err(ArgError::Conflict(format!(
+            "{flag} {value} does not match the checkpoint's {saved}; a resume continues the saved run"
+        ))),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,152 @@
+//! Loss curves as CSV (`step,loss`), and the side-by-side comparison of two of them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A CSV that cannot be read or parsed.
+#[derive(Debug)]
+pub enum CsvError {
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    Parse {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+}
+
+impl fmt::Display for CsvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CsvError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            CsvError::Parse { path, line, reason } => {
+                write!(f, "{}:{line}: {reason}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for CsvError {}
+
+/// Writes `step,loss` rows; `{:?}` prints the shortest decimal that parses back to the
+/// same f32, so the file round-trips bit for bit.
+pub fn write_csv(path: &Path, rows: &[(u64, f32)]) -> Result<(), CsvError> {
+    let io = |source| CsvError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut text = String::from("step,loss\n");
+    for (step, loss) in rows {
+        text.push_str(&format!("{step},{loss:?}\n"));
+    }
+    let mut file = std::fs::File::create(path).map_err(io)?;
+    file.write_all(text.as_bytes()).map_err(io)
+}
+
+/// Reads a file written by [`write_csv`].
+pub fn read_csv(path: &Path) -> Result<BTreeMap<u64, f32>, CsvError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CsvError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bad = |line: usize, reason: String| CsvError::Parse {
+        path: path.to_path_buf(),
+        line,
+        reason,
+    };
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, "step,loss")) => {}
+        _ => return Err(bad(1, "expected the header `step,loss`".into())),
+    }
+    let mut rows = BTreeMap::new();
+    for (i, line) in lines {
+        let (step, loss) = line
+            .split_once(',')
+            .ok_or_else(|| bad(i + 1, format!("expected `step,loss`, got {line:?}")))?;
+        let step: u64 = step
+            .parse()
+            .map_err(|_| bad(i + 1, format!("bad step {step:?}")))?;
+        let loss: f32 = loss
+            .parse()
+            .map_err(|_| bad(i + 1, format!("bad loss {loss:?}")))?;
+        if rows.insert(step, loss).is_some() {
+            return Err(bad(i + 1, format!("step {step} appears twice")));
+        }
+    }
+    Ok(rows)
+}
+
+/// Prints `rows` next to the same steps of `reference` and says whether every loss is
+/// bit-identical. Long curves are abbreviated to about 20 rows, but every row that
+/// differs is printed. No overlapping step counts as not identical.
+pub fn compare(rows: &[(u64, f32)], reference: &BTreeMap<u64, f32>, reference_name: &str) -> bool {
+    let overlap: Vec<(u64, f32, f32)> = rows
+        .iter()
+        .filter_map(|&(step, loss)| reference.get(&step).map(|&r| (step, loss, r)))
+        .collect();
+    let every = overlap.len().div_ceil(20).max(1);
+    if every > 1 {
+        println!("(one step in {every} shown, plus the last one and every step that differs)");
+    }
+    println!(
+        "{:>6} | {:>14} | {:>14}",
+        "step", "this run", reference_name
+    );
+    let mut differing = 0;
+    for (i, &(step, loss, r)) in overlap.iter().enumerate() {
+        let same = loss.to_bits() == r.to_bits();
+        differing += usize::from(!same);
+        if same && i % every != 0 && i + 1 != overlap.len() {
+            continue;
+        }
+        let mark = if same { "" } else { "   <- differs" };
+        println!(
+            "{step:>6} | {:>14} | {:>14}{mark}",
+            format!("{loss:?}"),
+            format!("{r:?}")
+        );
+    }
+    let identical = !overlap.is_empty() && differing == 0;
+    match (overlap.first(), overlap.last()) {
+        (Some(first), Some(last)) => println!(
+            "compared {} steps ({}..={}): {differing} differ",
+            overlap.len(),
+            first.0,
+            last.0
+        ),
+        _ => println!("no step of this run appears in {reference_name}"),
+    }
+    println!("identical: {}", if identical { "yes" } else { "no" });
+    identical
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_round_trips_every_bit_and_reports_bad_lines() {
+        let dir = std::env::temp_dir().join(format!("ditto-curves-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("l.csv");
+        let rows: Vec<(u64, f32)> = (1..=50u64)
+            .map(|s| (s, f32::from_bits(0x3e00_0000 + s as u32 * 7919)))
+            .collect();
+        write_csv(&path, &rows).unwrap();
+        let back = read_csv(&path).unwrap();
+        assert!(rows.iter().all(|(s, l)| back[s].to_bits() == l.to_bits()));
+        assert!(compare(&rows, &back, "same"));
+        let mut changed = back.clone();
+        changed.insert(7, f32::from_bits(rows[6].1.to_bits() + 1));
+        assert!(!compare(&rows, &changed, "one ulp off"));
+        assert!(!compare(&rows, &BTreeMap::new(), "empty"));
+        std::fs::write(&path, "step,loss\n1,0.5\n2,zero\n").unwrap();
+        assert!(read_csv(&path).unwrap_err().to_string().contains(":3:"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
