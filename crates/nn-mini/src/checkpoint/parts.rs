@@ -167,9 +167,11 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Stores the loader's [`LoaderState`] bytes under `name`.
+    /// Stores the loader's [`LoaderState`] bytes under `name`; errors if the loader
+    /// delivered out of order and has no exact position (see [`DataLoader::state`]).
     pub fn put_loader(&mut self, name: &str, loader: &DataLoader) -> Result<(), CheckpointError> {
-        self.insert_bytes(name, &loader.state().to_bytes())
+        let state = loader.state().map_err(|e| invalid(name, e))?;
+        self.insert_bytes(name, &state.to_bytes())
     }
 
     /// Moves `loader` to the position stored under `name`; the next batch is the one the

@@ -1,7 +1,7 @@
 //! `DataLoader`: batches in a reproducible order, loaded by worker threads, delivered in
 //! order, resumable mid-epoch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rng_gen::{fold_in, Generator, Key};
@@ -29,6 +29,7 @@ pub struct DataLoaderBuilder {
     num_workers: usize,
     prefetch_factor: usize,
     key: Option<KeySource>,
+    in_order: bool,
 }
 
 impl DataLoaderBuilder {
@@ -93,6 +94,19 @@ impl DataLoaderBuilder {
         self
     }
 
+    /// `false` lets a loader with workers hand out each batch as soon as any worker
+    /// finishes it, instead of waiting for the next one in sampling order (PyTorch's
+    /// `DataLoader(in_order=False)`): faster when batch times vary, but the order then
+    /// depends on thread timing. It is the loader's nondeterministic fast path, so
+    /// `build` consults [`tensor_core::use_deterministic_algorithms`]: in `Error` mode it
+    /// refuses, in `Warn` mode it warns. Each batch's *content* is still a pure function
+    /// of (key, epoch, batch index); only the delivery order varies. Default `true`.
+    #[must_use]
+    pub fn in_order(mut self, in_order: bool) -> Self {
+        self.in_order = in_order;
+        self
+    }
+
     /// Checks the options, derives the key and starts the workers. Without `seed`, `key`
     /// or `generator`, the key comes from the default CPU generator (as PyTorch's loader
     /// draws from the global generator), so `manual_seed` makes it reproducible.
@@ -117,6 +131,13 @@ impl DataLoaderBuilder {
                 ),
             ));
         }
+        let in_order = self.in_order || self.num_workers == 0;
+        if !in_order {
+            tensor_core::determinism::check_nondeterministic(
+                "DataLoader(in_order = false)",
+                "DataLoader::builder(..).in_order(true), which delivers batches in sampling order",
+            )?;
+        }
         let key = match self.key {
             Some(KeySource::Key(key)) => key,
             Some(KeySource::Generator(g)) => fold_in(g.reserve_blocks(1), 0),
@@ -136,6 +157,7 @@ impl DataLoaderBuilder {
             drop_last: self.drop_last,
             num_workers: self.num_workers,
             prefetch_factor: self.prefetch_factor,
+            in_order,
             key,
             epoch: 0,
             position: 0,
@@ -164,6 +186,8 @@ pub struct DataLoader {
     drop_last: bool,
     num_workers: usize,
     prefetch_factor: usize,
+    /// False only with workers and `in_order(false)`: deliver in arrival order.
+    in_order: bool,
     key: Key,
     /// Epoch of the next batch to deliver.
     epoch: u64,
@@ -177,7 +201,7 @@ pub struct DataLoader {
 impl std::fmt::Debug for DataLoader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DataLoader")
-            .field("state", &self.state())
+            .field("state", &self.state().ok())
             .field("num_workers", &self.num_workers)
             .finish()
     }
@@ -221,7 +245,11 @@ struct Pipeline {
     dispatch_epoch: u64,
     dispatch_position: u64,
     dispatched: u64,
+    /// Tickets below this have all been delivered (in-order delivery keeps every
+    /// delivered ticket below it; `epoch` / `position` describe this prefix).
     delivered: u64,
+    /// Out-of-order delivery only: tickets delivered ahead of the prefix.
+    delivered_ahead: BTreeSet<u64>,
     /// Loaded batches that arrived before their turn.
     ready: BTreeMap<u64, Result<Batch>>,
 }
@@ -234,6 +262,7 @@ impl Pipeline {
             dispatch_position: position,
             dispatched: 0,
             delivered: 0,
+            delivered_ahead: BTreeSet::new(),
             ready: BTreeMap::new(),
         }
     }
@@ -250,6 +279,7 @@ impl DataLoader {
             drop_last: false,
             num_workers: 0,
             prefetch_factor: 2,
+            in_order: true,
             key: None,
         }
     }
@@ -285,9 +315,25 @@ impl DataLoader {
     }
 
     /// Where the loader is, for a checkpoint.
-    #[must_use]
-    pub fn state(&self) -> LoaderState {
-        LoaderState {
+    ///
+    /// Errors only for an `in_order(false)` loader that has delivered a batch ahead of
+    /// one still loading: the batches handed out are then not the first `position` of
+    /// the epoch, and no `(epoch, position)` could describe them truthfully.
+    pub fn state(&self) -> Result<LoaderState> {
+        if !self.pipeline.delivered_ahead.is_empty() {
+            return Err(NnError::invalid(
+                "DataLoader::state",
+                format!(
+                    "with in_order(false), {} batch(es) were delivered ahead of batch {} of \
+                     epoch {}, which is still loading; build the loader with in_order(true) \
+                     to checkpoint it",
+                    self.pipeline.delivered_ahead.len(),
+                    self.position,
+                    self.epoch
+                ),
+            ));
+        }
+        Ok(LoaderState {
             key: self.key,
             epoch: self.epoch,
             position: self.position,
@@ -295,7 +341,7 @@ impl DataLoader {
             batch_size: self.batch_size as u64,
             shuffle: self.shuffle,
             drop_last: self.drop_last,
-        }
+        })
     }
 
     /// Continues from `state`: the next batch is the one the saved loader would have
@@ -303,7 +349,7 @@ impl DataLoader {
     /// nothing) when the state was taken from a loader with another dataset length,
     /// batch size, shuffle or drop_last, or points past the end of an epoch.
     pub fn set_state(&mut self, state: &LoaderState) -> Result<()> {
-        let mine = self.state();
+        let mine = self.state()?;
         let mismatch = [
             ("dataset length", state.dataset_len, mine.dataset_len),
             ("batch_size", state.batch_size, mine.batch_size),
@@ -361,6 +407,9 @@ impl DataLoader {
             return Ok(batch);
         }
         self.fill_pipeline()?;
+        if !self.in_order {
+            return self.next_in_arrival_order();
+        }
         loop {
             let ticket = self.pipeline.delivered;
             if let Some(result) = self.pipeline.ready.remove(&ticket) {
@@ -384,6 +433,35 @@ impl DataLoader {
                 self.pipeline.ready.insert(done.ticket, done.result);
             }
         }
+    }
+
+    /// `in_order(false)` delivery: the first batch any worker finishes. The prefix
+    /// bookkeeping keeps `epoch` / `position` on the oldest batch not yet delivered. A
+    /// failed batch is reported once and counted as delivered (skipped), like an
+    /// exception raised out of PyTorch's iterator.
+    fn next_in_arrival_order(&mut self) -> Result<Batch> {
+        let (ticket, result) = match self.pipeline.ready.pop_first() {
+            Some(ready) => ready,
+            None => loop {
+                let Some(pool) = &self.pool else {
+                    unreachable!("in_order(false) is only kept with workers")
+                };
+                let done = pool.receive()?;
+                if done.generation == self.pipeline.generation {
+                    break (done.ticket, done.result);
+                }
+            },
+        };
+        self.pipeline.delivered_ahead.insert(ticket);
+        while self
+            .pipeline
+            .delivered_ahead
+            .remove(&self.pipeline.delivered)
+        {
+            self.pipeline.delivered += 1;
+            self.advance();
+        }
+        result
     }
 
     /// The batches left in the current epoch, then `None` (the loader is then at the
@@ -430,7 +508,8 @@ impl DataLoader {
     fn fill_pipeline(&mut self) -> Result<()> {
         let capacity = (self.prefetch_factor * self.num_workers) as u64;
         let len = self.dataset.len();
-        while self.pipeline.dispatched - self.pipeline.delivered < capacity {
+        let in_flight = |p: &Pipeline| p.dispatched - p.delivered - p.delivered_ahead.len() as u64;
+        while in_flight(&self.pipeline) < capacity {
             let (epoch, position) = (
                 self.pipeline.dispatch_epoch,
                 self.pipeline.dispatch_position,
