@@ -34,7 +34,6 @@
 #![warn(missing_docs)]
 
 mod error;
-mod fused;
 mod module;
 
 pub mod checkpoint;

@@ -3,7 +3,6 @@
 use rng_gen::Generator;
 use tensor_core::{DType, Tensor};
 
-use crate::fused::{add_row_vector, sum_rows};
 use crate::{Module, NnError, Parameter, Result};
 
 /// A fully connected layer with weight `[out_features, in_features]` (PyTorch's layout,
@@ -112,7 +111,8 @@ impl Module for Linear {
         }
         let mut out = input.matmul(&self.weight.value.t()?)?;
         if let Some(bias) = &self.bias {
-            out = add_row_vector(out, &bias.value)?;
+            // In place: a fresh matmul output is not shared, so nothing is copied.
+            out.add_(&bias.value)?;
         }
         self.saved_input = train.then(|| input.clone());
         Ok(out)
@@ -133,7 +133,7 @@ impl Module for Linear {
         let grad_weight = grad_output.t()?.matmul(&input)?;
         self.weight.accumulate_grad(grad_weight)?;
         if let Some(bias) = &mut self.bias {
-            bias.accumulate_grad(sum_rows(grad_output)?)?;
+            bias.accumulate_grad(grad_output.sum_dim(0, false)?)?;
         }
         Ok(())
     }

@@ -4,9 +4,9 @@
 //! equal or contain a 1 (a missing leading dim counts as 1); the result takes the larger.
 //! Each output element is one IEEE-754 operation on the two inputs.
 
-use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
-use super::{Float, PAR_MIN_LEN};
+use super::{build, Float, PAR_MIN_LEN};
 use crate::creation::try_with_capacity;
 use crate::layout::StridedIndex;
 use crate::{Result, Shape, Tensor, TensorError};
@@ -42,6 +42,75 @@ fn broadcast_strides(t: &Tensor, out: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// `Some(len)` when `t` is contiguous and its dims, less leading 1s, are the last dims of
+/// `out`: then output element `i` (row-major) reads element `i % len` of `t`. Covers a
+/// same-shape operand (`len` = the output's element count), a row vector broadcast over
+/// rows (`len` = the row length) and a one-element tensor (`len` = 1).
+pub(crate) fn suffix_len(t: &Tensor, out: &[usize]) -> Option<usize> {
+    if !t.is_contiguous() {
+        return None;
+    }
+    let dims = t.dims();
+    let rest = &dims[dims.iter().take_while(|&&d| d == 1).count()..];
+    let tail = out.len().checked_sub(rest.len())?;
+    (out[tail..] == *rest).then(|| rest.iter().product())
+}
+
+/// The fast path of [`zip_with`]: `lhs` and `rhs` contiguous, one of them covering the
+/// output and the other the same shape, a broadcast row (suffix) or a single element.
+/// `None` when the layout does not fit. Same IEEE operation per element as the general
+/// path, so the same bits.
+fn zip_contiguous<T: Float>(
+    lhs: &Tensor,
+    rhs: &Tensor,
+    out_dims: &[usize],
+    count: usize,
+    f: &(impl Fn(T, T) -> T + Sync),
+) -> Result<Option<Vec<T>>> {
+    let (Some(la), Some(lb)) = (suffix_len(lhs, out_dims), suffix_len(rhs, out_dims)) else {
+        return Ok(None);
+    };
+    if count == 0 {
+        return Ok(None);
+    }
+    let (a, b) = (lhs.as_slice::<T>()?, rhs.as_slice::<T>()?);
+    let out = if la == count && lb == count {
+        build(count, 1, PAR_MIN_LEN, |start, dst| {
+            let (a, b) = (&a[start..], &b[start..]);
+            for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+                d.write(f(x, y));
+            }
+        })?
+    } else if la == count {
+        build(count, lb, PAR_MIN_LEN, |start, dst| {
+            fill_rows(dst, &a[start..], b, f);
+        })?
+    } else if lb == count {
+        build(count, la, PAR_MIN_LEN, |start, dst| {
+            fill_rows(dst, &b[start..], a, |y, x| f(x, y));
+        })?
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(out))
+}
+
+/// `dst[r * n + j] = g(full[r * n + j], row[j])` where `n = row.len()` divides `dst.len()`.
+fn fill_rows<T: Float>(dst: &mut [MaybeUninit<T>], full: &[T], row: &[T], g: impl Fn(T, T) -> T) {
+    if let [s] = *row {
+        for (d, &x) in dst.iter_mut().zip(full) {
+            d.write(g(x, s));
+        }
+        return;
+    }
+    let n = row.len();
+    for (d, x) in dst.chunks_exact_mut(n).zip(full.chunks_exact(n)) {
+        for ((d, &x), &y) in d.iter_mut().zip(x).zip(row) {
+            d.write(g(x, y));
+        }
+    }
+}
+
 /// Applies `f` elementwise to `lhs` and `rhs` broadcast to a common shape.
 fn zip_with<T: Float>(
     op: &'static str,
@@ -51,27 +120,31 @@ fn zip_with<T: Float>(
 ) -> Result<Tensor> {
     let out_dims = broadcast_dims(op, lhs.dims(), rhs.dims())?;
     let count = Shape::new(&out_dims)?.elem_count();
-    if lhs.dims() == rhs.dims() && lhs.is_contiguous() && rhs.is_contiguous() {
-        let (a, b) = (lhs.as_slice::<T>()?, rhs.as_slice::<T>()?);
-        let mut out = Vec::new();
-        a.par_iter()
-            .zip(b.par_iter())
-            .with_min_len(PAR_MIN_LEN)
-            .map(|(&x, &y)| f(x, y))
-            .collect_into_vec(&mut out);
+    if let Some(out) = zip_contiguous(lhs, rhs, &out_dims, count, &f)? {
         return Tensor::from_cpu_storage(T::into_storage(out), &out_dims);
     }
+    zip_strided(lhs, rhs, &out_dims, count, f)
+}
+
+/// The general path of [`zip_with`]: walks both operands' strided, broadcast indices.
+fn zip_strided<T: Float>(
+    lhs: &Tensor,
+    rhs: &Tensor,
+    out_dims: &[usize],
+    count: usize,
+    f: impl Fn(T, T) -> T,
+) -> Result<Tensor> {
     let a = T::slice(lhs.cpu_storage()?).expect("dtype checked by caller");
     let b = T::slice(rhs.cpu_storage()?).expect("dtype checked by caller");
     let (sa, sb) = (
-        broadcast_strides(lhs, &out_dims),
-        broadcast_strides(rhs, &out_dims),
+        broadcast_strides(lhs, out_dims),
+        broadcast_strides(rhs, out_dims),
     );
-    let ia = StridedIndex::new(&out_dims, &sa, lhs.storage_offset());
-    let ib = StridedIndex::new(&out_dims, &sb, rhs.storage_offset());
+    let ia = StridedIndex::new(out_dims, &sa, lhs.storage_offset());
+    let ib = StridedIndex::new(out_dims, &sb, rhs.storage_offset());
     let mut out = try_with_capacity(count, T::DTYPE)?;
     out.extend(ia.zip(ib).map(|(i, j)| f(a[i], b[j])));
-    Tensor::from_cpu_storage(T::into_storage(out), &out_dims)
+    Tensor::from_cpu_storage(T::into_storage(out), out_dims)
 }
 
 /// The four arithmetic operators.

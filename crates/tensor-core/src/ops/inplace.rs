@@ -38,9 +38,50 @@ impl Tensor {
         self.require_same(OP, x)?;
         self.require_same_dims(OP, x)?;
         with_float_dtype!(self.dtype(), OP, T => {
-            let xs = x.to_vec::<T>()?;
             let a = T::from_f64(alpha);
+            if self.is_contiguous() && x.is_contiguous() {
+                let xs = x.as_slice::<T>()?;
+                for (s, &x) in self.as_mut_slice::<T>()?.iter_mut().zip(xs) {
+                    *s += a * x;
+                }
+                return Ok(());
+            }
+            let xs = x.to_vec::<T>()?;
             update::<T>(OP, self, |s, i| s + a * xs[i])
+        })
+    }
+
+    /// `self += rhs` in place, `rhs` broadcast to this tensor's dims (the result must
+    /// have this tensor's dims). The same values as [`Tensor::add`].
+    pub fn add_(&mut self, rhs: &Tensor) -> Result<()> {
+        const OP: &str = "add_";
+        self.require_same(OP, rhs)?;
+        let out = super::binary::broadcast_dims(OP, self.dims(), rhs.dims())?;
+        if out != self.dims() {
+            return Err(crate::TensorError::ShapeMismatch {
+                op: OP,
+                lhs: self.dims().to_vec(),
+                rhs: rhs.dims().to_vec(),
+            });
+        }
+        with_float_dtype!(self.dtype(), OP, T => {
+            let n = super::binary::suffix_len(rhs, &out);
+            if let (Some(n @ 1..), true) = (n, self.is_contiguous()) {
+                let b = rhs.as_slice::<T>()?;
+                let dst = self.as_mut_slice::<T>()?;
+                if let [s] = *b {
+                    dst.iter_mut().for_each(|x| *x += s);
+                    return Ok(());
+                }
+                for row in dst.chunks_exact_mut(n) {
+                    for (x, &y) in row.iter_mut().zip(b) {
+                        *x += y;
+                    }
+                }
+                return Ok(());
+            }
+            let sum = self.add(rhs)?;
+            self.copy_from_(&sum)
         })
     }
 

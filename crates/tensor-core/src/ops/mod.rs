@@ -34,25 +34,59 @@ mod reduce;
 mod softmax;
 mod unary;
 
+#[cfg(test)]
+mod fast_path_tests;
+
 pub(crate) use float::Float;
 pub use reduce::REDUCE_BLOCK;
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 
-use crate::{Device, Result, Tensor, TensorError};
+use crate::creation::try_with_capacity;
+use crate::{Device, Element, Result, Tensor, TensorError};
 
 /// Below this many elements elementwise ops stay on the calling thread (thread hand-off
 /// costs more than the work). Only speed depends on it, never values.
 pub(crate) const PAR_MIN_LEN: usize = 1 << 15;
 
 /// `f` applied to every element, in order; parallel for long inputs.
-pub(crate) fn par_map<T: Float, U: Float>(src: &[T], f: impl Fn(T) -> U + Sync) -> Vec<U> {
-    let mut out = Vec::new();
-    src.par_iter()
-        .with_min_len(PAR_MIN_LEN)
-        .map(|&x| f(x))
-        .collect_into_vec(&mut out);
-    out
+pub(crate) fn par_map<T: Float, U: Float>(src: &[T], f: impl Fn(T) -> U + Sync) -> Result<Vec<U>> {
+    build(src.len(), 1, PAR_MIN_LEN, |start, dst| {
+        for (d, &x) in dst.iter_mut().zip(&src[start..]) {
+            d.write(f(x));
+        }
+    })
+}
+
+/// A new vector of `count` elements written by `fill(start, dst)`, which must write every
+/// element of `dst`, the output elements `start .. start + dst.len()`. The pieces are
+/// whole multiples of `unit` elements (`count` must be one too) of at least `min_len`
+/// elements; they run on rayon when there are several. Each output element must be a
+/// function of its index alone, so the split never changes a value.
+pub(crate) fn build<U: Element>(
+    count: usize,
+    unit: usize,
+    min_len: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<U>]) + Sync,
+) -> Result<Vec<U>> {
+    debug_assert_eq!(count.checked_rem(unit), Some(0));
+    let mut out = try_with_capacity::<U>(count, U::DTYPE)?;
+    let dst = &mut out.spare_capacity_mut()[..count];
+    // Whole units of at least `min_len` elements per piece.
+    let piece = min_len.div_ceil(unit).max(1) * unit;
+    if count <= piece {
+        fill(0, dst);
+    } else {
+        dst.par_chunks_mut(piece)
+            .enumerate()
+            .for_each(|(i, chunk)| fill(i * piece, chunk));
+    }
+    // SAFETY: the `count` elements were allocated above and `fill` wrote every one of
+    // them (its contract; all callers write each element of `dst` exactly once).
+    unsafe { out.set_len(count) };
+    Ok(out)
 }
 
 impl Tensor {

@@ -4,7 +4,9 @@
 
 use rayon::prelude::*;
 
-use super::{Float, PAR_MIN_LEN};
+use std::mem::MaybeUninit;
+
+use super::{build, Float, PAR_MIN_LEN};
 use crate::{Element, Result, Tensor, TensorError};
 
 /// Elements per block in every sum (see the [`ops`](crate::ops) docs). Fixed: changing
@@ -22,6 +24,137 @@ pub(crate) fn blocked_sum<T: Float>(n: usize, get: impl Fn(usize) -> T) -> f64 {
         total += block;
     }
     total
+}
+
+/// [`blocked_sum`] of a slice (the same additions in the same order).
+pub(crate) fn blocked_sum_slice<T: Float>(values: &[T]) -> f64 {
+    let mut total = 0.0f64;
+    for chunk in values.chunks(REDUCE_BLOCK) {
+        let mut block = 0.0f64;
+        for &x in chunk {
+            block += x.to_f64();
+        }
+        total += block;
+    }
+    total
+}
+
+/// Columns summed together by [`sum_columns`] (its f64 accumulators live on the stack).
+const COLUMN_TILE: usize = 128;
+
+/// For every column `j` of the row-major `rows x cols` matrix `m` (`rows > 0`), the
+/// contract's sum of column `j`, computed row by row (each column's additions stay in
+/// [`blocked_sum`]'s order) and finished by `finish`. Writes `dst[j - first]` for the
+/// columns `first .. first + dst.len()`.
+fn sum_columns<T: Float>(
+    m: &[T],
+    rows: usize,
+    cols: usize,
+    first: usize,
+    dst: &mut [MaybeUninit<T>],
+    finish: impl Fn(f64) -> T,
+) {
+    for (tile, dst) in dst.chunks_mut(COLUMN_TILE).enumerate() {
+        let c0 = first + tile * COLUMN_TILE;
+        let width = dst.len();
+        let mut total = [0.0f64; COLUMN_TILE];
+        let mut block = [0.0f64; COLUMN_TILE];
+        let (total, block) = (&mut total[..width], &mut block[..width]);
+        for r0 in (0..rows).step_by(REDUCE_BLOCK) {
+            block.fill(0.0);
+            for r in r0..(r0 + REDUCE_BLOCK).min(rows) {
+                let row = &m[r * cols + c0..][..width];
+                for (b, &x) in block.iter_mut().zip(row) {
+                    *b += x.to_f64();
+                }
+            }
+            for (t, &b) in total.iter_mut().zip(block.iter()) {
+                *t += b;
+            }
+        }
+        for (d, &t) in dst.iter_mut().zip(total.iter()) {
+            d.write(finish(t));
+        }
+    }
+}
+
+/// The fast path of the sums along `dim` for a contiguous `t` with a non-empty `dim`:
+/// each lane's sum in the contract's order, finished by `finish`. `None` for a strided
+/// or empty input, which takes [`reduce_lanes`].
+fn sum_lanes_contiguous<T: Float>(
+    t: &Tensor,
+    dim: usize,
+    finish: impl Fn(f64) -> T + Sync,
+) -> Result<Option<Vec<T>>> {
+    let dims = t.dims();
+    let size = dims[dim];
+    if !t.is_contiguous() || size == 0 || t.elem_count() == 0 {
+        return Ok(None);
+    }
+    let values = t.as_slice::<T>()?;
+    let inner: usize = dims[dim + 1..].iter().product();
+    let outer: usize = dims[..dim].iter().product();
+    let min_len = (PAR_MIN_LEN / size).max(1);
+    let out = if inner == 1 {
+        // Each lane is a contiguous run of `size` elements.
+        build(outer, 1, min_len, |start, dst| {
+            for (d, lane) in dst
+                .iter_mut()
+                .zip(values[start * size..].chunks_exact(size))
+            {
+                d.write(finish(blocked_sum_slice(lane)));
+            }
+        })?
+    } else {
+        // Each outer index is a `size x inner` matrix whose columns are the lanes.
+        build(outer * inner, 1, min_len, |start, dst| {
+            let mut done = 0;
+            while done < dst.len() {
+                let (o, j) = ((start + done) / inner, (start + done) % inner);
+                let width = (inner - j).min(dst.len() - done);
+                let m = &values[o * size * inner..][..size * inner];
+                sum_columns(m, size, inner, j, &mut dst[done..done + width], &finish);
+                done += width;
+            }
+        })?
+    };
+    Ok(Some(out))
+}
+
+/// Dims after reducing `dim` (kept as 1 if `keepdim`).
+fn reduced_dims(dims: &[usize], dim: usize, keepdim: bool) -> Vec<usize> {
+    let mut out = dims.to_vec();
+    if keepdim {
+        out[dim] = 1;
+    } else {
+        out.remove(dim);
+    }
+    out
+}
+
+/// The per-lane results of `lane` along the last dim of a contiguous `t` (each lane a
+/// slice), or `None` when `dim` is not the last dim, `t` is strided or empty.
+fn last_dim_lanes<T: Float, U: Element>(
+    t: &Tensor,
+    dim: usize,
+    lane: impl Fn(&[T]) -> U + Sync,
+) -> Result<Option<Vec<U>>> {
+    if dim + 1 != t.rank() || !t.is_contiguous() || t.dims()[dim] == 0 {
+        return Ok(None);
+    }
+    let size = t.dims()[dim];
+    let values = t.as_slice::<T>()?;
+    let lanes = t.elem_count() / size;
+    let min_len = (PAR_MIN_LEN / size).max(1);
+    let out = build(lanes, 1, min_len, |start, dst| {
+        for (d, l) in dst
+            .iter_mut()
+            .zip(values[start * size..].chunks_exact(size))
+        {
+            d.write(lane(l));
+        }
+    })?;
+    Ok(Some(out))
 }
 
 /// Index and value of the maximum of `get(0) .. get(n - 1)` (`n > 0`), with the
@@ -63,13 +196,7 @@ pub(crate) fn reduce_lanes<T: Float, U: Send>(
             lane(size, &|i| values[base + i * inner])
         })
         .collect_into_vec(&mut out);
-    let mut out_dims = dims.to_vec();
-    if keepdim {
-        out_dims[dim] = 1;
-    } else {
-        out_dims.remove(dim);
-    }
-    Ok((out, out_dims))
+    Ok((out, reduced_dims(dims, dim, keepdim)))
 }
 
 /// Errors when a max / argmax would reduce an empty dimension.
@@ -90,7 +217,12 @@ impl Tensor {
     /// Sum along `dim` (kept as size 1 if `keepdim`), in the module's fixed order.
     pub fn sum_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
         self.require_cpu("sum_dim")?;
+        self.check_dim("sum_dim", dim)?;
         with_float_dtype!(self.dtype(), "sum_dim", T => {
+            if let Some(v) = sum_lanes_contiguous::<T>(self, dim, T::from_f64)? {
+                let d = reduced_dims(self.dims(), dim, keepdim);
+                return Tensor::from_cpu_storage(T::into_storage(v), &d);
+            }
             let (v, d) = reduce_lanes::<T, T>(self, "sum_dim", dim, keepdim, |n, get| {
                 T::from_f64(blocked_sum(n, get))
             })?;
@@ -101,7 +233,13 @@ impl Tensor {
     /// Mean along `dim`: the f64 sum divided by the size, rounded once (NaN if empty).
     pub fn mean_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
         self.require_cpu("mean_dim")?;
+        self.check_dim("mean_dim", dim)?;
         with_float_dtype!(self.dtype(), "mean_dim", T => {
+            let n = self.dims()[dim] as f64;
+            if let Some(v) = sum_lanes_contiguous::<T>(self, dim, |s| T::from_f64(s / n))? {
+                let d = reduced_dims(self.dims(), dim, keepdim);
+                return Tensor::from_cpu_storage(T::into_storage(v), &d);
+            }
             let (v, d) = reduce_lanes::<T, T>(self, "mean_dim", dim, keepdim, |n, get| {
                 T::from_f64(blocked_sum(n, get) / n as f64)
             })?;
@@ -113,8 +251,7 @@ impl Tensor {
     pub fn sum_all(&self) -> Result<Tensor> {
         self.require_cpu("sum_all")?;
         with_float_dtype!(self.dtype(), "sum_all", T => {
-            let v = self.values::<T>()?;
-            let s = T::from_f64(blocked_sum(v.len(), |i| v[i]));
+            let s = T::from_f64(blocked_sum_slice(&self.values::<T>()?));
             Tensor::from_cpu_storage(T::into_storage(vec![s]), &[])
         })
     }
@@ -124,7 +261,7 @@ impl Tensor {
         self.require_cpu("mean_all")?;
         with_float_dtype!(self.dtype(), "mean_all", T => {
             let v = self.values::<T>()?;
-            let m = T::from_f64(blocked_sum(v.len(), |i| v[i]) / v.len() as f64);
+            let m = T::from_f64(blocked_sum_slice(&v) / v.len() as f64);
             Tensor::from_cpu_storage(T::into_storage(vec![m]), &[])
         })
     }
@@ -135,6 +272,10 @@ impl Tensor {
         self.require_cpu("max_dim")?;
         check_nonempty(self, "max_dim", dim)?;
         with_float_dtype!(self.dtype(), "max_dim", T => {
+            if let Some(v) = last_dim_lanes::<T, T>(self, dim, |l| arg_max(l.len(), |i| l[i]).1)? {
+                let d = reduced_dims(self.dims(), dim, keepdim);
+                return Tensor::from_cpu_storage(T::into_storage(v), &d);
+            }
             let (v, d) =
                 reduce_lanes::<T, T>(self, "max_dim", dim, keepdim, |n, get| arg_max(n, get).1)?;
             Tensor::from_cpu_storage(T::into_storage(v), &d)
@@ -147,6 +288,11 @@ impl Tensor {
         self.require_cpu("argmax")?;
         check_nonempty(self, "argmax", dim)?;
         with_float_dtype!(self.dtype(), "argmax", T => {
+            let last = last_dim_lanes::<T, i64>(self, dim, |l| arg_max(l.len(), |i| l[i]).0 as i64)?;
+            if let Some(v) = last {
+                let d = reduced_dims(self.dims(), dim, false);
+                return Tensor::from_cpu_storage(i64::into_storage(v), &d);
+            }
             let (v, d) = reduce_lanes::<T, i64>(self, "argmax", dim, false, |n, get| {
                 arg_max(n, get).0 as i64
             })?;

@@ -1,7 +1,9 @@
 //! `log_softmax`, numerically stable (the evaluation order is on the method).
 
-use super::reduce::{arg_max, blocked_sum, reduce_lanes};
-use super::Float;
+use std::mem::MaybeUninit;
+
+use super::reduce::{arg_max, blocked_sum, reduce_lanes, REDUCE_BLOCK};
+use super::{build, Float, PAR_MIN_LEN};
 use crate::{Element, Result, Tensor};
 
 /// The log-softmax of one lane, following the module's steps.
@@ -14,6 +16,24 @@ fn lane<T: Float>(n: usize, get: &dyn Fn(usize) -> T) -> Vec<T> {
     let z = blocked_sum(n, |i| shifted[i].exp());
     let l = T::from_f64(z.ln());
     shifted.into_iter().map(|s| s - l).collect()
+}
+
+/// [`lane`] for a contiguous lane, written straight into its output row (the same
+/// operations in the same order).
+fn lane_into<T: Float>(x: &[T], dst: &mut [MaybeUninit<T>]) {
+    let m = arg_max(x.len(), |i| x[i]).1;
+    let mut total = 0.0f64;
+    for chunk in x.chunks(REDUCE_BLOCK) {
+        let mut block = 0.0f64;
+        for &x in chunk {
+            block += (x - m).exp().to_f64();
+        }
+        total += block;
+    }
+    let l = T::from_f64(total.ln());
+    for (d, &x) in dst.iter_mut().zip(x) {
+        d.write((x - m) - l);
+    }
 }
 
 impl Tensor {
@@ -32,6 +52,19 @@ impl Tensor {
         const OP: &str = "log_softmax";
         self.require_cpu(OP)?;
         with_float_dtype!(self.dtype(), OP, T => {
+            let dims = self.dims();
+            if dim + 1 == dims.len() && dims[dim] > 0 && self.is_contiguous() {
+                // Lanes are contiguous rows: write each output row in place.
+                let (x, n) = (self.as_slice::<T>()?, dims[dim]);
+                let min_len = PAR_MIN_LEN.max(n);
+                let out = build(x.len(), n, min_len, |start, dst| {
+                    let rows = x[start..].chunks_exact(n);
+                    for (d, x) in dst.chunks_exact_mut(n).zip(rows) {
+                        lane_into(x, d);
+                    }
+                })?;
+                return Tensor::from_cpu_storage(T::into_storage(out), dims);
+            }
             let (lanes, _) = reduce_lanes::<T, Vec<T>>(self, OP, dim, true, lane::<T>)?;
             let dims = self.dims();
             let (size, inner) = (dims[dim], dims[dim + 1..].iter().product::<usize>());

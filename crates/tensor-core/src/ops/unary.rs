@@ -4,13 +4,14 @@
 //! Each output element is a function of its input element alone, so the parallel split
 //! cannot change any value. Scalars are rounded to the tensor's dtype first.
 
-use super::{par_map, Float};
+use super::{build, par_map, Float, PAR_MIN_LEN};
 use crate::{Element, Result, Tensor};
 
-/// `f` applied to every element of a CPU float tensor, as a new contiguous tensor.
+/// `f` applied to every element of a CPU float tensor, as a new contiguous tensor. A
+/// contiguous input is read in place; a strided one is gathered first.
 fn map<T: Float>(t: &Tensor, f: impl Fn(T) -> T + Sync) -> Result<Tensor> {
     let values = t.values::<T>()?;
-    Tensor::from_cpu_storage(T::into_storage(par_map(&values, f)), t.dims())
+    Tensor::from_cpu_storage(T::into_storage(par_map(&values, f)?), t.dims())
 }
 
 /// Checks the device, binds `$t` to the float type and maps `$f` (a closure over `$t`).
@@ -35,11 +36,11 @@ impl Tensor {
         grad.require_same_dims(OP, input)?;
         with_float_dtype!(grad.dtype(), OP, T => {
             let (g, x) = (grad.values::<T>()?, input.values::<T>()?);
-            let out: Vec<T> = g
-                .iter()
-                .zip(x.iter())
-                .map(|(&g, &x)| if x > T::ZERO { g } else { T::ZERO })
-                .collect();
+            let out = build(g.len(), 1, PAR_MIN_LEN, |start, dst| {
+                for ((d, &g), &x) in dst.iter_mut().zip(&g[start..]).zip(&x[start..]) {
+                    d.write(if x > T::ZERO { g } else { T::ZERO });
+                }
+            })?;
             Tensor::from_cpu_storage(T::into_storage(out), grad.dims())
         })
     }
