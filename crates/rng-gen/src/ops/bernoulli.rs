@@ -5,7 +5,7 @@ use kernels::RandomOp;
 use tensor_core::{DType, Device, Element, Tensor};
 
 use super::args::{elem_count, generator_for, probability};
-use super::fill::Layout;
+use super::fill::fill_map;
 use super::{cpu_sample, cuda_dispatch};
 use crate::stream::convert;
 use crate::{Generator, RngError};
@@ -50,13 +50,12 @@ pub fn bernoulli(
             generator,
             RandomOp::Bernoulli,
             T::DTYPE,
-            Layout::per_element(1),
-            |_, w, out: &mut [T]| {
-                out[0] = if convert::bernoulli(w[0], p) {
-                    one
-                } else {
-                    zero
-                }
+            |out: &mut [T], key| {
+                fill_map(
+                    out,
+                    key,
+                    move |w| if convert::bernoulli(w, p) { one } else { zero },
+                );
             },
         )
     }

@@ -4,7 +4,7 @@ use kernels::RandomOp;
 use tensor_core::{DType, Device, Tensor};
 
 use super::args::{elem_count, generator_for};
-use super::fill::Layout;
+use super::fill::fill_map;
 use super::{cpu_sample, cuda_dispatch};
 use crate::{Generator, RngError};
 
@@ -30,8 +30,7 @@ pub fn bits(
             &generator,
             RandomOp::Bits,
             DType::U32,
-            Layout::per_element(1),
-            |_, w, out: &mut [u32]| out[0] = w[0],
+            |out: &mut [u32], key| fill_map(out, key, |w| w),
         ),
     }
 }

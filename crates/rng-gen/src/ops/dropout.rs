@@ -6,7 +6,7 @@ use tensor_core::{DType, Device, Tensor};
 
 use super::args::{check_float, cpu_tensor, generator_for, probability};
 use super::cuda_dispatch;
-use super::mask::{all_kept, apply, keep_mask, mask_len};
+use super::mask::{all_kept, apply, dropout_fused, mask_len};
 use crate::stream::key::Key;
 use crate::{Generator, RngError};
 
@@ -105,9 +105,8 @@ fn dropout_op(
         state.packed_mask = mask;
         return Ok((out, state));
     }
-    let mask = keep_mask(state.key, n, p32)?;
-    let out = scale_kept(x, &mask, state.scale)?;
-    state.packed_mask = want_mask.then_some(mask);
+    let (out, mask) = dropout_cpu(x, state.key, p32, state.scale, want_mask)?;
+    state.packed_mask = mask;
     Ok((out, state))
 }
 
@@ -149,8 +148,60 @@ pub fn dropout_backward(grad: &Tensor, state: &DropoutState) -> Result<Tensor, R
     }
     match &state.packed_mask {
         Some(mask) => scale_kept(grad, mask, state.scale),
-        None => scale_kept(grad, &keep_mask(state.key, n, p32)?, state.scale),
+        None => Ok(dropout_cpu(grad, state.key, p32, state.scale, false)?.0),
     }
+}
+
+/// Dropout of a CPU float tensor from the stream at `key`: `x * scale` where
+/// `dropout_keep(word i, p)`, +0.0 elsewhere (the same values as [`scale_kept`] with the
+/// keep-mask of `key`), and that mask packed when `want_mask`.
+fn dropout_cpu(
+    x: &Tensor,
+    key: Key,
+    p: f32,
+    scale: f32,
+    want_mask: bool,
+) -> Result<(Tensor, Option<Vec<u32>>), RngError> {
+    let x = x.contiguous()?;
+    let dims = x.dims();
+    let (out, mask) = match x.dtype() {
+        DType::F32 => {
+            let (out, mask) = dropout_fused(
+                x.as_slice::<f32>()?,
+                key,
+                p,
+                0.0,
+                move |v| v * scale,
+                want_mask,
+            )?;
+            (cpu_tensor(out, dims)?, mask)
+        }
+        DType::F64 => {
+            let scale = f64::from(scale);
+            let (out, mask) = dropout_fused(
+                x.as_slice::<f64>()?,
+                key,
+                p,
+                0.0,
+                move |v| v * scale,
+                want_mask,
+            )?;
+            (cpu_tensor(out, dims)?, mask)
+        }
+        DType::F16 => {
+            let kept = move |v: f16| f16::from_f32(v.to_f32() * scale);
+            let x = x.as_slice::<f16>()?;
+            let (out, mask) = dropout_fused(x, key, p, f16::ZERO, kept, want_mask)?;
+            (cpu_tensor(out, dims)?, mask)
+        }
+        _ => {
+            let kept = move |v: bf16| bf16::from_f32(v.to_f32() * scale);
+            let x = x.as_slice::<bf16>()?;
+            let (out, mask) = dropout_fused(x, key, p, bf16::ZERO, kept, want_mask)?;
+            (cpu_tensor(out, dims)?, mask)
+        }
+    };
+    Ok((out, mask))
 }
 
 /// `x * scale` where `mask` keeps, +0.0 elsewhere, on a CPU float tensor.
@@ -158,17 +209,23 @@ fn scale_kept(x: &Tensor, mask: &[u32], scale: f32) -> Result<Tensor, RngError> 
     let x = x.contiguous()?;
     let dims = x.dims();
     match x.dtype() {
-        DType::F32 => cpu_tensor(apply(x.as_slice::<f32>()?, mask, 0.0, |v| v * scale)?, dims),
+        DType::F32 => cpu_tensor(
+            apply(x.as_slice::<f32>()?, mask, 0.0, move |v| v * scale)?,
+            dims,
+        ),
         DType::F64 => {
             let scale = f64::from(scale);
-            cpu_tensor(apply(x.as_slice::<f64>()?, mask, 0.0, |v| v * scale)?, dims)
+            cpu_tensor(
+                apply(x.as_slice::<f64>()?, mask, 0.0, move |v| v * scale)?,
+                dims,
+            )
         }
         DType::F16 => {
-            let kept = |v: f16| f16::from_f32(v.to_f32() * scale);
+            let kept = move |v: f16| f16::from_f32(v.to_f32() * scale);
             cpu_tensor(apply(x.as_slice::<f16>()?, mask, f16::ZERO, kept)?, dims)
         }
         _ => {
-            let kept = |v: bf16| bf16::from_f32(v.to_f32() * scale);
+            let kept = move |v: bf16| bf16::from_f32(v.to_f32() * scale);
             cpu_tensor(apply(x.as_slice::<bf16>()?, mask, bf16::ZERO, kept)?, dims)
         }
     }

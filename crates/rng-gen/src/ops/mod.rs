@@ -37,28 +37,28 @@ use half::{bf16, f16};
 use kernels::RandomOp;
 use tensor_core::{DType, Element, Tensor};
 
+use crate::stream::key::Key;
 use crate::{Generator, RngError};
-use fill::Layout;
 
 /// The CPU path shared by the element-wise samplers: allocate (before reserving, so an
-/// impossible allocation consumes nothing), reserve, fill, wrap.
+/// impossible allocation consumes nothing), reserve, fill (`fill(out, key)`, one of the
+/// loops of `fill.rs`), wrap.
 fn cpu_sample<T, F>(
     dims: &[usize],
     n: usize,
     generator: &Generator,
     op: RandomOp,
     dtype: DType,
-    layout: Layout,
-    f: F,
+    fill: F,
 ) -> Result<Tensor, RngError>
 where
     T: Element,
-    F: Fn(u64, &[u32], &mut [T]) + Sync,
+    F: FnOnce(&mut [T], Key),
 {
     debug_assert_eq!(T::DTYPE, dtype);
     let mut out = args::alloc(n, T::from_f64(0.0))?;
     let key = generator.reserve(op, dtype, n as u64);
-    fill::fill(&mut out, key, layout, f);
+    fill(&mut out, key);
     args::cpu_tensor(out, dims)
 }
 

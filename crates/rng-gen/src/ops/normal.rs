@@ -5,7 +5,7 @@ use kernels::RandomOp;
 use tensor_core::{DType, Device, Tensor};
 
 use super::args::{check_float, elem_count, generator_for, normal_params};
-use super::fill::Layout;
+use super::fill::{fill, fill_batches, Layout};
 use super::{cpu_sample, cuda_dispatch, RoundFromF32};
 use crate::stream::convert::{box_muller, scale_normal_f32, uniform_f64};
 use crate::{Generator, RngError};
@@ -77,10 +77,13 @@ fn normal_in<T: RoundFromF32>(
         generator,
         RandomOp::Normal,
         T::DTYPE,
-        Layout { elems: 2, words: 2 },
-        |_, w, out: &mut [T]| {
-            store(out, box_muller(w[0], w[1]), |z| {
-                T::round_from_f32(scale_normal_f32(z, mean, std))
+        |out: &mut [T], key| {
+            fill_batches(out, key, Layout { elems: 2, words: 2 }, |_, words, part| {
+                for (pair, w) in part.chunks_mut(2).zip(words.chunks_exact(2)) {
+                    store(pair, box_muller(w[0], w[1]), |z| {
+                        T::round_from_f32(scale_normal_f32(z, mean, std))
+                    });
+                }
             });
         },
     )
@@ -121,8 +124,11 @@ fn normal_op(
             &generator,
             RandomOp::Normal,
             DType::F64,
-            Layout { elems: 2, words: 4 },
-            |_, w, out: &mut [f64]| store(out, box_muller_f64(w), |z| mean + std * z),
+            |out: &mut [f64], key| {
+                fill(out, key, Layout { elems: 2, words: 4 }, |_, w, out| {
+                    store(out, box_muller_f64(w), |z| mean + std * z);
+                });
+            },
         ),
     }
 }

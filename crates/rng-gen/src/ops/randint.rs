@@ -4,7 +4,7 @@ use kernels::RandomOp;
 use tensor_core::{DType, Device, Tensor};
 
 use super::args::{elem_count, generator_for};
-use super::fill::Layout;
+use super::fill::{fill, Layout};
 use super::{cpu_sample, cuda_dispatch};
 use crate::stream::convert::below;
 use crate::{Generator, RngError};
@@ -42,10 +42,11 @@ pub fn randint(
         &generator,
         RandomOp::Randint,
         DType::I64,
-        Layout::per_element(2),
-        |_, w, out: &mut [i64]| {
-            // Exact: the sum is in [low, high).
-            out[0] = (i128::from(low) + i128::from(below(w[0], w[1], range))) as i64;
+        |out: &mut [i64], key| {
+            fill(out, key, Layout::per_element(2), |_, w, out| {
+                // Exact: the sum is in [low, high).
+                out[0] = (i128::from(low) + i128::from(below(w[0], w[1], range))) as i64;
+            });
         },
     )
 }

@@ -5,7 +5,7 @@ use kernels::RandomOp;
 use tensor_core::{DType, Device, Tensor};
 
 use super::args::{check_float, elem_count, generator_for, uniform_range};
-use super::fill::Layout;
+use super::fill::{fill, fill_map, Layout};
 use super::{cpu_sample, cuda_dispatch, RoundFromF32};
 use crate::stream::convert::{
     scale_uniform_f32, scale_uniform_f64, uniform_bf16, uniform_f16, uniform_f32, uniform_f64,
@@ -58,8 +58,11 @@ fn uniform_in<T: RoundFromF32>(
         generator,
         RandomOp::Uniform,
         T::DTYPE,
-        Layout::per_element(1),
-        |_, w, out: &mut [T]| out[0] = T::round_from_f32(scale_uniform_f32(unit(w[0]), low, high)),
+        |out: &mut [T], key| {
+            fill_map(out, key, move |w| {
+                T::round_from_f32(scale_uniform_f32(unit(w), low, high))
+            });
+        },
     )
 }
 
@@ -95,9 +98,10 @@ fn uniform_op(
             &generator,
             RandomOp::Uniform,
             DType::F64,
-            Layout::per_element(2),
-            |_, w, out: &mut [f64]| {
-                out[0] = scale_uniform_f64(uniform_f64(w[0], w[1]), low, high);
+            |out: &mut [f64], key| {
+                fill(out, key, Layout::per_element(2), |_, w, out| {
+                    out[0] = scale_uniform_f64(uniform_f64(w[0], w[1]), low, high);
+                });
             },
         ),
     }

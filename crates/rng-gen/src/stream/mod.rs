@@ -6,3 +6,4 @@ pub mod convert;
 pub mod f32math;
 pub mod key;
 pub mod philox;
+pub mod philox_batch;
