@@ -1,6 +1,6 @@
 //! The one error type of kernels.
 
-use tensor_core::TensorError;
+use tensor_core::{NvrtcError, TensorError};
 
 /// Everything that can go wrong between "run this random op on the GPU" and the kernel
 /// having been queued: no NVRTC to compile with, a compile failure, a failed launch, or
@@ -45,7 +45,32 @@ pub enum KernelError {
     },
     /// An error from tensor-core: no CUDA driver, no such device, allocation failure.
     #[error(transparent)]
-    Tensor(#[from] TensorError),
+    Tensor(TensorError),
+}
+
+impl From<NvrtcError> for KernelError {
+    fn from(e: NvrtcError) -> Self {
+        match e {
+            NvrtcError::Unavailable(why) => KernelError::NvrtcUnavailable(why),
+            NvrtcError::Compile { arch, log, .. } => KernelError::Compile { arch, log },
+            // NvrtcError is non_exhaustive: keep any future variant's message.
+            other => KernelError::Compile {
+                arch: String::new(),
+                log: other.to_string(),
+            },
+        }
+    }
+}
+
+/// NVRTC failures keep their own variants even when they come through tensor-core's
+/// module cache, so callers can tell "no NVRTC" from "no GPU".
+impl From<TensorError> for KernelError {
+    fn from(e: TensorError) -> Self {
+        match e {
+            TensorError::Nvrtc(n) => n.into(),
+            other => KernelError::Tensor(other),
+        }
+    }
 }
 
 /// Shorthand for results in kernels.

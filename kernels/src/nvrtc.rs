@@ -1,136 +1,54 @@
-//! Compiling ditto's kernels with NVRTC, at run time, for the GPU at hand.
+//! Compiling ditto's random kernels with NVRTC.
 //!
-//! Why NVRTC and not a prebuilt fatbin: the build machines have no CUDA toolkit, and the
-//! GPU machines have no Rust. NVRTC (a pip wheel, pinned to 13.0 because newer releases
-//! emit PTX that 13.0 drivers reject) compiles the embedded sources on the GPU machine.
-//!
-//! Options that matter for bit-identical results: `--fmad=false` (no contraction of
-//! `a * b + c` into fma, which would round differently from the host), and correctly
-//! rounded division and square root (`--prec-div=true --prec-sqrt=true`, `--ftz=false`).
-//! With `--fmad=false` NVRTC emits `mul.rn` / `add.rn`, which the driver's JIT may not
-//! fuse either.
-//!
-//! cudarc panics when the NVRTC library is missing; every entry point here first checks
-//! that it loads and returns [`KernelError::NvrtcUnavailable`] otherwise.
+//! The NVRTC plumbing (library probe, options, architecture choice) lives in
+//! [`tensor_core::cuda::nvrtc`], shared with tensor-core's own kernels; this module
+//! names the translation unit that holds the random kernels ([`RANDOM_SOURCE`]) and
+//! reports failures as [`KernelError`]s.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::OnceLock;
+use cudarc::nvrtc::{CompileOptions, Ptx};
+use tensor_core::cuda::{nvrtc as shared, CudaSource};
 
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
-
-use crate::error::{KernelError, Result};
+use crate::error::Result;
 use crate::source::translation_unit;
 
-/// Whether the NVRTC library can be loaded (probed once per process).
-fn library_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: only tries to open the library; no symbol is called.
-    *PRESENT.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
-}
+/// The random kernels' translation unit, as the module cache knows it.
+pub static RANDOM_SOURCE: CudaSource = CudaSource {
+    file_name: "ditto_random.cu",
+    text: translation_unit,
+};
 
 /// Ok when NVRTC can be used; otherwise the typed error with what was searched for.
 pub fn ensure_available() -> Result<()> {
-    if library_present() {
-        Ok(())
-    } else {
-        Err(KernelError::NvrtcUnavailable(
-            "searched for libnvrtc.so / libnvrtc.so.13 on the library path".into(),
-        ))
-    }
-}
-
-/// Runs a cudarc NVRTC call that could panic on a half-installed library (a missing
-/// symbol), turning the panic into `NvrtcUnavailable`.
-fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
-    ensure_available()?;
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        Err(KernelError::NvrtcUnavailable(
-            "the NVRTC library is present but could not be used (a symbol is missing?)".into(),
-        ))
-    })
+    Ok(shared::ensure_available()?)
 }
 
 /// NVRTC's version as (major, minor), e.g. (13, 0).
 pub fn version() -> Result<(i32, i32)> {
-    guarded(|| {
-        let (mut major, mut minor) = (0, 0);
-        // SAFETY: both pointers are valid for writes; the library is loaded.
-        let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-        status
-            .result()
-            .map_err(|e| KernelError::NvrtcUnavailable(format!("nvrtcVersion failed: {e:?}")))?;
-        Ok((major, minor))
-    })
+    Ok(shared::version()?)
 }
 
 /// The compute capabilities this NVRTC can target, as numbers like 80 or 90.
 pub fn supported_archs() -> Result<Vec<i32>> {
-    guarded(|| {
-        let fail = |e| KernelError::NvrtcUnavailable(format!("nvrtcGetSupportedArchs: {e:?}"));
-        let mut count = 0;
-        // SAFETY: valid out-pointer; the library is loaded.
-        unsafe { cudarc::nvrtc::sys::nvrtcGetNumSupportedArchs(&mut count) }
-            .result()
-            .map_err(fail)?;
-        let mut archs = vec![0; usize::try_from(count).unwrap_or(0)];
-        // SAFETY: `archs` has room for `count` entries, as NVRTC just reported.
-        unsafe { cudarc::nvrtc::sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) }
-            .result()
-            .map_err(fail)?;
-        Ok(archs)
-    })
+    Ok(shared::supported_archs()?)
 }
 
-/// The NVRTC options ditto compiles with for `arch` (`sm_90`, `compute_90`, ...).
+/// The NVRTC options the random kernels are compiled with for `arch`.
 #[must_use]
 pub fn compile_options(arch: &str) -> CompileOptions {
-    CompileOptions {
-        fmad: Some(false),
-        ftz: Some(false),
-        prec_div: Some(true),
-        prec_sqrt: Some(true),
-        use_fast_math: Some(false),
-        options: vec![
-            format!("--gpu-architecture={arch}"),
-            "-default-device".into(),
-            "--std=c++17".into(),
-        ],
-        name: Some("ditto_random.cu".into()),
-        ..CompileOptions::default()
-    }
+    shared::compile_options(arch, RANDOM_SOURCE.file_name)
 }
 
-/// Compiles every ditto kernel for `arch` and returns the PTX.
+/// Compiles every random kernel for `arch` and returns the PTX.
 pub fn compile(arch: &str) -> Result<Ptx> {
-    guarded(|| {
-        compile_ptx_with_opts(translation_unit(), compile_options(arch)).map_err(|e| {
-            let log = match e {
-                CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
-                other => format!("{other:?}"),
-            };
-            KernelError::Compile {
-                arch: arch.to_string(),
-                log,
-            }
-        })
-    })
+    Ok(shared::compile(
+        &translation_unit(),
+        RANDOM_SOURCE.file_name,
+        arch,
+    )?)
 }
 
 /// The virtual architecture to compile for on a device of compute capability
-/// `(major, minor)`: `compute_<cc>` when this NVRTC knows it, else the newest it knows
-/// below it (the driver JIT-compiles PTX forward). PTX rather than a cubin keeps the
-/// driver, not NVRTC, responsible for the final machine code of that exact GPU.
+/// `(major, minor)`; see [`tensor_core::cuda::nvrtc::arch_for`].
 pub fn arch_for(major: i32, minor: i32) -> Result<String> {
-    let cc = major * 10 + minor;
-    let supported = supported_archs()?;
-    let best = supported
-        .iter()
-        .copied()
-        .filter(|&a| a <= cc)
-        .max()
-        .ok_or_else(|| KernelError::Compile {
-            arch: format!("compute_{cc}"),
-            log: format!("this NVRTC supports {supported:?}, none at or below {cc}"),
-        })?;
-    Ok(format!("compute_{best}"))
+    Ok(shared::arch_for(major, minor)?)
 }

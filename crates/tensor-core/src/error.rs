@@ -111,6 +111,9 @@ pub enum TensorError {
         /// The driver's message.
         message: String,
     },
+    /// Compiling CUDA sources at run time failed (no NVRTC, or the sources were rejected).
+    #[error(transparent)]
+    Nvrtc(#[from] NvrtcError),
     /// An operation that is not (yet) implemented for a device.
     #[error("{op} is not implemented on {device}")]
     NotImplementedOnDevice {
@@ -191,5 +194,29 @@ pub enum TensorError {
         dtype: DType,
         /// Element count asked for.
         elements: usize,
+    },
+}
+
+/// What can go wrong compiling CUDA sources with NVRTC. Kept apart from
+/// [`TensorError`] so crates that compile their own sources (kernels) can report it in
+/// their own error type without losing the distinction.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NvrtcError {
+    /// The NVRTC library could not be loaded, so nothing can be compiled.
+    #[error(
+        "no NVRTC library found ({0}); install nvidia-cuda-nvrtc==13.0.88 \
+         (scripts/install_cuda_wheels.sh) and set LD_LIBRARY_PATH to its nvidia/cu13/lib"
+    )]
+    Unavailable(String),
+    /// NVRTC rejected the sources of `module` for `arch`; `log` is its compile log.
+    #[error("NVRTC failed to compile {module} for {arch}:\n{log}")]
+    Compile {
+        /// The source file name given to NVRTC (e.g. `ditto_random.cu`).
+        module: String,
+        /// The `--gpu-architecture` value compiled for.
+        arch: String,
+        /// NVRTC's log (or the error when no log was produced).
+        log: String,
     },
 }

@@ -57,7 +57,7 @@ pub use determinism::{
 pub use device::Device;
 pub use dtype::DType;
 pub use element::Element;
-pub use error::{Result, TensorError};
+pub use error::{NvrtcError, Result, TensorError};
 pub use shape::Shape;
 pub use storage::{CpuStorage, Storage};
 pub use tensor::Tensor;

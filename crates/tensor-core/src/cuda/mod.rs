@@ -1,4 +1,5 @@
-//! CUDA support: the per-device context registry and device buffers.
+//! CUDA support: the per-device context registry, device buffers, and run-time kernel
+//! compilation (NVRTC and a per-device module cache) shared with the `kernels` crate.
 //!
 //! Built with cudarc's `dynamic-loading`, so this compiles on machines with no CUDA and
 //! looks for the driver only at run time. cudarc panics when a CUDA library is missing;
@@ -7,10 +8,13 @@
 //! reason "no CUDA driver found". Nothing in this module panics without a GPU.
 
 mod copy;
+pub mod module_cache;
+pub mod nvrtc;
 mod registry;
 mod storage;
 
-pub use registry::{context, default_stream, device_count, is_available, synchronize};
+pub use module_cache::CudaSource;
+pub use registry::{context, default_stream, device_count, is_available, sm_count, synchronize};
 pub use storage::CudaStorage;
 
 use crate::TensorError;

@@ -111,3 +111,16 @@ pub fn synchronize(ordinal: usize) -> Result<()> {
             .map_err(driver_error(ordinal, "synchronize"))
     })
 }
+
+/// Streaming multiprocessors on device `ordinal`, for sizing launch grids.
+pub fn sm_count(ordinal: usize) -> Result<u32> {
+    let context = context(ordinal)?;
+    guarded(ordinal, || {
+        context
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map(|n| u32::try_from(n).unwrap_or(1).max(1))
+            .map_err(driver_error(ordinal, "multiprocessor count"))
+    })
+}
