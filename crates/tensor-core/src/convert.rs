@@ -11,7 +11,7 @@
 
 use crate::creation::try_with_capacity;
 use crate::round::i64_to_f64_round_to_odd;
-use crate::{DType, Device, Element, Result, Tensor, TensorError};
+use crate::{DType, Device, Element, Result, Tensor};
 
 /// Converts a slice element by element: widen to f64 (exactly, or with round-to-odd for
 /// i64 beyond 2^53), then narrow to `D` with `Element::from_f64`.
@@ -23,16 +23,18 @@ fn cast_slice<S: Element, D: Element>(src: &[S], widen: fn(S) -> f64) -> Result<
 
 impl Tensor {
     /// A copy converted to `dtype` (a shared clone when it already has it), with the
-    /// rounding rules in this module's docs. CPU only for now.
+    /// rounding rules in this module's docs. A CUDA tensor is converted on the host
+    /// (downloaded, converted, uploaded): the same values as on the CPU, at the cost of
+    /// two copies.
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
         if self.device() != Device::Cpu {
-            return Err(TensorError::NotImplementedOnDevice {
-                op: "to_dtype",
-                device: self.device(),
-            });
+            return self
+                .to_device(Device::Cpu)?
+                .to_dtype(dtype)?
+                .to_device(self.device());
         }
         let src = self.contiguous()?;
         let storage = if self.dtype() == DType::I64 {

@@ -63,3 +63,15 @@ macro_rules! with_float_dtype {
         }
     };
 }
+
+/// In CUDA builds, returns `$cuda` from the enclosing op when `$t` lives on a GPU; CPU
+/// tensors fall through to the CPU code that follows. In builds without the `cuda`
+/// feature no tensor can be on a GPU, and this expands to nothing.
+macro_rules! on_cuda {
+    ($t:expr => $cuda:expr) => {
+        #[cfg(feature = "cuda")]
+        if $t.device().is_cuda() {
+            return $cuda;
+        }
+    };
+}

@@ -5,7 +5,7 @@
 //! `reshape` of a strided view) copy.
 
 use crate::creation::try_with_capacity;
-use crate::{CpuStorage, Device, Element, Result, Shape, Storage, Tensor, TensorError};
+use crate::{CpuStorage, Element, Result, Shape, Storage, Tensor, TensorError};
 
 impl Tensor {
     /// The same elements in row-major order with new dims. A contiguous tensor is viewed
@@ -109,7 +109,7 @@ impl Tensor {
 
     /// A row-major tensor with the same elements: `self` (shared) when already
     /// contiguous, otherwise a copy. The result may still start at a non-zero
-    /// [`Tensor::storage_offset`]. CUDA views are copied through host memory.
+    /// [`Tensor::storage_offset`]. CUDA views are gathered on the device.
     pub fn contiguous(&self) -> Result<Tensor> {
         if self.is_contiguous() {
             return Ok(self.clone());
@@ -119,8 +119,8 @@ impl Tensor {
                 let copy = crate::with_cpu_storage!(storage, v => gather(v, self)?);
                 Tensor::from_cpu_storage(copy, self.dims())
             }
-            #[allow(unreachable_patterns)]
-            _ => self.to_device(Device::Cpu)?.to_device(self.device()),
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(_) => crate::ops::cuda_contiguous(self),
         }
     }
 

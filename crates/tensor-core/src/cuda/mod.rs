@@ -19,6 +19,45 @@ pub use storage::CudaStorage;
 
 use crate::TensorError;
 
+/// The tensor ops' translation unit (`cuda/tensor_ops.cu`, embedded so a built binary
+/// needs no source tree). It needs no header: plain C++ with built-in types.
+pub static TENSOR_OPS: CudaSource = CudaSource {
+    file_name: "ditto_tensor_ops.cu",
+    text: tensor_ops_source,
+};
+
+fn tensor_ops_source() -> String {
+    include_str!("../../cuda/tensor_ops.cu").to_string()
+}
+
+/// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
+pub const TENSOR_OPS_KERNELS: [&str; 24] = [
+    "ditto_gather_8",
+    "ditto_gather_16",
+    "ditto_gather_32",
+    "ditto_gather_64",
+    "ditto_scatter_8",
+    "ditto_scatter_16",
+    "ditto_scatter_32",
+    "ditto_scatter_64",
+    "ditto_binary_f32",
+    "ditto_unary_f32",
+    "ditto_relu_backward_f32",
+    "ditto_axpy_f32",
+    "ditto_block_sums_f32",
+    "ditto_finish_sums_f32",
+    "ditto_max_dim_f32",
+    "ditto_log_softmax_f32",
+    "ditto_binary_f64",
+    "ditto_unary_f64",
+    "ditto_relu_backward_f64",
+    "ditto_axpy_f64",
+    "ditto_block_sums_f64",
+    "ditto_finish_sums_f64",
+    "ditto_max_dim_f64",
+    "ditto_log_softmax_f64",
+];
+
 /// Wraps a cudarc driver error with the device and the operation that failed.
 pub(crate) fn driver_error(
     ordinal: usize,

@@ -32,7 +32,7 @@ pub(crate) fn broadcast_dims(op: &'static str, lhs: &[usize], rhs: &[usize]) -> 
 }
 
 /// Strides that read `t` as if it had dims `out` (stride 0 along broadcast dims).
-fn broadcast_strides(t: &Tensor, out: &[usize]) -> Vec<usize> {
+pub(crate) fn broadcast_strides(t: &Tensor, out: &[usize]) -> Vec<usize> {
     let pad = out.len() - t.rank();
     (0..out.len())
         .map(|i| match i.checked_sub(pad) {
@@ -147,18 +147,22 @@ fn zip_strided<T: Float>(
     Tensor::from_cpu_storage(T::into_storage(out), out_dims)
 }
 
-/// The four arithmetic operators.
-#[derive(Clone, Copy)]
-enum BinOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
+/// The four arithmetic operators; the numbers are `DITTO_ADD` .. `DITTO_DIV` in
+/// `cuda/tensor_ops.cu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub(crate) enum BinOp {
+    Add = 0,
+    Sub = 1,
+    Mul = 2,
+    Div = 3,
 }
 
 /// Checks operands, then runs `op` monomorphised for the float dtype.
 fn binary(name: &'static str, op: BinOp, lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
-    lhs.require_same(name, rhs)?;
+    lhs.require_compatible(name, rhs)?;
+    on_cuda!(lhs => super::cuda::binary(name, op, lhs, rhs));
+    lhs.require_cpu(name)?;
     with_float_dtype!(lhs.dtype(), name, T => match op {
         BinOp::Add => zip_with::<T>(name, lhs, rhs, |a, b| a + b),
         BinOp::Sub => zip_with::<T>(name, lhs, rhs, |a, b| a - b),

@@ -35,8 +35,10 @@ impl Tensor {
     /// the same dims, dtype and device.
     pub fn axpy_(&mut self, alpha: f64, x: &Tensor) -> Result<()> {
         const OP: &str = "axpy_";
-        self.require_same(OP, x)?;
+        self.require_compatible(OP, x)?;
         self.require_same_dims(OP, x)?;
+        on_cuda!(self => super::cuda::axpy_(self, alpha, x));
+        self.require_cpu(OP)?;
         with_float_dtype!(self.dtype(), OP, T => {
             let a = T::from_f64(alpha);
             if self.is_contiguous() && x.is_contiguous() {
@@ -55,7 +57,7 @@ impl Tensor {
     /// have this tensor's dims). The same values as [`Tensor::add`].
     pub fn add_(&mut self, rhs: &Tensor) -> Result<()> {
         const OP: &str = "add_";
-        self.require_same(OP, rhs)?;
+        self.require_compatible(OP, rhs)?;
         let out = super::binary::broadcast_dims(OP, self.dims(), rhs.dims())?;
         if out != self.dims() {
             return Err(crate::TensorError::ShapeMismatch {
@@ -64,6 +66,11 @@ impl Tensor {
                 rhs: rhs.dims().to_vec(),
             });
         }
+        on_cuda!(self => {
+            let sum = self.add(rhs)?;
+            super::cuda::write_into(self, &sum)
+        });
+        self.require_cpu(OP)?;
         with_float_dtype!(self.dtype(), OP, T => {
             let n = super::binary::suffix_len(rhs, &out);
             if let (Some(n @ 1..), true) = (n, self.is_contiguous()) {
@@ -88,6 +95,10 @@ impl Tensor {
     /// `self *= s` in place.
     pub fn scale_(&mut self, s: f64) -> Result<()> {
         const OP: &str = "scale_";
+        on_cuda!(self => {
+            let scaled = self.mul_scalar(s)?;
+            super::cuda::write_into(self, &scaled)
+        });
         self.require_cpu(OP)?;
         with_float_dtype!(self.dtype(), OP, T => {
             let s = T::from_f64(s);
@@ -99,8 +110,10 @@ impl Tensor {
     /// dtype).
     pub fn copy_from_(&mut self, src: &Tensor) -> Result<()> {
         const OP: &str = "copy_from_";
-        self.require_same(OP, src)?;
+        self.require_compatible(OP, src)?;
         self.require_same_dims(OP, src)?;
+        on_cuda!(self => super::cuda::write_into(self, src));
+        self.require_cpu(OP)?;
         with_dtype!(self.dtype(), T => {
             let xs = src.to_vec::<T>()?;
             update::<T>(OP, self, |_, i| xs[i])

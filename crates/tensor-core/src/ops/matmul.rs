@@ -61,10 +61,12 @@ fn gemm_into<T: Element + Default>(lhs: &Tensor, rhs: &Tensor, a: &[T], b: &[T])
 
 impl Tensor {
     /// Matrix product of `(m, k)` and `(k, n)` tensors, giving a contiguous `(m, n)`
-    /// tensor. Both must be 2-D, on the CPU, and share an f32 / f64 dtype.
+    /// tensor. Both must be 2-D, on one device, and share an f32 / f64 dtype. On CUDA
+    /// this is cuBLAS (see the `ops::cuda` matmul docs for what that means for
+    /// reproducibility across GPU models).
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
         const OP: &str = "matmul";
-        self.require_same(OP, rhs)?;
+        self.require_compatible(OP, rhs)?;
         for t in [self, rhs] {
             if t.rank() != 2 {
                 return Err(TensorError::RankMismatch {
@@ -81,6 +83,8 @@ impl Tensor {
                 rhs: rhs.dims().to_vec(),
             });
         }
+        on_cuda!(self => super::cuda::matmul(self, rhs));
+        self.require_cpu(OP)?;
         let dims = [self.dims()[0], rhs.dims()[1]];
         with_float_dtype!(self.dtype(), OP, T => {
             let a = T::slice(self.cpu_storage()?).expect("dtype checked");

@@ -21,12 +21,15 @@
 //! larger than everything (the first NaN wins), as in PyTorch. `log_softmax` is
 //! documented on [`Tensor::log_softmax`].
 //!
-//! Every op checks dtypes (f32 or f64; operands must agree), devices (CUDA tensors get
-//! `NotImplementedOnDevice` for now) and shapes, and returns a typed error otherwise.
+//! Every op checks dtypes (f32 or f64; operands must agree), devices (operands must be
+//! on one device) and shapes, and returns a typed error otherwise. Tensors on a GPU run
+//! the same ops as CUDA kernels (the `cuda` submodule), under the same order of sums.
 //! Scalar arguments are `f64` and are converted to the tensor's dtype (rounded to
 //! nearest) before use, so `x * s` in f32 means `x * (s as f32)`.
 
 mod binary;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod float;
 mod inplace;
 mod matmul;
@@ -38,6 +41,12 @@ mod unary;
 mod fast_path_tests;
 
 pub(crate) use float::Float;
+
+/// A dense copy of a CUDA view, gathered on the device (for [`Tensor::contiguous`]).
+#[cfg(feature = "cuda")]
+pub(crate) fn cuda_contiguous(t: &Tensor) -> Result<Tensor> {
+    cuda::contiguous(t)
+}
 pub use reduce::REDUCE_BLOCK;
 
 use std::mem::MaybeUninit;
@@ -98,8 +107,8 @@ impl Tensor {
         }
     }
 
-    /// Errors unless `other` has this tensor's dtype and device (and both are on CPU).
-    pub(crate) fn require_same(&self, op: &'static str, other: &Tensor) -> Result<()> {
+    /// Errors unless `other` is on this tensor's device and has its dtype.
+    pub(crate) fn require_compatible(&self, op: &'static str, other: &Tensor) -> Result<()> {
         if self.device() != other.device() {
             return Err(TensorError::DeviceMismatch {
                 op,
@@ -107,7 +116,6 @@ impl Tensor {
                 rhs: other.device(),
             });
         }
-        self.require_cpu(op)?;
         if self.dtype() != other.dtype() {
             return Err(TensorError::DTypeMismatch {
                 op,

@@ -122,7 +122,7 @@ fn sum_lanes_contiguous<T: Float>(
 }
 
 /// Dims after reducing `dim` (kept as 1 if `keepdim`).
-fn reduced_dims(dims: &[usize], dim: usize, keepdim: bool) -> Vec<usize> {
+pub(crate) fn reduced_dims(dims: &[usize], dim: usize, keepdim: bool) -> Vec<usize> {
     let mut out = dims.to_vec();
     if keepdim {
         out[dim] = 1;
@@ -200,7 +200,7 @@ pub(crate) fn reduce_lanes<T: Float, U: Send>(
 }
 
 /// Errors when a max / argmax would reduce an empty dimension.
-fn check_nonempty(t: &Tensor, op: &'static str, dim: usize) -> Result<()> {
+pub(crate) fn check_nonempty(t: &Tensor, op: &'static str, dim: usize) -> Result<()> {
     if t.dims().get(dim) == Some(&0) {
         return Err(TensorError::InvalidArgument {
             op,
@@ -216,8 +216,9 @@ fn check_nonempty(t: &Tensor, op: &'static str, dim: usize) -> Result<()> {
 impl Tensor {
     /// Sum along `dim` (kept as size 1 if `keepdim`), in the module's fixed order.
     pub fn sum_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
-        self.require_cpu("sum_dim")?;
         self.check_dim("sum_dim", dim)?;
+        on_cuda!(self => super::cuda::sum_dim("sum_dim", super::cuda::SumKind::Sum, self, Some(dim), keepdim));
+        self.require_cpu("sum_dim")?;
         with_float_dtype!(self.dtype(), "sum_dim", T => {
             if let Some(v) = sum_lanes_contiguous::<T>(self, dim, T::from_f64)? {
                 let d = reduced_dims(self.dims(), dim, keepdim);
@@ -232,8 +233,9 @@ impl Tensor {
 
     /// Mean along `dim`: the f64 sum divided by the size, rounded once (NaN if empty).
     pub fn mean_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
-        self.require_cpu("mean_dim")?;
         self.check_dim("mean_dim", dim)?;
+        on_cuda!(self => super::cuda::sum_dim("mean_dim", super::cuda::SumKind::Mean, self, Some(dim), keepdim));
+        self.require_cpu("mean_dim")?;
         with_float_dtype!(self.dtype(), "mean_dim", T => {
             let n = self.dims()[dim] as f64;
             if let Some(v) = sum_lanes_contiguous::<T>(self, dim, |s| T::from_f64(s / n))? {
@@ -249,6 +251,7 @@ impl Tensor {
 
     /// Sum of every element (row-major order) as a rank-0 tensor.
     pub fn sum_all(&self) -> Result<Tensor> {
+        on_cuda!(self => super::cuda::sum_dim("sum_all", super::cuda::SumKind::Sum, self, None, false));
         self.require_cpu("sum_all")?;
         with_float_dtype!(self.dtype(), "sum_all", T => {
             let s = T::from_f64(blocked_sum_slice(&self.values::<T>()?));
@@ -258,6 +261,7 @@ impl Tensor {
 
     /// Mean of every element as a rank-0 tensor (NaN if empty).
     pub fn mean_all(&self) -> Result<Tensor> {
+        on_cuda!(self => super::cuda::sum_dim("mean_all", super::cuda::SumKind::Mean, self, None, false));
         self.require_cpu("mean_all")?;
         with_float_dtype!(self.dtype(), "mean_all", T => {
             let v = self.values::<T>()?;
@@ -269,8 +273,9 @@ impl Tensor {
     /// Maximum along `dim` (values only; see [`Tensor::argmax`] for indices). Errors on
     /// an empty dimension.
     pub fn max_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
-        self.require_cpu("max_dim")?;
         check_nonempty(self, "max_dim", dim)?;
+        on_cuda!(self => Ok(super::cuda::max_dim("max_dim", self, dim, keepdim)?.0));
+        self.require_cpu("max_dim")?;
         with_float_dtype!(self.dtype(), "max_dim", T => {
             if let Some(v) = last_dim_lanes::<T, T>(self, dim, |l| arg_max(l.len(), |i| l[i]).1)? {
                 let d = reduced_dims(self.dims(), dim, keepdim);
@@ -285,8 +290,9 @@ impl Tensor {
     /// Index of the maximum along `dim` as an I64 tensor without that dim (first
     /// maximum on ties, first NaN if any). Errors on an empty dimension.
     pub fn argmax(&self, dim: usize) -> Result<Tensor> {
-        self.require_cpu("argmax")?;
         check_nonempty(self, "argmax", dim)?;
+        on_cuda!(self => Ok(super::cuda::max_dim("argmax", self, dim, false)?.1));
+        self.require_cpu("argmax")?;
         with_float_dtype!(self.dtype(), "argmax", T => {
             let last = last_dim_lanes::<T, i64>(self, dim, |l| arg_max(l.len(), |i| l[i]).0 as i64)?;
             if let Some(v) = last {

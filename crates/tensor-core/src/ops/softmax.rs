@@ -50,6 +50,8 @@ impl Tensor {
     /// NaN (as in PyTorch).
     pub fn log_softmax(&self, dim: usize) -> Result<Tensor> {
         const OP: &str = "log_softmax";
+        self.check_dim(OP, dim)?;
+        on_cuda!(self => super::cuda::log_softmax(self, dim));
         self.require_cpu(OP)?;
         with_float_dtype!(self.dtype(), OP, T => {
             let dims = self.dims();

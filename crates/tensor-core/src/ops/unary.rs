@@ -14,9 +14,12 @@ fn map<T: Float>(t: &Tensor, f: impl Fn(T) -> T + Sync) -> Result<Tensor> {
     Tensor::from_cpu_storage(T::into_storage(par_map(&values, f)?), t.dims())
 }
 
-/// Checks the device, binds `$t` to the float type and maps `$f` (a closure over `$t`).
+/// Runs the op on a GPU tensor as the `ditto_unary_*` kernel with op code `$code` and
+/// scalars `$a`, `$b` (f64, rounded to the dtype there); on the CPU checks the device,
+/// binds `$t` to the float type and maps `$f` (a closure over `$t`).
 macro_rules! unary {
-    ($tensor:expr, $op:expr, $t:ident => $f:expr) => {{
+    ($tensor:expr, $op:expr, $code:ident($a:expr, $b:expr), $t:ident => $f:expr) => {{
+        on_cuda!($tensor => super::cuda::unary($op, super::cuda::UnaryOp::$code, $tensor, $a, $b));
         $tensor.require_cpu($op)?;
         with_float_dtype!($tensor.dtype(), $op, $t => map::<$t>($tensor, $f))
     }};
@@ -25,15 +28,17 @@ macro_rules! unary {
 impl Tensor {
     /// `max(x, 0)`; NaN stays NaN (like PyTorch).
     pub fn relu(&self) -> Result<Tensor> {
-        unary!(self, "relu", T => |x: T| if x > T::ZERO || x.is_nan() { x } else { T::ZERO })
+        unary!(self, "relu", Relu(0.0, 0.0), T => |x: T| if x > T::ZERO || x.is_nan() { x } else { T::ZERO })
     }
 
     /// The gradient of [`Tensor::relu`]: `grad` where `input > 0`, else 0. Both must
     /// have the same dims and dtype.
     pub fn relu_backward(grad: &Tensor, input: &Tensor) -> Result<Tensor> {
         const OP: &str = "relu_backward";
-        grad.require_same(OP, input)?;
+        grad.require_compatible(OP, input)?;
         grad.require_same_dims(OP, input)?;
+        on_cuda!(grad => super::cuda::relu_backward(grad, input));
+        grad.require_cpu(OP)?;
         with_float_dtype!(grad.dtype(), OP, T => {
             let (g, x) = (grad.values::<T>()?, input.values::<T>()?);
             let out = build(g.len(), 1, PAR_MIN_LEN, |start, dst| {
@@ -47,22 +52,22 @@ impl Tensor {
 
     /// `e^x` (platform libm: identical run to run on one machine and toolchain).
     pub fn exp(&self) -> Result<Tensor> {
-        unary!(self, "exp", T => |x: T| x.exp())
+        unary!(self, "exp", Exp(0.0, 0.0), T => |x: T| x.exp())
     }
 
     /// Natural logarithm (platform libm); `log(0) = -inf`, negative inputs give NaN.
     pub fn log(&self) -> Result<Tensor> {
-        unary!(self, "log", T => |x: T| x.ln())
+        unary!(self, "log", Log(0.0, 0.0), T => |x: T| x.ln())
     }
 
     /// Square root (correctly rounded IEEE-754).
     pub fn sqrt(&self) -> Result<Tensor> {
-        unary!(self, "sqrt", T => |x: T| x.sqrt())
+        unary!(self, "sqrt", Sqrt(0.0, 0.0), T => |x: T| x.sqrt())
     }
 
     /// `x^exponent` (platform libm), the exponent rounded to the dtype.
     pub fn powf(&self, exponent: f64) -> Result<Tensor> {
-        unary!(self, "powf", T => {
+        unary!(self, "powf", Pow(exponent, 0.0), T => {
             let e = T::from_f64(exponent);
             move |x: T| x.powf(e)
         })
@@ -70,13 +75,13 @@ impl Tensor {
 
     /// `-x` (flips the sign bit, so `-0.0` and NaN signs flip too).
     pub fn neg(&self) -> Result<Tensor> {
-        unary!(self, "neg", T => |x: T| -x)
+        unary!(self, "neg", Neg(0.0, 0.0), T => |x: T| -x)
     }
 
     /// `x * mul + add`: a multiply then an add, each rounded (never fused), with `mul`
     /// and `add` rounded to the dtype first.
     pub fn affine(&self, mul: f64, add: f64) -> Result<Tensor> {
-        unary!(self, "affine", T => {
+        unary!(self, "affine", Affine(mul, add), T => {
             let (m, a) = (T::from_f64(mul), T::from_f64(add));
             move |x: T| x * m + a
         })
@@ -84,7 +89,7 @@ impl Tensor {
 
     /// `x * s` (unlike `affine(s, 0.0)`, keeps `-0.0`).
     pub fn mul_scalar(&self, s: f64) -> Result<Tensor> {
-        unary!(self, "mul_scalar", T => {
+        unary!(self, "mul_scalar", MulScalar(s, 0.0), T => {
             let s = T::from_f64(s);
             move |x: T| x * s
         })
@@ -92,7 +97,7 @@ impl Tensor {
 
     /// `x + s`.
     pub fn add_scalar(&self, s: f64) -> Result<Tensor> {
-        unary!(self, "add_scalar", T => {
+        unary!(self, "add_scalar", AddScalar(s, 0.0), T => {
             let s = T::from_f64(s);
             move |x: T| x + s
         })

@@ -1,0 +1,197 @@
+//! Elementwise kernels: broadcasting arithmetic, maps of one tensor, `relu_backward`
+//! and the optimiser's `axpy`.
+
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+
+use super::layout::{kernel_shape, kernel_view};
+use super::{dense, dense_view, empty, kernel, launch_config, launch_failed, output_storage};
+use super::{storage_of, write_into};
+use crate::ops::binary::BinOp as BinaryOp;
+use crate::ops::Float;
+use crate::Element;
+use crate::{DType, Result, Tensor, TensorError};
+
+/// `DITTO_RELU` .. `DITTO_ADD_SCALAR` in `tensor_ops.cu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub(crate) enum UnaryOp {
+    Relu = 0,
+    Exp = 1,
+    Log = 2,
+    Sqrt = 3,
+    Pow = 4,
+    Neg = 5,
+    Affine = 6,
+    MulScalar = 7,
+    AddScalar = 8,
+}
+
+/// The kernel name suffix for a float dtype, or `UnsupportedDType` (as on the CPU).
+pub(crate) fn float_suffix(op: &'static str, dtype: DType) -> Result<&'static str> {
+    match dtype {
+        DType::F32 => Ok("f32"),
+        DType::F64 => Ok("f64"),
+        other => Err(TensorError::UnsupportedDType {
+            op,
+            dtype: other,
+            supported: "f32, f64",
+        }),
+    }
+}
+
+/// `lhs op rhs`, broadcasting; both are CUDA tensors of one float dtype on one device
+/// (the caller checked). Strided and broadcast operands are read in place.
+pub(crate) fn binary(name: &'static str, op: BinaryOp, lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    let suffix = float_suffix(name, lhs.dtype())?;
+    let out_dims = crate::ops::binary::broadcast_dims(name, lhs.dims(), rhs.dims())?;
+    let shape = kernel_shape(name, &out_dims)?;
+    let lhs_view = kernel_view(
+        name,
+        lhs.storage_offset(),
+        &crate::ops::binary::broadcast_strides(lhs, &out_dims),
+    )?;
+    let rhs_view = kernel_view(
+        name,
+        rhs.storage_offset(),
+        &crate::ops::binary::broadcast_strides(rhs, &out_dims),
+    )?;
+    let ((l, ordinal), (r, _)) = (storage_of(lhs)?, storage_of(rhs)?);
+    let mut out = empty(&out_dims, lhs.dtype(), ordinal)?;
+    let n = out.elem_count() as u64;
+    if n == 0 {
+        return Ok(out);
+    }
+    let kernel_name = format!("ditto_binary_{suffix}");
+    let func = kernel(ordinal, &kernel_name)?;
+    let cfg = launch_config(ordinal, n)?;
+    let stream = l.stream()?;
+    let code = op as i32;
+    let dst = output_storage(&mut out)?;
+    let mut args = stream.launch_builder(&func);
+    args.arg(&n)
+        .arg(&code)
+        .arg(&shape)
+        .arg(&lhs_view)
+        .arg(&rhs_view)
+        .arg(l.bytes())
+        .arg(r.bytes())
+        .arg(dst.bytes_mut());
+    // SAFETY: matches `ditto_binary_<T>(u64 n, int op, DittoShape, DittoView, DittoView,
+    // const T*, const T*, T*)`; both views (broadcast strides of valid views) stay inside
+    // their storages, and `dst` holds the `n` output elements.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    Ok(out)
+}
+
+/// `op` applied to every element of a CUDA float tensor; `a` and `b` are the op's
+/// scalars (unused ones 0), rounded to the tensor's dtype first as on the CPU.
+pub(crate) fn unary(name: &'static str, op: UnaryOp, t: &Tensor, a: f64, b: f64) -> Result<Tensor> {
+    match float_suffix(name, t.dtype())? {
+        "f32" => unary_typed::<f32>(name, op, t, f32::from_f64(a), f32::from_f64(b)),
+        _ => unary_typed::<f64>(name, op, t, a, b),
+    }
+}
+
+fn unary_typed<T: Float + DeviceRepr>(
+    name: &'static str,
+    op: UnaryOp,
+    t: &Tensor,
+    a: T,
+    b: T,
+) -> Result<Tensor> {
+    let suffix = float_suffix(name, t.dtype())?;
+    let x = dense(t)?;
+    let ordinal = storage_of(&x)?.1;
+    let mut out = empty(t.dims(), t.dtype(), ordinal)?;
+    let n = out.elem_count() as u64;
+    if n == 0 {
+        return Ok(out);
+    }
+    let kernel_name = format!("ditto_unary_{suffix}");
+    let func = kernel(ordinal, &kernel_name)?;
+    let cfg = launch_config(ordinal, n)?;
+    let input = dense_view(&x)?;
+    let code = op as i32;
+    let dst = output_storage(&mut out)?;
+    let stream = dst.stream()?;
+    let mut args = stream.launch_builder(&func);
+    args.arg(&n)
+        .arg(&code)
+        .arg(&a)
+        .arg(&b)
+        .arg(&input)
+        .arg(dst.bytes_mut());
+    // SAFETY: matches `ditto_unary_<T>(u64 n, int op, T a, T b, const T* x, T* out)` with
+    // T the tensor's dtype (the caller binds `T` from it); `input` and `dst` each hold `n`
+    // dense elements.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    Ok(out)
+}
+
+/// `grad` where `input > 0`, else 0 (same dims, dtype and device; checked by the caller).
+pub(crate) fn relu_backward(grad: &Tensor, input: &Tensor) -> Result<Tensor> {
+    const OP: &str = "relu_backward";
+    let suffix = float_suffix(OP, grad.dtype())?;
+    let (g, x) = (dense(grad)?, dense(input)?);
+    let ordinal = storage_of(&g)?.1;
+    let mut out = empty(grad.dims(), grad.dtype(), ordinal)?;
+    let n = out.elem_count() as u64;
+    if n == 0 {
+        return Ok(out);
+    }
+    let kernel_name = format!("ditto_relu_backward_{suffix}");
+    let func = kernel(ordinal, &kernel_name)?;
+    let cfg = launch_config(ordinal, n)?;
+    let (g_view, x_view) = (dense_view(&g)?, dense_view(&x)?);
+    let dst = output_storage(&mut out)?;
+    let stream = dst.stream()?;
+    let mut args = stream.launch_builder(&func);
+    args.arg(&n).arg(&g_view).arg(&x_view).arg(dst.bytes_mut());
+    // SAFETY: matches `ditto_relu_backward_<T>(u64 n, const T*, const T*, T*)`; all
+    // three hold `n` dense elements of the same dtype.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    Ok(out)
+}
+
+/// `s += alpha * x` in place (same dims, dtype and device; checked by the caller). A
+/// contiguous `s` is updated where it lies; a strided one gets the result written back
+/// into its view.
+pub(crate) fn axpy_(s: &mut Tensor, alpha: f64, x: &Tensor) -> Result<()> {
+    const OP: &str = "axpy_";
+    if !s.is_contiguous() {
+        let scaled = unary(OP, UnaryOp::MulScalar, x, alpha, 0.0)?;
+        let sum = binary(OP, BinaryOp::Add, s, &scaled)?;
+        return write_into(s, &sum);
+    }
+    match float_suffix(OP, s.dtype())? {
+        "f32" => axpy_dense::<f32>(s, f32::from_f64(alpha), x),
+        _ => axpy_dense::<f64>(s, alpha, x),
+    }
+}
+
+fn axpy_dense<T: Float + DeviceRepr>(s: &mut Tensor, alpha: T, x: &Tensor) -> Result<()> {
+    const OP: &str = "axpy_";
+    let suffix = float_suffix(OP, s.dtype())?;
+    let x = dense(x)?;
+    let n = s.elem_count() as u64;
+    if n == 0 {
+        return Ok(());
+    }
+    let ordinal = storage_of(s)?.1;
+    let kernel_name = format!("ditto_axpy_{suffix}");
+    let func = kernel(ordinal, &kernel_name)?;
+    let cfg = launch_config(ordinal, n)?;
+    let x_view = dense_view(&x)?;
+    let start = s.storage_offset() * s.dtype().size_in_bytes();
+    let target = output_storage(s)?;
+    let stream = target.stream()?;
+    let mut s_view = target.bytes_mut().slice_mut(start..);
+    let mut args = stream.launch_builder(&func);
+    args.arg(&n).arg(&alpha).arg(&x_view).arg(&mut s_view);
+    // SAFETY: matches `ditto_axpy_<T>(u64 n, T alpha, const T* x, T* s)`; `x_view` holds
+    // `n` dense elements and `s_view` starts at `s`'s first element with `n` dense
+    // elements after it (`s` is contiguous). `output_storage` made the storage unique, so
+    // `x` (which holds its own reference) cannot alias it.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    Ok(())
+}

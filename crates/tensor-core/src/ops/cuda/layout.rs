@@ -1,0 +1,141 @@
+//! Strided views on the device: gathering a view into a dense buffer (`contiguous`) and
+//! scattering a dense buffer into a view (the write half of every in-place op).
+//!
+//! The kernels address elements by their width only (1, 2, 4 or 8 bytes), so one kernel
+//! moves every dtype of that width; nothing is converted.
+
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+
+use super::{dense_view, empty, kernel, launch_config, launch_failed, output_storage, storage_of};
+use crate::{Result, Tensor, TensorError};
+
+/// The most dimensions a tensor may have for the CUDA kernels (`DITTO_MAX_RANK`).
+pub(crate) const MAX_RANK: usize = 8;
+
+/// `DittoShape` in `tensor_ops.cu`: the dims a kernel walks in row-major order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KernelShape {
+    rank: u64,
+    dims: [u64; MAX_RANK],
+}
+
+/// `DittoView` in `tensor_ops.cu`: where logical element `i` lives in a buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KernelView {
+    offset: u64,
+    strides: [u64; MAX_RANK],
+}
+
+// SAFETY: both are `repr(C)` structs of `u64`s with the exact field order and sizes of
+// `DittoShape` / `DittoView`, so the kernel reads the bytes it expects.
+unsafe impl DeviceRepr for KernelShape {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for KernelView {}
+
+/// Errors unless `dims` fits the kernels' fixed-size index arrays.
+fn check_rank(op: &'static str, dims: &[usize]) -> Result<()> {
+    if dims.len() > MAX_RANK {
+        return Err(TensorError::InvalidArgument {
+            op,
+            message: format!(
+                "CUDA kernels support tensors of up to {MAX_RANK} dimensions, got {} ({dims:?})",
+                dims.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The kernel form of `dims`.
+pub(crate) fn kernel_shape(op: &'static str, dims: &[usize]) -> Result<KernelShape> {
+    check_rank(op, dims)?;
+    let mut shape = KernelShape {
+        rank: dims.len() as u64,
+        dims: [1; MAX_RANK],
+    };
+    for (d, &size) in shape.dims.iter_mut().zip(dims) {
+        *d = size as u64;
+    }
+    Ok(shape)
+}
+
+/// The kernel form of a view with `strides` (0 for broadcast dims) from `offset`.
+pub(crate) fn kernel_view(op: &'static str, offset: usize, strides: &[usize]) -> Result<KernelView> {
+    check_rank(op, strides)?;
+    let mut view = KernelView {
+        offset: offset as u64,
+        strides: [0; MAX_RANK],
+    };
+    for (s, &stride) in view.strides.iter_mut().zip(strides) {
+        *s = stride as u64;
+    }
+    Ok(view)
+}
+
+/// The layout kernel for elements of `bytes` bytes.
+fn layout_kernel(direction: &str, bytes: usize) -> String {
+    format!("ditto_{direction}_{}", bytes * 8)
+}
+
+/// A dense row-major copy of a CUDA view, made on the device.
+pub(crate) fn contiguous(t: &Tensor) -> Result<Tensor> {
+    const OP: &str = "contiguous";
+    let (src, ordinal) = storage_of(t)?;
+    let shape = kernel_shape(OP, t.dims())?;
+    let view = kernel_view(OP, t.storage_offset(), t.strides())?;
+    let mut out = empty(t.dims(), t.dtype(), ordinal)?;
+    let n = t.elem_count() as u64;
+    if n == 0 {
+        return Ok(out);
+    }
+    let name = layout_kernel("gather", t.dtype().size_in_bytes());
+    let func = kernel(ordinal, &name)?;
+    let cfg = launch_config(ordinal, n)?;
+    let stream = src.stream()?;
+    let dst = output_storage(&mut out)?;
+    let mut args = stream.launch_builder(&func);
+    args.arg(&n)
+        .arg(&shape)
+        .arg(&view)
+        .arg(src.bytes())
+        .arg(dst.bytes_mut());
+    // SAFETY: matches `ditto_gather_<bits>(u64 n, DittoShape, DittoView, const T* src,
+    // T* dst)`; every position the view forms lies inside `src` (it is a valid view of
+    // that storage) and `dst` holds `n` elements of the same width.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
+    Ok(out)
+}
+
+/// Writes the elements of `src` (same dims, dtype and device) into `dst`'s view,
+/// leaving the rest of `dst`'s storage alone. `dst`'s storage is made unique first
+/// (copy-on-write), like every in-place op.
+pub(crate) fn write_into(dst: &mut Tensor, src: &Tensor) -> Result<()> {
+    const OP: &str = "copy_from_";
+    let src = super::dense(src)?;
+    let shape = kernel_shape(OP, dst.dims())?;
+    let view = kernel_view(OP, dst.storage_offset(), dst.strides())?;
+    let n = dst.elem_count() as u64;
+    if n == 0 {
+        return Ok(());
+    }
+    let ordinal = storage_of(dst)?.1;
+    let name = layout_kernel("scatter", dst.dtype().size_in_bytes());
+    let func = kernel(ordinal, &name)?;
+    let cfg = launch_config(ordinal, n)?;
+    let values = dense_view(&src)?;
+    let target = output_storage(dst)?;
+    let stream = target.stream()?;
+    let mut args = stream.launch_builder(&func);
+    args.arg(&n)
+        .arg(&shape)
+        .arg(&view)
+        .arg(&values)
+        .arg(target.bytes_mut());
+    // SAFETY: matches `ditto_scatter_<bits>(u64 n, DittoShape, DittoView, const T* src,
+    // T* dst)`; `values` holds the `n` dense elements of `src` and every position the
+    // view forms lies inside `dst`'s storage.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! `matmul` on CUDA through cuBLAS (`sgemm` / `dgemm`), one handle per device.
+//!
+//! # Reproducibility
+//! cuBLAS returns bit-identical results run to run on GPUs of the same architecture and
+//! SM count with the same cuBLAS version, when one stream is used (ditto issues all work
+//! on the device's default stream). It does not promise the same bits across GPU models
+//! or versions, so a training run resumed on a different GPU model may drift in the last
+//! bits. The handle is set to `CUBLAS_PEDANTIC_MATH`, so f32 products never use TF32.
+//!
+//! # Layout
+//! cuBLAS is column-major. A row-major product `C = A * B` is computed as
+//! `C^T = B^T * A^T`: the memory of a row-major `(r, c)` view, read column-major, is its
+//! transpose, so row-major operands are passed untransposed and column-major ones (such
+//! as [`Tensor::t`] views) with `CUBLAS_OP_T`. Other strided views are gathered first.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{CudaView, DeviceRepr};
+
+use super::{dense, empty, output_storage, storage_of};
+use crate::ops::Float;
+use crate::{DType, Result, Tensor, TensorError};
+
+/// How cuBLAS reads one operand: transposed or not, and its leading dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BlasOperand {
+    transpose: bool,
+    leading: usize,
+}
+
+/// The cuBLAS reading of a 2-D view `(rows, cols)` with strides `(s0, s1)`, or `None`
+/// when it is neither row- nor column-major (then it is gathered first). The stride of
+/// a dimension of size 1 never matters.
+fn blas_operand(dims: &[usize], strides: &[usize]) -> Option<BlasOperand> {
+    let (rows, cols, s0, s1) = (dims[0], dims[1], strides[0], strides[1]);
+    let row_major = cols <= 1 || s1 == 1;
+    if row_major {
+        let leading = if rows <= 1 { cols.max(1) } else { s0 };
+        if leading >= cols.max(1) {
+            return Some(BlasOperand {
+                transpose: false,
+                leading,
+            });
+        }
+    }
+    let column_major = rows <= 1 || s0 == 1;
+    if column_major {
+        let leading = if cols <= 1 { rows.max(1) } else { s1 };
+        if leading >= rows.max(1) {
+            return Some(BlasOperand {
+                transpose: true,
+                leading,
+            });
+        }
+    }
+    None
+}
+
+fn cublas_error(ordinal: usize, op: &'static str) -> impl FnOnce(String) -> TensorError {
+    move |message| TensorError::Cuda {
+        ordinal,
+        op,
+        message,
+    }
+}
+
+/// The cuBLAS handle of device `ordinal`, created on first use. Errors (never panics)
+/// when libcublas cannot be loaded.
+fn handle(ordinal: usize) -> Result<Arc<CudaBlas>> {
+    static HANDLES: OnceLock<Mutex<HashMap<usize, Arc<CudaBlas>>>> = OnceLock::new();
+    let handles = HANDLES.get_or_init(|| Mutex::new(HashMap::new()));
+    // A panic while holding the lock cannot leave the map half-updated (one insert).
+    let mut map = handles.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(h) = map.get(&ordinal) {
+        return Ok(h.clone());
+    }
+    let stream = crate::cuda::default_stream(ordinal)?;
+    // SAFETY: only tries to open the library; no symbol is called.
+    if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+        return Err(TensorError::CudaUnavailable {
+            ordinal,
+            reason: "no cuBLAS library found (libcublas.so.13): matmul on CUDA needs it; \
+                     install nvidia-cublas for CUDA 13 and add it to LD_LIBRARY_PATH"
+                .into(),
+        });
+    }
+    let created = catch_unwind(AssertUnwindSafe(|| {
+        let blas = CudaBlas::new(stream).map_err(|e| format!("{e:?}"))?;
+        // SAFETY: a valid handle just created; the mode is a plain enum value.
+        unsafe {
+            cudarc::cublas::sys::cublasSetMathMode(
+                *blas.handle(),
+                cublasMath_t::CUBLAS_PEDANTIC_MATH,
+            )
+        }
+        .result()
+        .map_err(|e| format!("cublasSetMathMode: {e:?}"))?;
+        Ok::<_, String>(blas)
+    }))
+    .unwrap_or_else(|_| Err("libcublas is present but could not be used".into()))
+    .map_err(cublas_error(ordinal, "cublas handle"))?;
+    let created = Arc::new(created);
+    map.insert(ordinal, created.clone());
+    Ok(created)
+}
+
+/// An i32 for cuBLAS, or an error naming the dimension that is too large.
+fn blas_int(value: usize, what: &str) -> Result<i32> {
+    i32::try_from(value).map_err(|_| TensorError::InvalidArgument {
+        op: "matmul",
+        message: format!("{what} = {value} exceeds cuBLAS's 32-bit limit"),
+    })
+}
+
+/// The typed device view of a tensor's elements from its storage offset on.
+fn typed_view<T>(t: &Tensor) -> Result<CudaView<'_, T>> {
+    let (s, ordinal) = storage_of(t)?;
+    let size = std::mem::size_of::<T>();
+    let start = t.storage_offset() * size;
+    let bytes = s.bytes().slice(start..);
+    let len = bytes.len() / size;
+    // SAFETY: the storage holds elements of `T` (the caller matched T to the dtype), so
+    // reinterpreting whole elements from an element boundary is sound.
+    unsafe { bytes.transmute::<T>(len) }.ok_or_else(|| TensorError::Cuda {
+        ordinal,
+        op: "matmul",
+        message: "device buffer shorter than the tensor's view".into(),
+    })
+}
+
+/// `lhs (m x k) * rhs (k x n)` for CUDA tensors of one float dtype on one device, with
+/// shapes already checked by [`Tensor::matmul`].
+pub(crate) fn matmul(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    match lhs.dtype() {
+        DType::F32 => gemm::<f32>(lhs, rhs),
+        DType::F64 => gemm::<f64>(lhs, rhs),
+        other => Err(TensorError::UnsupportedDType {
+            op: "matmul",
+            dtype: other,
+            supported: "f32, f64",
+        }),
+    }
+}
+
+fn gemm<T: Float + DeviceRepr>(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor>
+where
+    CudaBlas: Gemm<T>,
+{
+    let (m, k, n) = (lhs.dims()[0], lhs.dims()[1], rhs.dims()[1]);
+    let ordinal = storage_of(lhs)?.1;
+    let mut out = empty(&[m, n], lhs.dtype(), ordinal)?;
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(out); // zeros: an empty sum
+    }
+    let readable = |t: &Tensor| -> Result<(Tensor, BlasOperand)> {
+        if let Some(op) = blas_operand(t.dims(), t.strides()) {
+            return Ok((t.clone(), op));
+        }
+        let d = dense(t)?;
+        let op = blas_operand(d.dims(), d.strides()).expect("a dense view is row-major");
+        Ok((d, op))
+    };
+    let ((a, a_op), (b, b_op)) = (readable(lhs)?, readable(rhs)?);
+    let operation = |o: BlasOperand| {
+        if o.transpose {
+            cublasOperation_t::CUBLAS_OP_T
+        } else {
+            cublasOperation_t::CUBLAS_OP_N
+        }
+    };
+    // C^T (n x m) = op(B memory) (n x k) * op(A memory) (k x m), column-major.
+    let cfg = GemmConfig {
+        transa: operation(b_op),
+        transb: operation(a_op),
+        m: blas_int(n, "n")?,
+        n: blas_int(m, "m")?,
+        k: blas_int(k, "k")?,
+        alpha: T::from_f64(1.0),
+        lda: blas_int(b_op.leading, "leading dimension of rhs")?,
+        ldb: blas_int(a_op.leading, "leading dimension of lhs")?,
+        beta: T::from_f64(0.0),
+        ldc: blas_int(n, "n")?,
+    };
+    let blas = handle(ordinal)?;
+    let (a_view, b_view) = (typed_view::<T>(&a)?, typed_view::<T>(&b)?);
+    let dst = output_storage(&mut out)?;
+    let len = m * n;
+    // SAFETY: `dst` was allocated for m * n elements of T.
+    let mut c_view = unsafe { dst.bytes_mut().transmute_mut::<T>(len) }.ok_or_else(|| {
+        TensorError::Cuda {
+            ordinal,
+            op: "matmul",
+            message: "output buffer too short".into(),
+        }
+    })?;
+    // SAFETY: the config describes views that lie inside their buffers: each operand's
+    // leading dimension and extent come from a valid row- or column-major view of its
+    // storage (see `blas_operand`), and C is a dense n x m column-major (m x n row-major)
+    // buffer. The handle's stream is the device's default stream, like the buffers'.
+    unsafe { blas.gemm(cfg, &b_view, &a_view, &mut c_view) }
+        .map_err(|e| cublas_error(ordinal, "cublas gemm")(format!("{e:?}")))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{blas_operand, BlasOperand};
+
+    #[test]
+    fn row_and_column_major_views_are_read_in_place() {
+        let row = |leading| {
+            Some(BlasOperand {
+                transpose: false,
+                leading,
+            })
+        };
+        let col = |leading| {
+            Some(BlasOperand {
+                transpose: true,
+                leading,
+            })
+        };
+        // A dense (3, 4) tensor, its transpose view (4, 3), and a column slice of it.
+        assert_eq!(blas_operand(&[3, 4], &[4, 1]), row(4));
+        assert_eq!(blas_operand(&[4, 3], &[1, 4]), col(4));
+        assert_eq!(blas_operand(&[3, 2], &[4, 1]), row(4));
+        // Size-1 dims: any stride; the leading dimension still covers a row / column.
+        assert_eq!(blas_operand(&[1, 5], &[0, 1]), row(5));
+        assert_eq!(blas_operand(&[5, 1], &[1, 0]), row(1));
+        // Neither layout (every other element): gathered first.
+        assert_eq!(blas_operand(&[3, 4], &[8, 2]), None);
+    }
+}

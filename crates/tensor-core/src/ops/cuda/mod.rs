@@ -1,0 +1,108 @@
+//! The training ops on CUDA tensors: `cuda/tensor_ops.cu` for elementwise ops,
+//! reductions and `log_softmax`, cuBLAS for `matmul`.
+//!
+//! Each public op in [`crate::ops`] checks its arguments' device first and comes here for
+//! CUDA tensors. The kernels give every output element to exactly one thread and sum in
+//! the order of the [`ops`](crate::ops) docs, so sums, means, elementwise arithmetic and
+//! `relu` are bit-identical to the CPU; `exp` / `log` / `pow` use CUDA's libdevice (the
+//! same on every GPU, not bit-equal to the CPU's libm). `matmul` follows cuBLAS, whose
+//! results are reproducible run to run on one GPU model but may differ between models.
+//!
+//! Operands may be any strided view: dense inputs are read where they lie, other views
+//! are first gathered into a dense buffer by the `ditto_gather_*` kernels. Work is
+//! queued on the device's default stream and ordered after all earlier ditto work.
+
+mod elementwise;
+mod layout;
+mod matmul;
+mod reduce;
+
+pub(crate) use elementwise::{axpy_, binary, relu_backward, unary, UnaryOp};
+pub(crate) use layout::{contiguous, write_into};
+pub(crate) use matmul::matmul;
+pub(crate) use reduce::{log_softmax, max_dim, sum_dim, SumKind};
+
+use cudarc::driver::{CudaFunction, CudaView, LaunchConfig};
+
+use crate::cuda::{module_cache, CudaStorage, TENSOR_OPS};
+use crate::{Device, Result, Storage, Tensor, TensorError};
+
+/// Threads per block; the grid-stride kernels compute the same values for any geometry.
+const THREADS: u32 = 256;
+/// Resident blocks per SM to aim for (2048 threads on compute capability 8.x / 9.x).
+const BLOCKS_PER_SM: u32 = 8;
+
+/// The kernel `name` on device `ordinal`, compiling the tensor ops on first use.
+pub(crate) fn kernel(ordinal: usize, name: &str) -> Result<CudaFunction> {
+    module_cache::function(ordinal, &TENSOR_OPS, name)
+}
+
+/// A launch for `items` independent work items: 256-thread blocks, enough to cover the
+/// work, at most a few per SM (grid-stride loops do the rest).
+pub(crate) fn launch_config(ordinal: usize, items: u64) -> Result<LaunchConfig> {
+    let cap = u64::from(crate::cuda::sm_count(ordinal)?) * u64::from(BLOCKS_PER_SM);
+    let blocks = items.div_ceil(u64::from(THREADS)).clamp(1, cap.max(1));
+    Ok(LaunchConfig {
+        grid_dim: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    })
+}
+
+/// Maps a failed kernel launch to a `Cuda` error naming the kernel.
+pub(crate) fn launch_failed(
+    ordinal: usize,
+    kernel: &str,
+) -> impl FnOnce(cudarc::driver::DriverError) -> TensorError + '_ {
+    move |e| TensorError::Cuda {
+        ordinal,
+        op: "tensor kernel launch",
+        message: format!("{kernel}: {e}"),
+    }
+}
+
+/// The CUDA storage and device ordinal behind a tensor on a GPU.
+pub(crate) fn storage_of(t: &Tensor) -> Result<(&CudaStorage, usize)> {
+    match t.storage() {
+        Storage::Cuda(s) => Ok((s, s.ordinal())),
+        Storage::Cpu(_) => Err(TensorError::DeviceMismatch {
+            op: "cuda op",
+            lhs: Device::Cuda(0),
+            rhs: Device::Cpu,
+        }),
+    }
+}
+
+/// The bytes of a dense (contiguous) tensor's elements, from its storage offset on.
+pub(crate) fn dense_view(t: &Tensor) -> Result<CudaView<'_, u8>> {
+    debug_assert!(t.is_contiguous());
+    let (s, _) = storage_of(t)?;
+    let start = t.storage_offset() * t.dtype().size_in_bytes();
+    Ok(s.bytes().slice(start..))
+}
+
+/// `t` itself when it is contiguous, else a dense copy made on the device.
+pub(crate) fn dense(t: &Tensor) -> Result<Tensor> {
+    if t.is_contiguous() {
+        Ok(t.clone())
+    } else {
+        contiguous(t)
+    }
+}
+
+/// A new zeroed contiguous tensor of `dims` on device `ordinal`.
+pub(crate) fn empty(dims: &[usize], dtype: crate::DType, ordinal: usize) -> Result<Tensor> {
+    crate::transfer::zeros_on(dims, dtype, ordinal)
+}
+
+/// The mutable CUDA storage of a fresh output made by [`empty`].
+pub(crate) fn output_storage(t: &mut Tensor) -> Result<&mut CudaStorage> {
+    match t.storage_mut()? {
+        Storage::Cuda(s) => Ok(s),
+        Storage::Cpu(_) => Err(TensorError::DeviceMismatch {
+            op: "cuda op output",
+            lhs: Device::Cuda(0),
+            rhs: Device::Cpu,
+        }),
+    }
+}

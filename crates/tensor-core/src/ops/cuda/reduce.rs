@@ -1,0 +1,153 @@
+//! Reductions along one dimension on the device: sums and means (in the CPU's blocked
+//! order, so bit-identical to it), maxima with their indices, and `log_softmax`.
+//!
+//! A tensor is seen as `(outer, size, inner)` around the reduced dimension; a lane is one
+//! `(outer, inner)` pair, and each lane belongs to one thread.
+
+use cudarc::driver::PushKernelArg;
+
+use super::elementwise::float_suffix;
+use super::{dense, dense_view, empty, kernel, launch_config, launch_failed, output_storage};
+use super::storage_of;
+use crate::cuda::CudaStorage;
+use crate::ops::reduce::reduced_dims;
+use crate::ops::REDUCE_BLOCK;
+use crate::{DType, Result, Tensor};
+
+/// Whether a sum is divided by the lane length afterwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SumKind {
+    Sum,
+    Mean,
+}
+
+/// `(outer, size, inner)` of `dims` around `dim` (`dim == None`: the whole tensor as
+/// one lane).
+fn lanes(dims: &[usize], dim: Option<usize>) -> (u64, u64, u64) {
+    let product = |d: &[usize]| d.iter().product::<usize>() as u64;
+    match dim {
+        Some(d) => (product(&dims[..d]), dims[d] as u64, product(&dims[d + 1..])),
+        None => (1, product(dims), 1),
+    }
+}
+
+/// Sum or mean along `dim` (`None`: of every element, as a rank-0 tensor). The caller
+/// checked that `dim` is in range.
+pub(crate) fn sum_dim(
+    name: &'static str,
+    kind: SumKind,
+    t: &Tensor,
+    dim: Option<usize>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    let suffix = float_suffix(name, t.dtype())?;
+    let x = dense(t)?;
+    let ordinal = storage_of(&x)?.1;
+    let (outer, size, inner) = lanes(t.dims(), dim);
+    let blocks = size.div_ceil(REDUCE_BLOCK as u64);
+    let out_dims = dim.map_or_else(Vec::new, |d| reduced_dims(t.dims(), d, keepdim));
+    let mut out = empty(&out_dims, t.dtype(), ordinal)?;
+    if outer * inner == 0 {
+        return Ok(out);
+    }
+    let partial_len = usize::try_from(outer * blocks * inner).unwrap_or(usize::MAX);
+    let mut partial = CudaStorage::alloc(ordinal, DType::F64, partial_len)?;
+    let stream = partial.stream()?;
+    if blocks > 0 {
+        let kernel_name = format!("ditto_block_sums_{suffix}");
+        let func = kernel(ordinal, &kernel_name)?;
+        let cfg = launch_config(ordinal, outer * blocks * inner)?;
+        let input = dense_view(&x)?;
+        let mut args = stream.launch_builder(&func);
+        args.arg(&outer)
+            .arg(&size)
+            .arg(&inner)
+            .arg(&blocks)
+            .arg(&input)
+            .arg(partial.bytes_mut());
+        // SAFETY: matches `ditto_block_sums_<T>(u64 outer, u64 size, u64 inner,
+        // u64 blocks, const T* x, double* partial)`; `input` holds outer*size*inner
+        // dense elements and `partial` outer*blocks*inner doubles.
+        unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    }
+    let kernel_name = format!("ditto_finish_sums_{suffix}");
+    let func = kernel(ordinal, &kernel_name)?;
+    let cfg = launch_config(ordinal, outer * inner)?;
+    let mean = i32::from(kind == SumKind::Mean);
+    let dst = output_storage(&mut out)?;
+    let mut args = stream.launch_builder(&func);
+    args.arg(&outer)
+        .arg(&size)
+        .arg(&inner)
+        .arg(&blocks)
+        .arg(&mean)
+        .arg(partial.bytes())
+        .arg(dst.bytes_mut());
+    // SAFETY: matches `ditto_finish_sums_<T>(u64 outer, u64 size, u64 inner, u64 blocks,
+    // int mean, const double* partial, T* out)`; `dst` holds outer*inner elements.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    Ok(out)
+}
+
+/// The maximum of each lane along `dim` and its index (first maximum; first NaN), as
+/// `(values, indices)`. The caller checked that the dimension is not empty.
+pub(crate) fn max_dim(name: &'static str, t: &Tensor, dim: usize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+    let suffix = float_suffix(name, t.dtype())?;
+    let x = dense(t)?;
+    let ordinal = storage_of(&x)?.1;
+    let (outer, size, inner) = lanes(t.dims(), Some(dim));
+    let out_dims = reduced_dims(t.dims(), dim, keepdim);
+    let mut values = empty(&out_dims, t.dtype(), ordinal)?;
+    let mut indices = empty(&out_dims, DType::I64, ordinal)?;
+    if outer * inner == 0 {
+        return Ok((values, indices));
+    }
+    let kernel_name = format!("ditto_max_dim_{suffix}");
+    let func = kernel(ordinal, &kernel_name)?;
+    let cfg = launch_config(ordinal, outer * inner)?;
+    let input = dense_view(&x)?;
+    let stream = storage_of(&x)?.0.stream()?;
+    let value_dst = output_storage(&mut values)?;
+    let index_dst = output_storage(&mut indices)?;
+    let mut args = stream.launch_builder(&func);
+    args.arg(&outer)
+        .arg(&size)
+        .arg(&inner)
+        .arg(&input)
+        .arg(value_dst.bytes_mut())
+        .arg(index_dst.bytes_mut());
+    // SAFETY: matches `ditto_max_dim_<T>(u64 outer, u64 size, u64 inner, const T* x,
+    // T* values, i64* indices)`; size >= 1 (checked by the caller), `input` holds
+    // outer*size*inner dense elements, both outputs outer*inner.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    Ok((values, indices))
+}
+
+/// `log_softmax` along `dim`, in the steps documented on [`Tensor::log_softmax`].
+pub(crate) fn log_softmax(t: &Tensor, dim: usize) -> Result<Tensor> {
+    const OP: &str = "log_softmax";
+    let suffix = float_suffix(OP, t.dtype())?;
+    let x = dense(t)?;
+    let ordinal = storage_of(&x)?.1;
+    let (outer, size, inner) = lanes(t.dims(), Some(dim));
+    let mut out = empty(t.dims(), t.dtype(), ordinal)?;
+    if outer * size * inner == 0 {
+        return Ok(out);
+    }
+    let kernel_name = format!("ditto_log_softmax_{suffix}");
+    let func = kernel(ordinal, &kernel_name)?;
+    let cfg = launch_config(ordinal, outer * inner)?;
+    let input = dense_view(&x)?;
+    let dst = output_storage(&mut out)?;
+    let stream = dst.stream()?;
+    let mut args = stream.launch_builder(&func);
+    args.arg(&outer)
+        .arg(&size)
+        .arg(&inner)
+        .arg(&input)
+        .arg(dst.bytes_mut());
+    // SAFETY: matches `ditto_log_softmax_<T>(u64 outer, u64 size, u64 inner, const T* x,
+    // T* out)`; size >= 1 here and both buffers hold outer*size*inner dense elements.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    Ok(out)
+}

@@ -1,0 +1,42 @@
+//! Compiles tensor-core's CUDA kernels (`cuda/tensor_ops.cu`) with the real NVRTC for
+//! sm_80 and sm_90, with the options every ditto kernel uses (`--fmad=false`), and
+//! checks that every kernel the Rust side launches is there.
+//!
+//! Needs libnvrtc (scripts/install_cuda_wheels.sh, then export the LD_LIBRARY_PATH it
+//! prints). Without it the test prints why and passes, except under `CI=true`, where a
+//! missing NVRTC is a failure (DESIGN.md §3).
+#![cfg(feature = "cuda")]
+
+use tensor_core::cuda::{nvrtc, TENSOR_OPS, TENSOR_OPS_KERNELS};
+
+#[test]
+fn tensor_ops_compile_for_sm80_and_sm90() {
+    if let Err(e) = nvrtc::ensure_available() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true requires NVRTC: {e}");
+        }
+        println!("skipping: {e}");
+        return;
+    }
+    let source = (TENSOR_OPS.text)();
+    for arch in ["sm_80", "sm_90"] {
+        let ptx = nvrtc::compile(&source, TENSOR_OPS.file_name, arch)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_src();
+        for name in TENSOR_OPS_KERNELS {
+            assert!(
+                ptx.contains(&format!(".entry {name}(")),
+                "{arch}: no kernel {name}"
+            );
+        }
+        let entries = ptx.matches(".entry ").count();
+        assert_eq!(entries, TENSOR_OPS_KERNELS.len(), "{arch}: unlisted kernels");
+        // The kernels' own arithmetic is unfused (`--fmad=false`): adds and multiplies
+        // are explicitly rounded instructions. (libdevice's exp / log / pow use fma
+        // internally by design; that is deterministic too.)
+        for required in ["add.rn.f64", "add.rn.f32", "mul.rn.f32", "div.rn.f32"] {
+            assert!(ptx.contains(required), "{arch}: PTX lacks {required}");
+        }
+        println!("{arch}: {entries} kernels, {} bytes of PTX", ptx.len());
+    }
+}
