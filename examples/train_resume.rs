@@ -74,7 +74,8 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
     // 1. Start fresh from the seed, or pick up a checkpoint. A resume takes every
     //    setting from the checkpoint; flags may only repeat them (or change the worker
-    //    count and device, which never change the numbers).
+    //    count, which never changes a number, or the device, which keeps the random
+    //    streams but rounds matmul and exp differently: see TrainConfig).
     let mut trainer = match &args.resume {
         None => {
             let config = TrainConfig {

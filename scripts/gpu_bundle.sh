@@ -33,13 +33,17 @@ for line in sys.stdin:
 echo "building GPU test binaries (release)..." >&2
 tests=$(cargo test --release --no-run --message-format=json \
           -p ditto --test gpu_random \
-          -p kernels --test nvrtc_compile | executables)
+          -p kernels --test nvrtc_compile \
+          -p tensor-core --test cuda --test cuda_ops --test nvrtc_tensor_ops \
+          -p nn-mini --test train_resume_cuda | executables)
+echo "building the training demo (release)..." >&2
+examples=$(cargo build --release --message-format=json -p ditto --example train_resume | executables)
 echo "building the GPU bench (release)..." >&2
 benches=$(cargo bench --no-run --message-format=json -p ditto --bench gpu_bench | executables)
 
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
-for exe in $tests $benches; do
+for exe in $tests $benches $examples; do
   # Strip cargo's hash suffix: gpu_random-0123abcd -> gpu_random.
   name="$(basename "$exe" | sed 's/-[0-9a-f]\{16\}$//')"
   cp "$exe" "$BUNDLE/bin/$name"
@@ -87,11 +91,41 @@ status=0
 for t in "$HERE"/bin/*; do
   name="$(basename "$t")"
   [ "$name" = gpu_bench ] && continue
+  [ "$name" = train_resume ] && continue
   if "$t" --test-threads=1 > "$HERE/logs/$name.log" 2>&1; then result=pass; else result=FAIL; status=1; fi
   summary="$(grep -E '^test result:' "$HERE/logs/$name.log" | tail -1)"
   echo "| $name | $result | ${summary:-see logs/$name.log} |" >> "$HERE/results.md"
   echo "$name: $result ($summary)"
 done
+
+# Issue 4's acceptance on the GPU: straight run, save at 120, resume, compare; then a
+# truncated and a bit-flipped checkpoint must fail with a message and no panic.
+{
+  echo
+  echo "## Training demo on cuda:0 (seed 7, 200 steps, save at 120)"
+  echo
+  echo '```'
+} >> "$HERE/results.md"
+demo() { "$HERE/bin/train_resume" "$@" --device cuda:0; }
+W="$HERE/logs/demo"; mkdir -p "$W"
+(
+  cd "$W" || exit 1
+  demo --seed 7 --steps 200 --out a.csv > straight.log 2>&1 || echo "straight run failed"
+  demo --seed 7 --steps 200 --save-at 120 --checkpoint ck.safetensors --out b.csv > save.log 2>&1 || echo "save run failed"
+  demo --resume ck.safetensors --steps 200 --out c.csv --compare a.csv > resume.log 2>&1 || echo "resume run failed"
+  grep -E "identical|error" resume.log | tail -2
+  if cmp -s <(sed -n '122,201p' a.csv) <(sed -n '2,81p' c.csv); then echo "rows 121..200 of a.csv and c.csv: byte-identical"; else echo "rows 121..200 of a.csv and c.csv: DIFFER"; fi
+  demo --seed 7 --steps 200 --workers 3 --out a3.csv > workers.log 2>&1 || echo "workers run failed"
+  if cmp -s a.csv a3.csv; then echo "--workers 3: identical to --workers 0"; else echo "--workers 3: DIFFERS"; fi
+  head -c 5000 ck.safetensors > truncated.safetensors
+  demo --resume truncated.safetensors --steps 200 > truncated.log 2>&1; echo "truncated checkpoint: exit $? ($(grep -m1 -o 'truncated[^.]*' truncated.log))"
+  cp ck.safetensors flipped.safetensors
+  python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-100]^=1; open(p,"wb").write(b)' flipped.safetensors
+  demo --resume flipped.safetensors --steps 200 > flipped.log 2>&1; echo "bit-flipped checkpoint: exit $? ($(grep -m1 -o 'corrupted[^.]*' flipped.log))"
+  grep -c panicked ./*.log | grep -v ':0' || echo "no panics"
+) >> "$HERE/results.md" 2>&1
+grep -q "identical: yes" "$W/resume.log" || status=1
+echo '```' >> "$HERE/results.md"
 
 echo >> "$HERE/results.md"
 echo "## Throughput" >> "$HERE/results.md"

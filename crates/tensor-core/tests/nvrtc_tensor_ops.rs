@@ -30,7 +30,11 @@ fn tensor_ops_compile_for_sm80_and_sm90() {
             );
         }
         let entries = ptx.matches(".entry ").count();
-        assert_eq!(entries, TENSOR_OPS_KERNELS.len(), "{arch}: unlisted kernels");
+        assert_eq!(
+            entries,
+            TENSOR_OPS_KERNELS.len(),
+            "{arch}: unlisted kernels"
+        );
         // The kernels' own arithmetic is unfused (`--fmad=false`): adds and multiplies
         // are explicitly rounded instructions. (libdevice's exp / log / pow use fma
         // internally by design; that is deterministic too.)

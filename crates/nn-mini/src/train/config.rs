@@ -7,7 +7,11 @@ use crate::{NnError, Result};
 
 /// The run's hyperparameters. Stored in every checkpoint (as JSON metadata) so a resume
 /// rebuilds exactly the same model, optimiser and loader; only `num_workers` and
-/// `device` may differ on resume, because neither changes the numbers.
+/// `device` may differ on resume. The worker count never changes a number. The device
+/// keeps every random stream (CPU and CUDA draw the same bits), but the CPU and a GPU
+/// round `matmul` (gemm vs cuBLAS) and `exp` / `log` (libm vs libdevice) differently, so
+/// a run resumed on another device continues with losses that differ in the last bits;
+/// resumed on the same device (the same GPU model for CUDA) it is bit-identical.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrainConfig {
     /// The run seed: every random number of the run derives from it (see

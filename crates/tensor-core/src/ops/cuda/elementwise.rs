@@ -41,7 +41,12 @@ pub(crate) fn float_suffix(op: &'static str, dtype: DType) -> Result<&'static st
 
 /// `lhs op rhs`, broadcasting; both are CUDA tensors of one float dtype on one device
 /// (the caller checked). Strided and broadcast operands are read in place.
-pub(crate) fn binary(name: &'static str, op: BinaryOp, lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+pub(crate) fn binary(
+    name: &'static str,
+    op: BinaryOp,
+    lhs: &Tensor,
+    rhs: &Tensor,
+) -> Result<Tensor> {
     let suffix = float_suffix(name, lhs.dtype())?;
     let out_dims = crate::ops::binary::broadcast_dims(name, lhs.dims(), rhs.dims())?;
     let shape = kernel_shape(name, &out_dims)?;

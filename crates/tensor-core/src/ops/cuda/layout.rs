@@ -62,7 +62,11 @@ pub(crate) fn kernel_shape(op: &'static str, dims: &[usize]) -> Result<KernelSha
 }
 
 /// The kernel form of a view with `strides` (0 for broadcast dims) from `offset`.
-pub(crate) fn kernel_view(op: &'static str, offset: usize, strides: &[usize]) -> Result<KernelView> {
+pub(crate) fn kernel_view(
+    op: &'static str,
+    offset: usize,
+    strides: &[usize],
+) -> Result<KernelView> {
     check_rank(op, strides)?;
     let mut view = KernelView {
         offset: offset as u64,

@@ -190,13 +190,12 @@ where
     let dst = output_storage(&mut out)?;
     let len = m * n;
     // SAFETY: `dst` was allocated for m * n elements of T.
-    let mut c_view = unsafe { dst.bytes_mut().transmute_mut::<T>(len) }.ok_or_else(|| {
-        TensorError::Cuda {
+    let mut c_view =
+        unsafe { dst.bytes_mut().transmute_mut::<T>(len) }.ok_or_else(|| TensorError::Cuda {
             ordinal,
             op: "matmul",
             message: "output buffer too short".into(),
-        }
-    })?;
+        })?;
     // SAFETY: the config describes views that lie inside their buffers: each operand's
     // leading dimension and extent come from a valid row- or column-major view of its
     // storage (see `blas_operand`), and C is a dense n x m column-major (m x n row-major)

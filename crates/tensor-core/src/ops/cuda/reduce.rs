@@ -7,8 +7,8 @@
 use cudarc::driver::PushKernelArg;
 
 use super::elementwise::float_suffix;
-use super::{dense, dense_view, empty, kernel, launch_config, launch_failed, output_storage};
 use super::storage_of;
+use super::{dense, dense_view, empty, kernel, launch_config, launch_failed, output_storage};
 use crate::cuda::CudaStorage;
 use crate::ops::reduce::reduced_dims;
 use crate::ops::REDUCE_BLOCK;
@@ -91,7 +91,12 @@ pub(crate) fn sum_dim(
 
 /// The maximum of each lane along `dim` and its index (first maximum; first NaN), as
 /// `(values, indices)`. The caller checked that the dimension is not empty.
-pub(crate) fn max_dim(name: &'static str, t: &Tensor, dim: usize, keepdim: bool) -> Result<(Tensor, Tensor)> {
+pub(crate) fn max_dim(
+    name: &'static str,
+    t: &Tensor,
+    dim: usize,
+    keepdim: bool,
+) -> Result<(Tensor, Tensor)> {
     let suffix = float_suffix(name, t.dtype())?;
     let x = dense(t)?;
     let ordinal = storage_of(&x)?.1;
