@@ -1,9 +1,7 @@
-//! The CUDA sources, embedded in the binary, and the one translation unit NVRTC compiles.
-//!
-//! The `.cuh` headers are compiled twice (by NVRTC here, by the host compiler for the
-//! parity tests), so they stay separate files; NVRTC gets them inlined into `random.cu`
-//! in place of their `#include "..."` lines. Embedding with `include_str!` means a
-//! built binary (a test, a bench) needs no source tree on the GPU machine.
+//! The random kernels' CUDA sources, embedded in the binary, and the one translation
+//! unit NVRTC compiles from them (headers inlined by tensor-core's
+//! [`inline_includes`](tensor_core::cuda_source::inline_includes), so a built binary
+//! needs no source tree on the GPU machine).
 
 /// The headers `random.cu` may include, by the name it includes them with.
 pub const HEADERS: [(&str, &str); 4] = [
@@ -45,45 +43,10 @@ pub const KERNEL_NAMES: [&str; 22] = [
     "ditto_dropout_backward_f64_kernel",
 ];
 
-/// `random.cu` with each `#include "name"` of a known header replaced by the header's
-/// text, recursively, each header at most once (they have include guards anyway).
-/// Other includes are left to NVRTC.
+/// `random.cu` with its headers inlined (see [`tensor_core::cuda_source`]).
 #[must_use]
 pub fn translation_unit() -> String {
-    let mut out = String::new();
-    let mut seen = Vec::new();
-    expand(RANDOM_CU, &mut seen, &mut out);
-    out
-}
-
-fn expand(text: &str, seen: &mut Vec<&'static str>, out: &mut String) {
-    for line in text.lines() {
-        match included_header(line) {
-            Some((name, body)) => {
-                if !seen.contains(&name) {
-                    seen.push(name);
-                    out.push_str(&format!("// ---- begin {name} ----\n"));
-                    expand(body, seen, out);
-                    out.push_str(&format!("// ---- end {name} ----\n"));
-                }
-            }
-            None => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-    }
-}
-
-/// The embedded header a line includes, if it is `#include "<known header>"`.
-fn included_header(line: &str) -> Option<(&'static str, &'static str)> {
-    let rest = line.trim_start().strip_prefix('#')?.trim_start();
-    let name = rest
-        .strip_prefix("include")?
-        .trim()
-        .strip_prefix('"')?
-        .strip_suffix('"')?;
-    HEADERS.iter().find(|(n, _)| *n == name).copied()
+    tensor_core::cuda_source::inline_includes(RANDOM_CU, &HEADERS)
 }
 
 #[cfg(test)]

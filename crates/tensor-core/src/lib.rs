@@ -24,6 +24,7 @@ mod macros;
 mod access;
 mod convert;
 mod creation;
+pub mod cuda_source;
 pub mod determinism;
 mod device;
 mod dtype;
@@ -39,6 +40,9 @@ mod transfer;
 mod view;
 
 pub mod ops;
+
+#[cfg(feature = "host-parity")]
+pub mod host_parity;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

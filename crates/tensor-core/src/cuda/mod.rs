@@ -19,16 +19,12 @@ pub use storage::CudaStorage;
 
 use crate::TensorError;
 
-/// The tensor ops' translation unit (`cuda/tensor_ops.cu`, embedded so a built binary
-/// needs no source tree). It needs no header: plain C++ with built-in types.
+/// The tensor ops' translation unit: `cuda/tensor_ops.cu` with `tensor_ops.cuh` inlined
+/// (see [`crate::cuda_source`]).
 pub static TENSOR_OPS: CudaSource = CudaSource {
     file_name: "ditto_tensor_ops.cu",
-    text: tensor_ops_source,
+    text: crate::cuda_source::tensor_ops_translation_unit,
 };
-
-fn tensor_ops_source() -> String {
-    include_str!("../../cuda/tensor_ops.cu").to_string()
-}
 
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
 pub const TENSOR_OPS_KERNELS: [&str; 24] = [

@@ -27,15 +27,16 @@
 //! Scalar arguments are `f64` and are converted to the tensor's dtype (rounded to
 //! nearest) before use, so `x * s` in f32 means `x * (s as f32)`.
 
-mod binary;
+pub(crate) mod binary;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod float;
 mod inplace;
+pub(crate) mod kernel_layout;
 mod matmul;
-mod reduce;
+pub(crate) mod reduce;
 mod softmax;
-mod unary;
+pub(crate) mod unary;
 
 #[cfg(test)]
 mod fast_path_tests;

@@ -7,6 +7,23 @@
 use super::{build, par_map, Float, PAR_MIN_LEN};
 use crate::{Element, Result, Tensor};
 
+/// The maps of one tensor, numbered as `DITTO_RELU` .. `DITTO_ADD_SCALAR` in
+/// `cuda/tensor_ops.cuh` (the CUDA path and the host parity shim pass these codes).
+#[cfg_attr(not(any(feature = "cuda", feature = "host-parity")), allow(dead_code))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub(crate) enum UnaryOp {
+    Relu = 0,
+    Exp = 1,
+    Log = 2,
+    Sqrt = 3,
+    Pow = 4,
+    Neg = 5,
+    Affine = 6,
+    MulScalar = 7,
+    AddScalar = 8,
+}
+
 /// `f` applied to every element of a CPU float tensor, as a new contiguous tensor. A
 /// contiguous input is read in place; a strided one is gathered first.
 fn map<T: Float>(t: &Tensor, f: impl Fn(T) -> T + Sync) -> Result<Tensor> {

@@ -3,28 +3,14 @@
 
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
-use super::layout::{kernel_shape, kernel_view};
 use super::{dense, dense_view, empty, kernel, launch_config, launch_failed, output_storage};
 use super::{storage_of, write_into};
 use crate::ops::binary::BinOp as BinaryOp;
+use crate::ops::kernel_layout::binary_layout;
+use crate::ops::unary::UnaryOp;
 use crate::ops::Float;
 use crate::Element;
 use crate::{DType, Result, Tensor, TensorError};
-
-/// `DITTO_RELU` .. `DITTO_ADD_SCALAR` in `tensor_ops.cu`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(i32)]
-pub(crate) enum UnaryOp {
-    Relu = 0,
-    Exp = 1,
-    Log = 2,
-    Sqrt = 3,
-    Pow = 4,
-    Neg = 5,
-    Affine = 6,
-    MulScalar = 7,
-    AddScalar = 8,
-}
 
 /// The kernel name suffix for a float dtype, or `UnsupportedDType` (as on the CPU).
 pub(crate) fn float_suffix(op: &'static str, dtype: DType) -> Result<&'static str> {
@@ -48,18 +34,7 @@ pub(crate) fn binary(
     rhs: &Tensor,
 ) -> Result<Tensor> {
     let suffix = float_suffix(name, lhs.dtype())?;
-    let out_dims = crate::ops::binary::broadcast_dims(name, lhs.dims(), rhs.dims())?;
-    let shape = kernel_shape(name, &out_dims)?;
-    let lhs_view = kernel_view(
-        name,
-        lhs.storage_offset(),
-        &crate::ops::binary::broadcast_strides(lhs, &out_dims),
-    )?;
-    let rhs_view = kernel_view(
-        name,
-        rhs.storage_offset(),
-        &crate::ops::binary::broadcast_strides(rhs, &out_dims),
-    )?;
+    let (out_dims, shape, lhs_view, rhs_view) = binary_layout(name, lhs, rhs)?;
     let ((l, ordinal), (r, _)) = (storage_of(lhs)?, storage_of(rhs)?);
     let mut out = empty(&out_dims, lhs.dtype(), ordinal)?;
     let n = out.elem_count() as u64;

@@ -4,79 +4,12 @@
 //! The kernels address elements by their width only (1, 2, 4 or 8 bytes), so one kernel
 //! moves every dtype of that width; nothing is converted.
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::PushKernelArg;
+
+use crate::ops::kernel_layout::{kernel_shape, kernel_view};
 
 use super::{dense_view, empty, kernel, launch_config, launch_failed, output_storage, storage_of};
-use crate::{Result, Tensor, TensorError};
-
-/// The most dimensions a tensor may have for the CUDA kernels (`DITTO_MAX_RANK`).
-pub(crate) const MAX_RANK: usize = 8;
-
-/// `DittoShape` in `tensor_ops.cu`: the dims a kernel walks in row-major order.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct KernelShape {
-    rank: u64,
-    dims: [u64; MAX_RANK],
-}
-
-/// `DittoView` in `tensor_ops.cu`: where logical element `i` lives in a buffer.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct KernelView {
-    offset: u64,
-    strides: [u64; MAX_RANK],
-}
-
-// SAFETY: both are `repr(C)` structs of `u64`s with the exact field order and sizes of
-// `DittoShape` / `DittoView`, so the kernel reads the bytes it expects.
-unsafe impl DeviceRepr for KernelShape {}
-// SAFETY: as above.
-unsafe impl DeviceRepr for KernelView {}
-
-/// Errors unless `dims` fits the kernels' fixed-size index arrays.
-fn check_rank(op: &'static str, dims: &[usize]) -> Result<()> {
-    if dims.len() > MAX_RANK {
-        return Err(TensorError::InvalidArgument {
-            op,
-            message: format!(
-                "CUDA kernels support tensors of up to {MAX_RANK} dimensions, got {} ({dims:?})",
-                dims.len()
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// The kernel form of `dims`.
-pub(crate) fn kernel_shape(op: &'static str, dims: &[usize]) -> Result<KernelShape> {
-    check_rank(op, dims)?;
-    let mut shape = KernelShape {
-        rank: dims.len() as u64,
-        dims: [1; MAX_RANK],
-    };
-    for (d, &size) in shape.dims.iter_mut().zip(dims) {
-        *d = size as u64;
-    }
-    Ok(shape)
-}
-
-/// The kernel form of a view with `strides` (0 for broadcast dims) from `offset`.
-pub(crate) fn kernel_view(
-    op: &'static str,
-    offset: usize,
-    strides: &[usize],
-) -> Result<KernelView> {
-    check_rank(op, strides)?;
-    let mut view = KernelView {
-        offset: offset as u64,
-        strides: [0; MAX_RANK],
-    };
-    for (s, &stride) in view.strides.iter_mut().zip(strides) {
-        *s = stride as u64;
-    }
-    Ok(view)
-}
+use crate::{Result, Tensor};
 
 /// The layout kernel for elements of `bytes` bytes.
 fn layout_kernel(direction: &str, bytes: usize) -> String {

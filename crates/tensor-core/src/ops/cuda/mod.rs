@@ -17,7 +17,8 @@ mod layout;
 mod matmul;
 mod reduce;
 
-pub(crate) use elementwise::{axpy_, binary, relu_backward, unary, UnaryOp};
+pub(crate) use crate::ops::unary::UnaryOp;
+pub(crate) use elementwise::{axpy_, binary, relu_backward, unary};
 pub(crate) use layout::{contiguous, write_into};
 pub(crate) use matmul::matmul;
 pub(crate) use reduce::{log_softmax, max_dim, sum_dim, SumKind};

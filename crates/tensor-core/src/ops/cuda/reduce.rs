@@ -10,6 +10,7 @@ use super::elementwise::float_suffix;
 use super::storage_of;
 use super::{dense, dense_view, empty, kernel, launch_config, launch_failed, output_storage};
 use crate::cuda::CudaStorage;
+use crate::ops::kernel_layout::lanes;
 use crate::ops::reduce::reduced_dims;
 use crate::ops::REDUCE_BLOCK;
 use crate::{DType, Result, Tensor};
@@ -19,16 +20,6 @@ use crate::{DType, Result, Tensor};
 pub(crate) enum SumKind {
     Sum,
     Mean,
-}
-
-/// `(outer, size, inner)` of `dims` around `dim` (`dim == None`: the whole tensor as
-/// one lane).
-fn lanes(dims: &[usize], dim: Option<usize>) -> (u64, u64, u64) {
-    let product = |d: &[usize]| d.iter().product::<usize>() as u64;
-    match dim {
-        Some(d) => (product(&dims[..d]), dims[d] as u64, product(&dims[d + 1..])),
-        None => (1, product(dims), 1),
-    }
 }
 
 /// Sum or mean along `dim` (`None`: of every element, as a rank-0 tensor). The caller

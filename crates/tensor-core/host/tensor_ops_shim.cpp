@@ -1,0 +1,83 @@
+// tensor-core's kernel bodies (cuda/tensor_ops.cuh) compiled for the host, behind a C ABI
+// for the parity tests (tensor_core::host_parity). Each wrapper runs exactly the loop a
+// kernel runs, over every work item in order, calling the same __host__ __device__
+// function; so the tests check the GPU code itself against the CPU ops, without a GPU.
+//
+// Built by tensor-core's build.rs (feature `host-parity`) with -ffp-contract=off: every
+// float operation is a separate, correctly rounded SSE instruction, like the GPU's with
+// --fmad=false and like Rust's.
+#include <cfloat>
+#include <vector>
+
+#include "tensor_ops.cuh"
+
+static_assert(FLT_EVAL_METHOD == 0, "f32 arithmetic must happen in f32 (SSE), not x87");
+
+namespace {
+
+template <typename T>
+void binary(ditto_u64 n, int op, const DittoShape* shape, const DittoView* lhs_view,
+            const DittoView* rhs_view, const T* lhs, const T* rhs, T* out) {
+    for (ditto_u64 i = 0; i < n; ++i) ditto_binary_element<T>(i, op, *shape, *lhs_view, *rhs_view, lhs, rhs, out);
+}
+
+template <typename T>
+void unary(ditto_u64 n, int op, T a, T b, const T* x, T* out) {
+    for (ditto_u64 i = 0; i < n; ++i) out[i] = ditto_unary_op<T>(op, x[i], a, b);
+}
+
+// Both phases of a sum, with the partial buffer the Rust launcher allocates.
+template <typename T>
+void sum(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, int mean, const T* x, T* out) {
+    const ditto_u64 blocks = (size + DITTO_REDUCE_BLOCK - 1) / DITTO_REDUCE_BLOCK;
+    std::vector<double> partial(outer * blocks * inner);
+    for (ditto_u64 t = 0; t < outer * blocks * inner; ++t) ditto_block_sum<T>(t, size, inner, blocks, x, partial.data());
+    for (ditto_u64 t = 0; t < outer * inner; ++t) ditto_finish_sum<T>(t, size, inner, blocks, mean, partial.data(), out);
+}
+
+template <typename T>
+void max_dim(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, const T* x, T* values, ditto_i64* indices) {
+    for (ditto_u64 t = 0; t < outer * inner; ++t) ditto_max_lane<T>(t, size, inner, x, values, indices);
+}
+
+template <typename T>
+void log_softmax(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, const T* x, T* out) {
+    for (ditto_u64 t = 0; t < outer * inner; ++t) ditto_log_softmax_lane<T>(t, size, inner, x, out);
+}
+
+}  // namespace
+
+extern "C" {
+
+#define DITTO_HOST_OPS(SUFFIX, T)                                                                  \
+    void ditto_host_binary_##SUFFIX(ditto_u64 n, int op, const DittoShape* shape,                  \
+                                    const DittoView* lhs_view, const DittoView* rhs_view,          \
+                                    const T* lhs, const T* rhs, T* out) {                          \
+        binary<T>(n, op, shape, lhs_view, rhs_view, lhs, rhs, out);                                \
+    }                                                                                              \
+    void ditto_host_unary_##SUFFIX(ditto_u64 n, int op, T a, T b, const T* x, T* out) {            \
+        unary<T>(n, op, a, b, x, out);                                                             \
+    }                                                                                              \
+    void ditto_host_sum_##SUFFIX(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, int mean,       \
+                                 const T* x, T* out) {                                             \
+        sum<T>(outer, size, inner, mean, x, out);                                                  \
+    }                                                                                              \
+    void ditto_host_max_dim_##SUFFIX(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, const T* x, \
+                                     T* values, ditto_i64* indices) {                              \
+        max_dim<T>(outer, size, inner, x, values, indices);                                        \
+    }                                                                                              \
+    void ditto_host_log_softmax_##SUFFIX(ditto_u64 outer, ditto_u64 size, ditto_u64 inner,         \
+                                         const T* x, T* out) {                                     \
+        log_softmax<T>(outer, size, inner, x, out);                                                \
+    }
+
+DITTO_HOST_OPS(f32, float)
+DITTO_HOST_OPS(f64, double)
+
+// The gather kernel's body (by position only, so one width suffices to check it).
+void ditto_host_gather_32(ditto_u64 n, const DittoShape* shape, const DittoView* view,
+                          const unsigned int* src, unsigned int* dst) {
+    for (ditto_u64 i = 0; i < n; ++i) dst[i] = src[ditto_position(*shape, *view, i)];
+}
+
+}  // extern "C"

@@ -1,0 +1,92 @@
+//! Building the one translation unit NVRTC compiles from a `.cu` file and its headers.
+//!
+//! The `.cuh` headers are compiled twice (by NVRTC, and by the host C++ compiler for the
+//! parity tests), so they stay separate files; NVRTC gets them inlined in place of their
+//! `#include "..."` lines. Embedding the texts with `include_str!` means a built binary
+//! (a test, a bench) needs no source tree on the GPU machine. Used for tensor-core's own
+//! kernels and by the `kernels` crate. Always compiled (no CUDA needed), so tests of the
+//! expansion run everywhere.
+
+/// `text` with each `#include "name"` of a header in `headers` (pairs of the name it is
+/// included by and its text) replaced by the header's text, recursively, each header at
+/// most once (they have include guards anyway). Other includes are left for NVRTC.
+#[must_use]
+pub fn inline_includes(text: &str, headers: &[(&'static str, &'static str)]) -> String {
+    let mut out = String::new();
+    let mut seen = Vec::new();
+    expand(text, headers, &mut seen, &mut out);
+    out
+}
+
+fn expand(
+    text: &str,
+    headers: &[(&'static str, &'static str)],
+    seen: &mut Vec<&'static str>,
+    out: &mut String,
+) {
+    for line in text.lines() {
+        match included_header(line, headers) {
+            Some((name, body)) => {
+                if !seen.contains(&name) {
+                    seen.push(name);
+                    out.push_str(&format!("// ---- begin {name} ----\n"));
+                    expand(body, headers, seen, out);
+                    out.push_str(&format!("// ---- end {name} ----\n"));
+                }
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+}
+
+/// The known header a line includes, if it is `#include "<known header>"`.
+fn included_header(
+    line: &str,
+    headers: &[(&'static str, &'static str)],
+) -> Option<(&'static str, &'static str)> {
+    let rest = line.trim_start().strip_prefix('#')?.trim_start();
+    let name = rest
+        .strip_prefix("include")?
+        .trim()
+        .strip_prefix('"')?
+        .strip_suffix('"')?;
+    headers.iter().find(|(n, _)| *n == name).copied()
+}
+
+/// `tensor_ops.cuh`, the per-element bodies of tensor-core's kernels.
+pub const TENSOR_OPS_HEADER: &str = include_str!("../cuda/tensor_ops.cuh");
+/// `tensor_ops.cu`, the kernels themselves (before include expansion).
+pub const TENSOR_OPS_CU: &str = include_str!("../cuda/tensor_ops.cu");
+
+/// tensor-core's kernels as one translation unit.
+#[must_use]
+pub fn tensor_ops_translation_unit() -> String {
+    inline_includes(TENSOR_OPS_CU, &[("tensor_ops.cuh", TENSOR_OPS_HEADER)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_headers_are_inlined_once_and_unknown_includes_kept() {
+        let headers = [("a.cuh", "#include \"b.cuh\"\nint a;"), ("b.cuh", "int b;")];
+        let tu = inline_includes(
+            "#include \"a.cuh\"\n  #  include \"b.cuh\"\n#include <x.h>\nint main;",
+            &headers,
+        );
+        assert_eq!(tu.matches("int b;").count(), 1);
+        assert!(tu.contains("int a;") && tu.contains("#include <x.h>"));
+        assert!(!tu.contains("#include \"a.cuh\""));
+    }
+
+    #[test]
+    fn the_tensor_ops_unit_has_no_local_include_left() {
+        let tu = tensor_ops_translation_unit();
+        assert!(!tu.contains("#include \""));
+        assert_eq!(tu.matches("// ---- begin tensor_ops.cuh ----").count(), 1);
+    }
+}

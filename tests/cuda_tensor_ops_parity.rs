@@ -1,0 +1,309 @@
+//! tensor-core's CUDA kernel bodies (`crates/tensor-core/cuda/tensor_ops.cuh`), compiled
+//! for the host, against the CPU ops, bit for bit (DESIGN.md §3).
+//!
+//! The host shim runs each kernel's loop with the arguments the CUDA launchers build, so
+//! this checks the GPU code's indexing, broadcasting, order of sums and NaN handling on
+//! any machine. On the host `exp` / `log` are the C library's, which is what Rust's
+//! `f32::exp` calls too; on a GPU they are libdevice's (compared within a few ulp by the
+//! GPU tests in `crates/tensor-core/tests/cuda_ops.rs`).
+
+use ditto::tensor_core::host_parity;
+use ditto::tensor_core::{DType, Device, Tensor};
+
+/// Deterministic values in [-2, 2) with some exact zeros, ties and one NaN per 97.
+fn values(n: usize, salt: u64) -> Vec<f32> {
+    (0..n as u64)
+        .map(|i| {
+            let h = (i ^ salt)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .rotate_left(17);
+            match h % 97 {
+                0 => f32::NAN,
+                1..=7 => 0.0,
+                8..=12 => 1.5,
+                _ => (h >> 40) as f32 / (1u64 << 22) as f32 - 2.0,
+            }
+        })
+        .collect()
+}
+
+fn cpu(dims: &[usize], salt: u64) -> Tensor {
+    Tensor::from_vec(values(dims.iter().product(), salt), dims, Device::Cpu).unwrap()
+}
+
+fn bits(t: &Tensor) -> Vec<u64> {
+    match t.dtype() {
+        DType::F32 => t
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits().into())
+            .collect(),
+        DType::F64 => t
+            .to_vec::<f64>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect(),
+        DType::I64 => t
+            .to_vec::<i64>()
+            .unwrap()
+            .iter()
+            .map(|&v| v as u64)
+            .collect(),
+        other => panic!("no bits for {other:?}"),
+    }
+}
+
+fn same(what: &str, want: &Tensor, got: &Tensor) {
+    assert_eq!(want.dims(), got.dims(), "{what}: dims");
+    let (w, g) = (bits(want), bits(got));
+    let first = w.iter().zip(&g).position(|(a, b)| a != b);
+    assert!(
+        first.is_none(),
+        "{what}: first difference at element {first:?}"
+    );
+}
+
+#[test]
+fn binary_bodies_broadcast_and_read_views_like_the_cpu() {
+    let a = cpu(&[3, 4, 5], 1);
+    let operands = [
+        cpu(&[3, 4, 5], 2),
+        cpu(&[5], 3),
+        cpu(&[3, 1, 1], 4),
+        cpu(&[1, 4, 1], 5),
+        cpu(&[5, 4], 6).t().unwrap(),
+        cpu(&[3, 9, 5], 7).narrow(1, 2, 4).unwrap(),
+        cpu(&[1], 8),
+    ];
+    for op in ["add", "sub", "mul", "div"] {
+        for (i, rhs) in operands.iter().enumerate() {
+            let want = match op {
+                "add" => a.add(rhs),
+                "sub" => a.sub(rhs),
+                "mul" => a.mul(rhs),
+                _ => a.div(rhs),
+            }
+            .unwrap();
+            same(
+                &format!("{op} #{i}"),
+                &want,
+                &host_parity::binary(op, &a, rhs).unwrap(),
+            );
+            // And with the broadcast operand on the left.
+            let want = match op {
+                "add" => rhs.add(&a),
+                "sub" => rhs.sub(&a),
+                "mul" => rhs.mul(&a),
+                _ => rhs.div(&a),
+            }
+            .unwrap();
+            same(
+                &format!("{op} #{i} swapped"),
+                &want,
+                &host_parity::binary(op, rhs, &a).unwrap(),
+            );
+        }
+    }
+    let d = a.to_dtype(DType::F64).unwrap();
+    same(
+        "add f64",
+        &d.add(&d).unwrap(),
+        &host_parity::binary("add", &d, &d).unwrap(),
+    );
+    assert!(host_parity::binary("pow", &a, &a).is_err());
+}
+
+#[test]
+fn unary_bodies_match_the_cpu() {
+    let x = cpu(&[9, 31], 10);
+    let pos = x.mul(&x).unwrap().add_scalar(0.25).unwrap();
+    let cases: [(&str, Tensor, Tensor); 9] = [
+        (
+            "relu",
+            x.relu().unwrap(),
+            host_parity::unary("relu", &x, 0.0, 0.0).unwrap(),
+        ),
+        (
+            "neg",
+            x.neg().unwrap(),
+            host_parity::unary("neg", &x, 0.0, 0.0).unwrap(),
+        ),
+        (
+            "affine",
+            x.affine(0.3, -1.7).unwrap(),
+            host_parity::unary("affine", &x, 0.3, -1.7).unwrap(),
+        ),
+        (
+            "mul_scalar",
+            x.mul_scalar(-0.1).unwrap(),
+            host_parity::unary("mul_scalar", &x, -0.1, 0.0).unwrap(),
+        ),
+        (
+            "add_scalar",
+            x.add_scalar(2.5).unwrap(),
+            host_parity::unary("add_scalar", &x, 2.5, 0.0).unwrap(),
+        ),
+        (
+            "sqrt",
+            pos.sqrt().unwrap(),
+            host_parity::unary("sqrt", &pos, 0.0, 0.0).unwrap(),
+        ),
+        (
+            "exp",
+            x.exp().unwrap(),
+            host_parity::unary("exp", &x, 0.0, 0.0).unwrap(),
+        ),
+        (
+            "log",
+            pos.log().unwrap(),
+            host_parity::unary("log", &pos, 0.0, 0.0).unwrap(),
+        ),
+        (
+            "powf",
+            pos.powf(1.5).unwrap(),
+            host_parity::unary("powf", &pos, 1.5, 0.0).unwrap(),
+        ),
+    ];
+    for (name, want, got) in &cases {
+        same(name, want, got);
+    }
+    // A strided input is made dense first, as the launcher does.
+    let t = x.t().unwrap();
+    same(
+        "relu of t()",
+        &t.relu().unwrap(),
+        &host_parity::unary("relu", &t, 0.0, 0.0).unwrap(),
+    );
+}
+
+#[test]
+fn sum_bodies_follow_the_cpu_blocked_order() {
+    // 2500 along dim 1 is three REDUCE_BLOCKs; 3000 elements in one lane for sum_all.
+    let x = cpu(&[3, 2500, 5], 20).relu().unwrap(); // no NaN: sums must be finite
+    let x = x.mul(&x.add_scalar(1.0).unwrap()).unwrap();
+    for dim in 0..3 {
+        same(
+            &format!("sum dim {dim}"),
+            &x.sum_dim(dim, false).unwrap(),
+            &host_parity::sum_dim(&x, Some(dim), false).unwrap(),
+        );
+        same(
+            &format!("mean dim {dim}"),
+            &x.mean_dim(dim, false).unwrap(),
+            &host_parity::sum_dim(&x, Some(dim), true).unwrap(),
+        );
+    }
+    same(
+        "sum_all",
+        &x.sum_all().unwrap(),
+        &host_parity::sum_dim(&x, None, false).unwrap(),
+    );
+    same(
+        "mean_all",
+        &x.mean_all().unwrap(),
+        &host_parity::sum_dim(&x, None, true).unwrap(),
+    );
+    let v = x.narrow(1, 7, 2000).unwrap().transpose(0, 2).unwrap();
+    same(
+        "sum of a strided view",
+        &v.sum_dim(1, false).unwrap(),
+        &host_parity::sum_dim(&v, Some(1), false).unwrap(),
+    );
+    // f64 values with all 53 bits in use and magnitudes from 1e-6 to 1e6 of both signs,
+    // so additions round and cancel: any other order of the blocks (or within them)
+    // changes the result.
+    let wide: Vec<f64> = (0..3 * 2500 * 5u64)
+        .map(|i| {
+            let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i >> 3);
+            let unit = (h >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+            unit * 10f64.powi((i % 13) as i32 - 6)
+        })
+        .collect();
+    let d = Tensor::from_vec(wide, &[3, 2500, 5], Device::Cpu).unwrap();
+    for dim in 0..3 {
+        same(
+            &format!("sum f64 dim {dim}"),
+            &d.sum_dim(dim, false).unwrap(),
+            &host_parity::sum_dim(&d, Some(dim), false).unwrap(),
+        );
+    }
+    same(
+        "sum_all f64",
+        &d.sum_all().unwrap(),
+        &host_parity::sum_dim(&d, None, false).unwrap(),
+    );
+    same(
+        "sum f64",
+        &d.sum_dim(1, false).unwrap(),
+        &host_parity::sum_dim(&d, Some(1), false).unwrap(),
+    );
+    // An empty reduced dimension: sum 0, mean NaN, as on the CPU.
+    let e = Tensor::zeros(&[2, 0, 3], DType::F32, Device::Cpu).unwrap();
+    same(
+        "empty sum",
+        &e.sum_dim(1, false).unwrap(),
+        &host_parity::sum_dim(&e, Some(1), false).unwrap(),
+    );
+    same(
+        "empty mean",
+        &e.mean_dim(1, false).unwrap(),
+        &host_parity::sum_dim(&e, Some(1), true).unwrap(),
+    );
+}
+
+#[test]
+fn max_and_log_softmax_bodies_match_the_cpu_with_nans_and_ties() {
+    let x = cpu(&[4, 300, 3], 30); // holds NaNs, zeros and repeated 1.5s
+    for dim in 0..3 {
+        let (values, indices) = host_parity::max_dim(&x, dim).unwrap();
+        same(
+            &format!("max dim {dim}"),
+            &x.max_dim(dim, false).unwrap(),
+            &values,
+        );
+        same(
+            &format!("argmax dim {dim}"),
+            &x.argmax(dim).unwrap(),
+            &indices,
+        );
+    }
+    let logits = cpu(&[128, 10], 31).mul_scalar(4.0).unwrap();
+    for dim in [0, 1] {
+        same(
+            &format!("log_softmax dim {dim}"),
+            &logits.log_softmax(dim).unwrap(),
+            &host_parity::log_softmax(&logits, dim).unwrap(),
+        );
+    }
+    same(
+        "log_softmax with NaN lanes",
+        &x.log_softmax(1).unwrap(),
+        &host_parity::log_softmax(&x, 1).unwrap(),
+    );
+    let long = cpu(&[2, 2100], 32).relu().unwrap();
+    same(
+        "log_softmax over 3 blocks",
+        &long.log_softmax(1).unwrap(),
+        &host_parity::log_softmax(&long, 1).unwrap(),
+    );
+}
+
+#[test]
+fn the_gather_body_reads_views_in_row_major_order() {
+    let base = cpu(&[6, 7, 8], 40);
+    let views = [
+        base.narrow(2, 1, 5).unwrap(),
+        base.transpose(0, 2).unwrap(),
+        base.narrow(1, 2, 3).unwrap().transpose(1, 2).unwrap(),
+        base.narrow(0, 5, 1).unwrap(),
+    ];
+    for (i, v) in views.iter().enumerate() {
+        same(
+            &format!("gather #{i}"),
+            &v.contiguous().unwrap(),
+            &host_parity::gather(v).unwrap(),
+        );
+    }
+}
