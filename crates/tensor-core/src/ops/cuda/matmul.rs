@@ -60,6 +60,36 @@ fn blas_operand(dims: &[usize], strides: &[usize]) -> Option<BlasOperand> {
     None
 }
 
+/// The column-major GEMM cuBLAS runs for the row-major `C (m x n) = A (m x k) * B (k x n)`:
+/// `C^T (n x m) = op(B's memory) (n x k) * op(A's memory) (k x m)`, so cuBLAS's first
+/// operand is B's memory and its second A's, and C comes out row-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GemmPlan {
+    transa: bool,
+    transb: bool,
+    m: i32,
+    n: i32,
+    k: i32,
+    lda: i32,
+    ldb: i32,
+    ldc: i32,
+}
+
+impl GemmPlan {
+    fn new(m: usize, k: usize, n: usize, a: BlasOperand, b: BlasOperand) -> Result<Self> {
+        Ok(GemmPlan {
+            transa: b.transpose,
+            transb: a.transpose,
+            m: blas_int(n, "n")?,
+            n: blas_int(m, "m")?,
+            k: blas_int(k, "k")?,
+            lda: blas_int(b.leading, "leading dimension of rhs")?,
+            ldb: blas_int(a.leading, "leading dimension of lhs")?,
+            ldc: blas_int(n, "n")?,
+        })
+    }
+}
+
 fn cublas_error(ordinal: usize, op: &'static str) -> impl FnOnce(String) -> TensorError {
     move |message| TensorError::Cuda {
         ordinal,
@@ -165,25 +195,25 @@ where
         Ok((d, op))
     };
     let ((a, a_op), (b, b_op)) = (readable(lhs)?, readable(rhs)?);
-    let operation = |o: BlasOperand| {
-        if o.transpose {
+    let plan = GemmPlan::new(m, k, n, a_op, b_op)?;
+    let operation = |transpose: bool| {
+        if transpose {
             cublasOperation_t::CUBLAS_OP_T
         } else {
             cublasOperation_t::CUBLAS_OP_N
         }
     };
-    // C^T (n x m) = op(B memory) (n x k) * op(A memory) (k x m), column-major.
     let cfg = GemmConfig {
-        transa: operation(b_op),
-        transb: operation(a_op),
-        m: blas_int(n, "n")?,
-        n: blas_int(m, "m")?,
-        k: blas_int(k, "k")?,
+        transa: operation(plan.transa),
+        transb: operation(plan.transb),
+        m: plan.m,
+        n: plan.n,
+        k: plan.k,
         alpha: T::from_f64(1.0),
-        lda: blas_int(b_op.leading, "leading dimension of rhs")?,
-        ldb: blas_int(a_op.leading, "leading dimension of lhs")?,
+        lda: plan.lda,
+        ldb: plan.ldb,
         beta: T::from_f64(0.0),
-        ldc: blas_int(n, "n")?,
+        ldc: plan.ldc,
     };
     let blas = handle(ordinal)?;
     let (a_view, b_view) = (typed_view::<T>(&a)?, typed_view::<T>(&b)?);
@@ -207,7 +237,82 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::{blas_operand, BlasOperand};
+    use super::{blas_operand, BlasOperand, GemmPlan};
+    use crate::{Device, Tensor};
+
+    /// cuBLAS's `gemm` by its definition (column-major, `op` = transpose or not), on host
+    /// slices: C = op(A) * op(B) with alpha 1, beta 0. Sums in f64: only the indexing is
+    /// under test here.
+    fn column_major_gemm(plan: GemmPlan, a: &[f64], b: &[f64], c: &mut [f64]) {
+        let (m, n, k) = (plan.m as usize, plan.n as usize, plan.k as usize);
+        let (lda, ldb, ldc) = (plan.lda as usize, plan.ldb as usize, plan.ldc as usize);
+        let op_a = |i: usize, p: usize| {
+            if plan.transa {
+                a[p + i * lda]
+            } else {
+                a[i + p * lda]
+            }
+        };
+        let op_b = |p: usize, j: usize| {
+            if plan.transb {
+                b[j + p * ldb]
+            } else {
+                b[p + j * ldb]
+            }
+        };
+        for i in 0..m {
+            for j in 0..n {
+                c[i + j * ldc] = (0..k).map(|p| op_a(i, p) * op_b(p, j)).sum();
+            }
+        }
+    }
+
+    #[test]
+    fn the_plan_computes_row_major_products_for_every_view_layout() {
+        let grid = |r: usize, c: usize, salt: f64| {
+            let v: Vec<f64> = (0..r * c).map(|i| (i as f64 * 0.37 + salt).sin()).collect();
+            Tensor::from_vec(v, &[r, c], Device::Cpu).unwrap()
+        };
+        let (m, k, n) = (5, 4, 3);
+        // Each operand as a dense tensor, a transpose view, and a narrowed dense tensor.
+        let lhs = [
+            grid(m, k, 0.1),
+            grid(k, m, 0.2).t().unwrap(),
+            grid(m, k + 3, 0.3).narrow(1, 2, k).unwrap(),
+            grid(1, k, 0.4).narrow(0, 0, 1).unwrap(),
+        ];
+        let rhs = [
+            grid(k, n, 0.5),
+            grid(n, k, 0.6).t().unwrap(),
+            grid(k + 2, n, 0.7).narrow(0, 1, k).unwrap(),
+        ];
+        for a in &lhs {
+            for b in &rhs {
+                let (a_op, b_op) = (
+                    blas_operand(a.dims(), a.strides()).unwrap(),
+                    blas_operand(b.dims(), b.strides()).unwrap(),
+                );
+                let (rows, cols) = (a.dims()[0], b.dims()[1]);
+                let plan = GemmPlan::new(rows, k, cols, a_op, b_op).unwrap();
+                let storage = |t: &Tensor| {
+                    <f64 as crate::Element>::slice(t.cpu_storage().unwrap()).unwrap()
+                        [t.storage_offset()..]
+                        .to_vec()
+                };
+                let mut c = vec![f64::NAN; rows * cols];
+                column_major_gemm(plan, &storage(b), &storage(a), &mut c);
+                let want = a.matmul(b).unwrap().to_vec::<f64>().unwrap();
+                for (x, y) in c.iter().zip(&want) {
+                    assert!(
+                        (x - y).abs() < 1e-12,
+                        "{:?} x {:?}: {c:?} vs {want:?}",
+                        a.strides(),
+                        b.strides()
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn row_and_column_major_views_are_read_in_place() {
