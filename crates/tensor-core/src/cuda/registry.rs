@@ -18,6 +18,8 @@ use crate::{Result, TensorError};
 struct Entry {
     context: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// Streaming multiprocessors, read once: every kernel launch sizes its grid by it.
+    sm_count: u32,
 }
 
 /// Whether the driver library (`libcuda.so` / `nvcuda.dll`) can be loaded; probed once.
@@ -84,7 +86,17 @@ fn entry(ordinal: usize) -> Result<Entry> {
     let created = guarded(ordinal, || {
         let context = CudaContext::new(ordinal).map_err(driver_error(ordinal, "context"))?;
         let stream = context.default_stream();
-        Ok(Entry { context, stream })
+        let sm_count = context
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map(|n| u32::try_from(n).unwrap_or(1).max(1))
+            .map_err(driver_error(ordinal, "multiprocessor count"))?;
+        Ok(Entry {
+            context,
+            stream,
+            sm_count,
+        })
     })?;
     map.insert(ordinal, created.clone());
     Ok(created)
@@ -114,13 +126,5 @@ pub fn synchronize(ordinal: usize) -> Result<()> {
 
 /// Streaming multiprocessors on device `ordinal`, for sizing launch grids.
 pub fn sm_count(ordinal: usize) -> Result<u32> {
-    let context = context(ordinal)?;
-    guarded(ordinal, || {
-        context
-            .attribute(
-                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            )
-            .map(|n| u32::try_from(n).unwrap_or(1).max(1))
-            .map_err(driver_error(ordinal, "multiprocessor count"))
-    })
+    Ok(entry(ordinal)?.sm_count)
 }
