@@ -32,10 +32,9 @@ for line in sys.stdin:
 
 echo "building GPU test binaries (release)..." >&2
 tests=$(cargo test --release --no-run --message-format=json \
-          -p ditto --test gpu_random \
+          -p ditto --test gpu_random --test gpu_tensor_ops --test gpu_train_resume \
           -p kernels --test nvrtc_compile \
-          -p tensor-core --test cuda --test cuda_ops --test nvrtc_tensor_ops \
-          -p nn-mini --test train_resume_cuda | executables)
+          -p tensor-core --test cuda --test nvrtc_tensor_ops | executables)
 echo "building the training demo (release)..." >&2
 examples=$(cargo build --release --message-format=json -p ditto --example train_resume | executables)
 echo "building the GPU bench (release)..." >&2

@@ -7,62 +7,19 @@
 //! `f32::exp` calls too; on a GPU they are libdevice's (compared within a few ulp by the
 //! GPU tests in `crates/tensor-core/tests/cuda_ops.rs`).
 
+mod support;
+
 use ditto::tensor_core::host_parity;
 use ditto::tensor_core::{DType, Device, Tensor};
+use support::{assert_same, values};
 
-/// Deterministic values in [-2, 2) with some exact zeros, ties and one NaN per 97.
-fn values(n: usize, salt: u64) -> Vec<f32> {
-    (0..n as u64)
-        .map(|i| {
-            let h = (i ^ salt)
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                .rotate_left(17);
-            match h % 97 {
-                0 => f32::NAN,
-                1..=7 => 0.0,
-                8..=12 => 1.5,
-                _ => (h >> 40) as f32 / (1u64 << 22) as f32 - 2.0,
-            }
-        })
-        .collect()
-}
-
+/// Test data with NaNs, zeros and ties (host arithmetic keeps NaN payloads like Rust's).
 fn cpu(dims: &[usize], salt: u64) -> Tensor {
-    Tensor::from_vec(values(dims.iter().product(), salt), dims, Device::Cpu).unwrap()
-}
-
-fn bits(t: &Tensor) -> Vec<u64> {
-    match t.dtype() {
-        DType::F32 => t
-            .to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits().into())
-            .collect(),
-        DType::F64 => t
-            .to_vec::<f64>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect(),
-        DType::I64 => t
-            .to_vec::<i64>()
-            .unwrap()
-            .iter()
-            .map(|&v| v as u64)
-            .collect(),
-        other => panic!("no bits for {other:?}"),
-    }
+    Tensor::from_vec(values(dims.iter().product(), salt, true), dims, Device::Cpu).unwrap()
 }
 
 fn same(what: &str, want: &Tensor, got: &Tensor) {
-    assert_eq!(want.dims(), got.dims(), "{what}: dims");
-    let (w, g) = (bits(want), bits(got));
-    let first = w.iter().zip(&g).position(|(a, b)| a != b);
-    assert!(
-        first.is_none(),
-        "{what}: first difference at element {first:?}"
-    );
+    assert_same(what, got, want);
 }
 
 #[test]

@@ -8,10 +8,13 @@
 //! `skipping: <reason>` and passes, unless `REQUIRE_GPU=1`, which turns the skip into a
 //! failure (the GPU machines run them that way, see `scripts/gpu_bundle.sh`).
 
-use ditto::kernels::{self, launch, Grid, Launch};
+mod support;
+
+use ditto::kernels::{launch, Grid, Launch};
 use ditto::rng_gen::{self, Generator, Key, RngError};
 use ditto::tensor_core::cuda::{self, CudaStorage};
-use ditto::tensor_core::{bf16, f16, DType, Device, Storage, Tensor, TensorError};
+use ditto::tensor_core::{DType, Device, Storage, Tensor, TensorError};
+use support::{assert_same, gpu};
 
 const SIZES: [usize; 6] = [1, 3, 4, 5, 1000, (1 << 20) + 3];
 const GPU: Device = Device::Cuda(0);
@@ -40,102 +43,6 @@ const GRIDS: [Grid; 5] = [
         threads: 256,
     },
 ];
-
-/// Why no GPU test can run here, or `None` when one can.
-fn no_gpu_reason() -> Option<String> {
-    if !cuda::is_available() {
-        return Some(match cuda::context(0) {
-            Err(e) => e.to_string(),
-            Ok(_) => "no CUDA device".into(),
-        });
-    }
-    kernels::nvrtc::ensure_available()
-        .err()
-        .map(|e| e.to_string())
-}
-
-/// True when the test should run; prints why not otherwise (or fails under
-/// `REQUIRE_GPU=1`).
-fn gpu() -> bool {
-    match no_gpu_reason() {
-        None => true,
-        Some(reason) => {
-            if std::env::var("REQUIRE_GPU").as_deref() == Ok("1") {
-                panic!("REQUIRE_GPU=1 but no GPU test can run: {reason}");
-            }
-            println!("skipping: {reason}");
-            false
-        }
-    }
-}
-
-/// Every element's bits, whatever the dtype, for bitwise comparison.
-fn bits_of(t: &Tensor) -> Vec<u64> {
-    match t.dtype() {
-        DType::F32 => t
-            .to_vec::<f32>()
-            .unwrap()
-            .into_iter()
-            .map(|v| v.to_bits().into())
-            .collect(),
-        DType::F64 => t
-            .to_vec::<f64>()
-            .unwrap()
-            .into_iter()
-            .map(f64::to_bits)
-            .collect(),
-        DType::F16 => t
-            .to_vec::<f16>()
-            .unwrap()
-            .into_iter()
-            .map(|v| v.to_bits().into())
-            .collect(),
-        DType::BF16 => t
-            .to_vec::<bf16>()
-            .unwrap()
-            .into_iter()
-            .map(|v| v.to_bits().into())
-            .collect(),
-        DType::I64 => t
-            .to_vec::<i64>()
-            .unwrap()
-            .into_iter()
-            .map(|v| v as u64)
-            .collect(),
-        DType::U32 => t
-            .to_vec::<u32>()
-            .unwrap()
-            .into_iter()
-            .map(u64::from)
-            .collect(),
-        DType::U8 => t
-            .to_vec::<u8>()
-            .unwrap()
-            .into_iter()
-            .map(u64::from)
-            .collect(),
-        DType::Bool => t
-            .to_vec::<bool>()
-            .unwrap()
-            .into_iter()
-            .map(u64::from)
-            .collect(),
-    }
-}
-
-fn assert_same(what: &str, gpu: &Tensor, cpu: &Tensor) {
-    assert_eq!(gpu.dims(), cpu.dims(), "{what}: shape");
-    assert_eq!(gpu.dtype(), cpu.dtype(), "{what}: dtype");
-    let (g, c) = (bits_of(gpu), bits_of(cpu));
-    if let Some(i) = (0..g.len()).find(|&i| g[i] != c[i]) {
-        panic!(
-            "{what}: element {i} of {}: GPU bits {:#x}, CPU bits {:#x}",
-            g.len(),
-            g[i],
-            c[i]
-        );
-    }
-}
 
 /// One random op with its parameters, runnable on either device.
 #[derive(Clone, Copy, Debug)]

@@ -11,20 +11,9 @@ use tensor_core::{NvrtcError, TensorError};
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum KernelError {
-    /// The NVRTC library could not be loaded, so kernels cannot be compiled.
-    #[error(
-        "no NVRTC library found ({0}); install nvidia-cuda-nvrtc==13.0.88 \
-         (scripts/install_cuda_wheels.sh) and set LD_LIBRARY_PATH to its nvidia/cu13/lib"
-    )]
-    NvrtcUnavailable(String),
-    /// NVRTC rejected the kernel sources for `arch`; `log` is its compile log.
-    #[error("NVRTC failed to compile ditto's kernels for {arch}:\n{log}")]
-    Compile {
-        /// The `--gpu-architecture` value compiled for.
-        arch: String,
-        /// NVRTC's log (or the error when no log was produced).
-        log: String,
-    },
+    /// No NVRTC to compile with, or NVRTC rejected the sources (with its log).
+    #[error(transparent)]
+    Nvrtc(#[from] NvrtcError),
     /// Loading a module, finding a kernel or launching it failed.
     #[error("CUDA device {ordinal}: {kernel}: {message}")]
     Launch {
@@ -48,22 +37,8 @@ pub enum KernelError {
     Tensor(TensorError),
 }
 
-impl From<NvrtcError> for KernelError {
-    fn from(e: NvrtcError) -> Self {
-        match e {
-            NvrtcError::Unavailable(why) => KernelError::NvrtcUnavailable(why),
-            NvrtcError::Compile { arch, log, .. } => KernelError::Compile { arch, log },
-            // NvrtcError is non_exhaustive: keep any future variant's message.
-            other => KernelError::Compile {
-                arch: String::new(),
-                log: other.to_string(),
-            },
-        }
-    }
-}
-
-/// NVRTC failures keep their own variants even when they come through tensor-core's
-/// module cache, so callers can tell "no NVRTC" from "no GPU".
+/// NVRTC failures stay `Nvrtc` even when they come through tensor-core's module cache,
+/// so callers can tell "no NVRTC" from "no GPU".
 impl From<TensorError> for KernelError {
     fn from(e: TensorError) -> Self {
         match e {
@@ -88,11 +63,11 @@ impl KernelError {
             KernelError::InvalidArgument { op, message } => {
                 TensorError::InvalidArgument { op, message }
             }
-            e @ KernelError::NvrtcUnavailable(_) => TensorError::CudaUnavailable {
+            e @ KernelError::Nvrtc(NvrtcError::Unavailable(_)) => TensorError::CudaUnavailable {
                 ordinal,
                 reason: e.to_string(),
             },
-            e @ KernelError::Compile { .. } => TensorError::Cuda {
+            KernelError::Nvrtc(e) => TensorError::Cuda {
                 ordinal,
                 op: "kernel compile",
                 message: e.to_string(),

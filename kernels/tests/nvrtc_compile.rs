@@ -91,7 +91,13 @@ fn a_compile_error_carries_the_log() {
         return;
     }
     let err = nvrtc::compile("sm_1").unwrap_err();
-    assert!(matches!(err, kernels::KernelError::Compile { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            kernels::KernelError::Nvrtc(tensor_core::NvrtcError::Compile { .. })
+        ),
+        "{err}"
+    );
 }
 
 /// Runs `ptxas -v` on the PTX when `DITTO_PTXAS` is set, printing registers and spills.

@@ -46,7 +46,7 @@ pub fn ensure_available() -> Result<()> {
 }
 
 /// Runs a cudarc NVRTC call that could panic on a half-installed library (a missing
-/// symbol), turning the panic into `NvrtcUnavailable`.
+/// symbol), turning the panic into `NvrtcError::Unavailable`.
 fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     ensure_available()?;
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {

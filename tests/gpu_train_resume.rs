@@ -5,33 +5,14 @@
 //! A real test whenever a GPU (and NVRTC) is present; otherwise it prints why it
 //! skipped, and `REQUIRE_GPU=1` turns the skip into a failure.
 
-use nn_mini::train::{TrainConfig, Trainer};
-use nn_mini::Module;
-use tensor_core::{cuda, Device};
+mod support;
+
+use ditto::nn_mini::train::{TrainConfig, Trainer};
+use ditto::nn_mini::Module;
+use ditto::tensor_core::Device;
+use support::gpu;
 
 const STEPS: u64 = 12;
-
-fn gpu() -> bool {
-    let reason = if !cuda::is_available() {
-        Some(match cuda::context(0) {
-            Err(e) => e.to_string(),
-            Ok(_) => "no CUDA device".into(),
-        })
-    } else {
-        cuda::nvrtc::ensure_available().err().map(|e| e.to_string())
-    };
-    match reason {
-        None => true,
-        Some(reason) => {
-            assert!(
-                std::env::var("REQUIRE_GPU").as_deref() != Ok("1"),
-                "REQUIRE_GPU=1 but no GPU test can run: {reason}"
-            );
-            println!("skipping: {reason}");
-            false
-        }
-    }
-}
 
 fn config(device: Device) -> TrainConfig {
     TrainConfig {

@@ -7,89 +7,17 @@
 //!
 //! Real tests whenever a GPU (and NVRTC) is present; otherwise each prints why it
 //! skipped, and `REQUIRE_GPU=1` turns a skip into a failure.
-#![cfg(feature = "cuda")]
+mod support;
 
-use tensor_core::{cuda, DType, Device, Tensor, TensorError};
+use ditto::tensor_core::{DType, Device, Tensor, TensorError};
+use support::{assert_same, cpu_tensor, gpu};
 
 const GPU: Device = Device::Cuda(0);
 
-/// True when the test can run; prints why not otherwise (or fails under REQUIRE_GPU=1).
-fn gpu() -> bool {
-    let reason = if !cuda::is_available() {
-        Some(match cuda::context(0) {
-            Err(e) => e.to_string(),
-            Ok(_) => "no CUDA device".into(),
-        })
-    } else {
-        cuda::nvrtc::ensure_available().err().map(|e| e.to_string())
-    };
-    match reason {
-        None => true,
-        Some(reason) => {
-            assert!(
-                std::env::var("REQUIRE_GPU").as_deref() != Ok("1"),
-                "REQUIRE_GPU=1 but no GPU test can run: {reason}"
-            );
-            println!("skipping: {reason}");
-            false
-        }
-    }
-}
-
-/// Deterministic test values in [-2, 2) with a few exact zeros (no RNG crate needed).
-fn values(n: usize, salt: u64) -> Vec<f32> {
-    (0..n as u64)
-        .map(|i| {
-            let h = (i ^ salt)
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                .rotate_left(17);
-            if h.is_multiple_of(13) {
-                0.0
-            } else {
-                (h >> 40) as f32 / (1u64 << 22) as f32 - 2.0
-            }
-        })
-        .collect()
-}
-
-fn cpu_tensor(dims: &[usize], salt: u64) -> Tensor {
-    let n = dims.iter().product();
-    Tensor::from_vec(values(n, salt), dims, Device::Cpu).unwrap()
-}
-
-fn bits(t: &Tensor) -> Vec<u64> {
-    let host = t.to_device(Device::Cpu).unwrap();
-    match host.dtype() {
-        DType::F32 => host
-            .to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits().into())
-            .collect(),
-        DType::F64 => host
-            .to_vec::<f64>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect(),
-        DType::I64 => host
-            .to_vec::<i64>()
-            .unwrap()
-            .iter()
-            .map(|&v| v as u64)
-            .collect(),
-        other => panic!("no bits for {other:?}"),
-    }
-}
-
-/// `gpu` equals `cpu` bit for bit, with the same dims, and lives on the GPU.
+/// `gpu` lives on the GPU and equals `cpu` bit for bit.
 fn same(what: &str, cpu: &Tensor, gpu: &Tensor) {
     assert_eq!(gpu.device(), GPU, "{what}: result not on the GPU");
-    assert_eq!(cpu.dims(), gpu.dims(), "{what}: dims");
-    assert_eq!(cpu.dtype(), gpu.dtype(), "{what}: dtype");
-    let (c, g) = (bits(cpu), bits(gpu));
-    let first = c.iter().zip(&g).position(|(a, b)| a != b);
-    assert!(first.is_none(), "{what}: first difference at {first:?}");
+    assert_same(what, gpu, cpu);
 }
 
 /// Every element within `rel` relative (or `abs` absolute) of the CPU's.
