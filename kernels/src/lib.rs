@@ -17,7 +17,8 @@
 //! The CUDA side lives in `kernels/cuda/`: headers with the per-element math as
 //! `__host__ __device__` functions (`philox.cuh`, `ditto_math.cuh`), the per-block body
 //! of every op (`random_blocks.cuh`) and thin grid-stride kernels (`random.cu`). They are
-//! compiled at run time by NVRTC ([`nvrtc`], feature `cuda`) and, with the
+//! compiled at run time by NVRTC ([`nvrtc`], feature `cuda`; the compile options and the
+//! per-device module cache are tensor-core's, shared with its own kernels) and, with the
 //! `host-parity` feature, by the host C++ compiler so tests can check them against the
 //! Rust engine bit for bit without a GPU ([`host_parity`]).
 

@@ -1,9 +1,9 @@
 //! # tensor-core: the bottom of ditto's crate diagram
 //!
 //! ```text
-//! tensor-core  <- you are here: Device, DType, Shape, Storage, Tensor, errors
-//!      ^
-//! kernels      CUDA sources + launchers; the offset increments
+//! tensor-core  <- you are here: Device, DType, Shape, Storage, Tensor, ops, errors;
+//!      ^          NVRTC compile + module cache; the tensor ops' CUDA kernels
+//! kernels      the random kernels + launchers; the offset increments
 //!      ^
 //! rng-gen      Philox engine, generators, samplers
 //!      ^
@@ -13,6 +13,14 @@
 //! A [`Tensor`] is a typed, strided view over a reference-counted [`Storage`] that lives
 //! on one [`Device`]. Nothing here knows about randomness: the crates above build random
 //! tensors by filling a `Vec` (CPU) or a device buffer (CUDA) and wrapping it.
+//!
+//! The math training needs ([`ops`]) runs on both devices: on the CPU in Rust, on a GPU
+//! as the kernels in `cuda/tensor_ops.cu` (compiled at run time by NVRTC, see
+//! [`cuda::nvrtc`]) and cuBLAS for `matmul`. The kernels' per-element bodies live in
+//! `cuda/tensor_ops.cuh`, which the `host-parity` feature also compiles for the host so
+//! tests check them against the CPU ops without a GPU. NVRTC and the module cache live
+//! here rather than in `kernels` because a lower crate may not call a higher one, and
+//! both crates compile kernels.
 //!
 //! Every fallible operation returns [`TensorError`]; user input never panics.
 
