@@ -3,7 +3,7 @@
 //! The NVRTC plumbing (library probe, options, architecture choice) lives in
 //! [`tensor_core::cuda::nvrtc`], shared with tensor-core's own kernels; this module
 //! names the translation unit that holds the random kernels ([`RANDOM_SOURCE`]) and
-//! reports failures as [`KernelError`]s.
+//! reports failures as [`KernelError`](crate::KernelError)s.
 
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use tensor_core::cuda::{nvrtc as shared, CudaSource};
