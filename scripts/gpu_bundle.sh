@@ -112,6 +112,7 @@ W="$HERE/logs/demo"; mkdir -p "$W"
   demo --seed 7 --steps 200 --out a.csv > straight.log 2>&1 || echo "straight run failed"
   demo --seed 7 --steps 200 --save-at 120 --checkpoint ck.safetensors --out b.csv > save.log 2>&1 || echo "save run failed"
   demo --resume ck.safetensors --steps 200 --out c.csv --compare a.csv > resume.log 2>&1 || echo "resume run failed"
+  echo "straight run, last progress line: $(grep 'steps/s' straight.log | tail -1)"
   grep -E "identical|error" resume.log | tail -2
   if cmp -s <(sed -n '122,201p' a.csv) <(sed -n '2,81p' c.csv); then echo "rows 121..200 of a.csv and c.csv: byte-identical"; else echo "rows 121..200 of a.csv and c.csv: DIFFER"; fi
   demo --seed 7 --steps 200 --workers 3 --out a3.csv > workers.log 2>&1 || echo "workers run failed"
