@@ -86,13 +86,37 @@ pub(crate) fn apply<T: Element>(
         let x = &x[first..first + out.len()];
         let mask = &mask[first / MASK_BITS..];
         for ((out, x), &bits) in out.chunks_mut(MASK_BITS).zip(x.chunks(MASK_BITS)).zip(mask) {
-            for (j, (o, &v)) in out.iter_mut().zip(x).enumerate() {
-                let scaled = kept(v);
-                *o = if bits >> j & 1 == 1 { scaled } else { zero };
+            match (out.try_into(), x.try_into()) {
+                (Ok(out), Ok(x)) => select_masked(out, x, bits, zero, &kept),
+                _ => {
+                    for (j, (o, &v)) in out.iter_mut().zip(x).enumerate() {
+                        let scaled = kept(v);
+                        *o = if bits >> j & 1 == 1 { scaled } else { zero };
+                    }
+                }
             }
         }
     });
     Ok(out)
+}
+
+/// `out[j] = kept(x[j])` where bit `j` of `bits` is set, else `zero`, for one full mask
+/// word. Out of line, over fixed-size arrays and testing `bits & (1 << j)` (a constant
+/// per lane) so that LLVM emits vector compares and selects: the per-element `bt` and
+/// branch it produced inside `apply`'s loop mispredicted on every dropped element and
+/// cost about 80 us per 128 x 256 f32 gradient (Emerald Rapids Xeon, one thread).
+#[inline(never)]
+fn select_masked<T: Copy>(
+    out: &mut [T; MASK_BITS],
+    x: &[T; MASK_BITS],
+    bits: u32,
+    zero: T,
+    kept: &impl Fn(T) -> T,
+) {
+    for (j, (o, &v)) in out.iter_mut().zip(x).enumerate() {
+        let scaled = kept(v);
+        *o = if bits & (1 << j) != 0 { scaled } else { zero };
+    }
 }
 
 /// `out[i] = kept(x[i])` if `dropout_keep(words[i], p)`, else `zero`. Kept out of line
