@@ -8,7 +8,7 @@ use tensor_core::Element;
 use super::args::alloc;
 #[cfg(test)]
 use super::fill::{fill_batches, Layout};
-use super::fill::{for_each_chunk, CHUNK_WORDS};
+use super::fill::{for_each_chunk, run_inline, CHUNK_WORDS};
 use crate::stream::convert::dropout_keep;
 use crate::stream::key::Key;
 use crate::stream::philox_batch::{batch_words, BATCH_BLOCKS, BATCH_WORDS};
@@ -177,8 +177,19 @@ pub(crate) fn dropout_fused<T: Element>(
             }
         }
     };
-    if n <= CHUNK_WORDS {
-        run(0, &mut out, &mut mask);
+    let inline = run_inline(n.div_ceil(CHUNK_WORDS));
+    if inline && want_mask {
+        let chunks = out.chunks_mut(CHUNK_WORDS);
+        for (i, (out, mask)) in chunks
+            .zip(mask.chunks_mut(CHUNK_WORDS / MASK_BITS))
+            .enumerate()
+        {
+            run(i, out, mask);
+        }
+    } else if inline {
+        for (i, out) in out.chunks_mut(CHUNK_WORDS).enumerate() {
+            run(i, out, &mut []);
+        }
     } else if want_mask {
         out.par_chunks_mut(CHUNK_WORDS)
             .zip(mask.par_chunks_mut(CHUNK_WORDS / MASK_BITS))
