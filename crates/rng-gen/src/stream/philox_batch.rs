@@ -105,14 +105,14 @@ pub fn batch_words(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) 
             return;
         }
     }
-    batch_words_portable(seed, first_block, words);
+    batch_words_inline(seed, first_block, words);
 }
 
 /// [`batch_words`] compiled for AVX2 (the same code, so the same bits).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn batch_words_avx2(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
-    batch_words_portable(seed, first_block, words);
+    batch_words_inline(seed, first_block, words);
 }
 
 /// [`batch_words`] compiled for AVX-512F (8 products per `vpmuludq`; the same code, so
@@ -120,12 +120,14 @@ unsafe fn batch_words_avx2(seed: u64, first_block: u64, words: &mut [u32; BATCH_
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn batch_words_avx512(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
-    batch_words_portable(seed, first_block, words);
+    batch_words_inline(seed, first_block, words);
 }
 
-/// [`batch_words`] for the compilation target's baseline instruction set.
+/// [`batch_words`] compiled for the instruction set of wherever it is inlined: the
+/// target's baseline in [`batch_words`], AVX2 or AVX-512F inside the variants above or
+/// inside a caller that is itself compiled for them (the dropout pass).
 #[inline(always)]
-fn batch_words_portable(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
+pub(crate) fn batch_words_inline(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
     let mut counters = [[0u32; BATCH_BLOCKS]; 4];
     let [lo, hi, _, _] = &mut counters;
     for (j, (lo, hi)) in lo.iter_mut().zip(hi).enumerate() {
@@ -204,7 +206,7 @@ mod tests {
             let mut words = [0u32; BATCH_WORDS];
             let mut portable = [0u32; BATCH_WORDS];
             batch_words(seed, first, &mut words);
-            batch_words_portable(seed, first, &mut portable);
+            batch_words_inline(seed, first, &mut portable);
             assert_eq!(words, portable);
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx2") {
