@@ -14,8 +14,9 @@ use crate::{Module, NnError, Parameter, Result};
 /// The backward pass uses the forward's [`DropoutState`]: the reservation `(seed,
 /// offset)` the mask was drawn from and, by default, the mask packed one bit per element
 /// (n / 8 bytes), which [`rng_gen::dropout_backward`] reads instead of recomputing
-/// Philox (for a 128 x 256 f32 activation, one thread, the Xeon of `benches/RESULTS.md`:
-/// about 70 us instead of 270 us, for 30 us more in forward). With
+/// Philox (for a 128 x 256 f32 activation, one thread, the AVX-512 Xeon of
+/// `benches/RESULTS.md`, 2026-11-22: about 10 us instead of 44 us; forward costs about
+/// the same with or without the mask, 38 us). With
 /// [`store_mask(false)`](Self::store_mask) nothing but the key is kept and backward
 /// regenerates the mask from that same reservation; the two give identical bits.
 #[derive(Debug)]

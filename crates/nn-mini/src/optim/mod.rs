@@ -1,5 +1,6 @@
 //! Optimisers.
 
 mod sgd;
+mod sgd_pass;
 
 pub use sgd::{Sgd, SgdConfig};

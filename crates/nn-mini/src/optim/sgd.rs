@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use tensor_core::Tensor;
 
+use super::sgd_pass::momentum_step;
 use crate::{Module, NnError, Result};
 
 /// Hyperparameters of [`Sgd`], named and defaulted as in `torch.optim.SGD`.
@@ -151,6 +152,15 @@ impl Sgd {
         } = self.config;
         for (name, param) in module.named_parameters_mut() {
             let Some(grad) = &param.grad else { continue };
+            // Past a parameter's first step: one pass over its elements, bit-identical
+            // to the whole-tensor ops below (which remain for the other cases).
+            if momentum != 0.0 {
+                if let Some(buf) = self.buffers.get_mut(&name) {
+                    if momentum_step(&mut param.value, buf, grad, &self.config)? {
+                        continue;
+                    }
+                }
+            }
             let mut d_p = grad.clone();
             if weight_decay != 0.0 {
                 d_p.axpy_(weight_decay, &param.value)?;

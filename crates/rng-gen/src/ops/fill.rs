@@ -103,16 +103,24 @@ where
     });
 }
 
+/// True when chunks should stay on the calling thread: a pool of one thread would only
+/// add a hand-off to its worker and back (futex wake-ups; tens of microseconds per op in
+/// the one-thread training step of `benches/train_step.rs`) and run them in the same
+/// order. Which thread runs a chunk never changes a value, so this only affects speed.
+pub(crate) fn run_inline(chunks: usize) -> bool {
+    chunks <= 1 || rayon::current_num_threads() == 1
+}
+
 /// Runs `run(chunk_index, chunk)` on the `chunk_elems`-element chunks of `out`: on the
-/// calling thread when there is only one, else in parallel.
+/// calling thread when there is only one chunk or one thread, else in parallel.
 pub(crate) fn for_each_chunk<T, F>(out: &mut [T], chunk_elems: usize, run: F)
 where
     T: Send,
     F: Fn(usize, &mut [T]) + Sync,
 {
-    if out.len() <= chunk_elems {
-        if !out.is_empty() {
-            run(0, out);
+    if run_inline(out.len().div_ceil(chunk_elems)) {
+        for (i, chunk) in out.chunks_mut(chunk_elems).enumerate() {
+            run(i, chunk);
         }
     } else {
         out.par_chunks_mut(chunk_elems)

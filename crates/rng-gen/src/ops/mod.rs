@@ -24,6 +24,7 @@ mod normal;
 mod randint;
 mod randperm;
 mod uniform;
+mod widest_simd;
 
 pub use bernoulli::bernoulli;
 pub use bits::bits;

@@ -9,10 +9,10 @@
 //! between rounds. It is integer arithmetic only, so vectorisation cannot change a bit;
 //! unit tests check every word against the scalar engine, counters wrapping included.
 //!
-//! On x86-64 the same code is also compiled with AVX2 enabled and chosen at run time
-//! when the CPU has it (4 products per instruction instead of SSE2's 2); without AVX2,
-//! or on other targets, the portable build runs. Both are the one function
-//! [`philox4x32_10_batch`], so they cannot disagree.
+//! On x86-64 the same code is also compiled with AVX-512F and with AVX2 enabled, and the
+//! widest the CPU has is chosen at run time (8 or 4 products per instruction instead of
+//! SSE2's 2); without either, or on other targets, the portable build runs. All are the
+//! one function [`philox4x32_10_batch`], so they cannot disagree.
 
 use super::philox::{PHILOX_M0, PHILOX_M1, PHILOX_ROUNDS, PHILOX_W0, PHILOX_W1};
 
@@ -92,6 +92,12 @@ pub fn philox4x32_10_batch(
 pub fn batch_words(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
     #[cfg(target_arch = "x86_64")]
     {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: `batch_words_avx512` only needs AVX-512F, which this CPU has
+            // (checked just above); it is the portable code compiled with it enabled.
+            unsafe { batch_words_avx512(seed, first_block, words) };
+            return;
+        }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: `batch_words_avx2` only needs AVX2, which this CPU has (checked
             // just above); it is the portable code compiled with AVX2 enabled.
@@ -99,19 +105,29 @@ pub fn batch_words(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) 
             return;
         }
     }
-    batch_words_portable(seed, first_block, words);
+    batch_words_inline(seed, first_block, words);
 }
 
 /// [`batch_words`] compiled for AVX2 (the same code, so the same bits).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn batch_words_avx2(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
-    batch_words_portable(seed, first_block, words);
+    batch_words_inline(seed, first_block, words);
 }
 
-/// [`batch_words`] for the compilation target's baseline instruction set.
+/// [`batch_words`] compiled for AVX-512F (8 products per `vpmuludq`; the same code, so
+/// the same bits).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn batch_words_avx512(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
+    batch_words_inline(seed, first_block, words);
+}
+
+/// [`batch_words`] compiled for the instruction set of wherever it is inlined: the
+/// target's baseline in [`batch_words`], AVX2 or AVX-512F inside the variants above or
+/// inside a caller that is itself compiled for them (the dropout pass).
 #[inline(always)]
-fn batch_words_portable(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
+pub(crate) fn batch_words_inline(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
     let mut counters = [[0u32; BATCH_BLOCKS]; 4];
     let [lo, hi, _, _] = &mut counters;
     for (j, (lo, hi)) in lo.iter_mut().zip(hi).enumerate() {
@@ -185,12 +201,20 @@ mod tests {
             } else {
                 xorshift(&mut state)
             };
-            // The dispatched version (AVX2 where the CPU has it) and the portable one.
+            // The dispatched version (AVX-512 or AVX2 where the CPU has it), the portable
+            // one, and AVX2 on an AVX-512 CPU (which the dispatch would not pick).
             let mut words = [0u32; BATCH_WORDS];
             let mut portable = [0u32; BATCH_WORDS];
             batch_words(seed, first, &mut words);
-            batch_words_portable(seed, first, &mut portable);
+            batch_words_inline(seed, first, &mut portable);
             assert_eq!(words, portable);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                let mut avx2 = [0u32; BATCH_WORDS];
+                // SAFETY: the CPU has AVX2 (checked just above).
+                unsafe { batch_words_avx2(seed, first, &mut avx2) };
+                assert_eq!(avx2, portable);
+            }
             for j in 0..BATCH_BLOCKS {
                 let expected = block_words(seed, first.wrapping_add(j as u64));
                 assert_eq!(

@@ -86,7 +86,9 @@ pub(crate) fn build<U: Element>(
     let dst = &mut out.spare_capacity_mut()[..count];
     // Whole units of at least `min_len` elements per piece.
     let piece = min_len.div_ceil(unit).max(1) * unit;
-    if count <= piece {
+    // One piece, or a one-thread pool, which would only hand the pieces to its worker
+    // and wait (the split never changes a value, so this only changes speed).
+    if count <= piece || rayon::current_num_threads() == 1 {
         fill(0, dst);
     } else {
         dst.par_chunks_mut(piece)
