@@ -114,11 +114,11 @@ W="$HERE/logs/demo"; mkdir -p "$W"
   demo --resume ck.safetensors --steps 200 --out c.csv --compare a.csv > resume.log 2>&1 || echo "resume run failed"
   echo "straight run, last progress line: $(grep 'steps/s' straight.log | tail -1)"
   grep -E "identical|error" resume.log | tail -2
-  if cmp -s <(sed -n '122,201p' a.csv) <(sed -n '2,81p' c.csv); then echo "rows 121..200 of a.csv and c.csv: byte-identical"; else echo "rows 121..200 of a.csv and c.csv: DIFFER"; fi
+  if [ -s a.csv ] && [ -s c.csv ] && cmp -s <(sed -n '122,201p' a.csv) <(sed -n '2,81p' c.csv); then echo "rows 121..200 of a.csv and c.csv: byte-identical"; else echo "rows 121..200 of a.csv and c.csv: DIFFER"; fi
   demo --seed 7 --steps 200 --workers 3 --out a3.csv > workers.log 2>&1 || echo "workers run failed"
-  if cmp -s a.csv a3.csv; then echo "--workers 3: identical to --workers 0"; else echo "--workers 3: DIFFERS"; fi
+  if [ -s a.csv ] && cmp -s a.csv a3.csv; then echo "--workers 3: identical to --workers 0"; else echo "--workers 3: DIFFERS"; fi
   head -c 5000 ck.safetensors > truncated.safetensors
-  demo --resume truncated.safetensors --steps 200 > truncated.log 2>&1; echo "truncated checkpoint: exit $? ($(grep -m1 -o 'truncated[^.]*' truncated.log))"
+  demo --resume truncated.safetensors --steps 200 > truncated.log 2>&1; echo "truncated checkpoint: exit $? ($(grep -m1 -o 'truncated[^.]*' truncated.log | head -1))"
   cp ck.safetensors flipped.safetensors
   python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-100]^=1; open(p,"wb").write(b)' flipped.safetensors
   demo --resume flipped.safetensors --steps 200 > flipped.log 2>&1; echo "bit-flipped checkpoint: exit $? ($(grep -m1 -o 'corrupted[^.]*' flipped.log))"
