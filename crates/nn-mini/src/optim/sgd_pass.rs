@@ -8,24 +8,28 @@
 
 use std::ops::{Add, Mul};
 
-use tensor_core::{DType, Element, Tensor};
+use tensor_core::{DType, Device, Element, Tensor};
 
 use super::SgdConfig;
 use crate::Result;
 
 /// Applies the update to `value` and `buf` (an existing momentum buffer; `momentum` must
 /// be non-zero) from `grad`, and returns true; returns false without touching anything
-/// when the tensors are not contiguous f32 / f64 of one dtype and size, in which case the
-/// caller uses the whole-tensor ops.
+/// when the tensors are not contiguous CPU f32 / f64 of one dtype and size, in which case
+/// the caller uses the whole-tensor ops (which also run on CUDA).
 pub(crate) fn momentum_step(
     value: &mut Tensor,
     buf: &mut Tensor,
     grad: &Tensor,
     config: &SgdConfig,
 ) -> Result<bool> {
-    let same =
-        |t: &Tensor| t.dtype() == value.dtype() && t.dims() == value.dims() && t.is_contiguous();
-    if !(value.is_contiguous() && same(buf) && same(grad)) {
+    let same = |t: &Tensor| {
+        t.device() == Device::Cpu
+            && t.dtype() == value.dtype()
+            && t.dims() == value.dims()
+            && t.is_contiguous()
+    };
+    if !(same(value) && same(buf) && same(grad)) {
         return Ok(false);
     }
     match value.dtype() {
