@@ -126,6 +126,19 @@ fn unary_bodies_match_the_cpu() {
     for (name, want, got) in &cases {
         same(name, want, got);
     }
+    let grad = cpu(&[9, 31], 11);
+    same(
+        "relu_backward",
+        &Tensor::relu_backward(&grad, &x).unwrap(),
+        &host_parity::relu_backward(&grad, &x).unwrap(),
+    );
+    let mut updated = x.clone();
+    updated.axpy_(-0.05, &grad).unwrap();
+    same(
+        "axpy",
+        &updated,
+        &host_parity::axpy(&x, -0.05, &grad).unwrap(),
+    );
     // A strided input is made dense first, as the launcher does.
     let t = x.t().unwrap();
     same(

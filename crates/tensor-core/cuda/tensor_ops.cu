@@ -40,11 +40,10 @@ DITTO_LAYOUT_KERNELS(64, ditto_u64)
     }                                                                                               \
     extern "C" __global__ void ditto_relu_backward_##SUFFIX(ditto_u64 n, const T* grad,             \
                                                             const T* input, T* out) {               \
-        DITTO_GRID_STRIDE(i, n) { out[i] = input[i] > (T)0 ? grad[i] : (T)0; }                      \
+        DITTO_GRID_STRIDE(i, n) { out[i] = ditto_relu_backward_op<T>(grad[i], input[i]); }          \
     }                                                                                               \
-    /* s[i] = s[i] + alpha * x[i]: a multiply then an add, as on the CPU. */                         \
     extern "C" __global__ void ditto_axpy_##SUFFIX(ditto_u64 n, T alpha, const T* x, T* s) {        \
-        DITTO_GRID_STRIDE(i, n) { s[i] = s[i] + alpha * x[i]; }                                     \
+        DITTO_GRID_STRIDE(i, n) { s[i] = ditto_axpy_op<T>(s[i], alpha, x[i]); }                     \
     }                                                                                               \
     extern "C" __global__ void ditto_block_sums_##SUFFIX(ditto_u64 outer, ditto_u64 size,           \
                                                          ditto_u64 inner, ditto_u64 blocks,         \

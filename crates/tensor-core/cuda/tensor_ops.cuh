@@ -117,6 +117,18 @@ DITTO_OPS_HD void ditto_binary_element(ditto_u64 i, int op, const DittoShape& sh
                                 rhs[ditto_position(shape, rhs_view, i)]);
 }
 
+// The gradient of relu: `grad` where `input > 0`, else 0.
+template <typename T>
+DITTO_OPS_HD T ditto_relu_backward_op(T grad, T input) {
+    return input > (T)0 ? grad : (T)0;
+}
+
+// The optimiser's update `s + alpha * x`: a multiply then an add, as on the CPU.
+template <typename T>
+DITTO_OPS_HD T ditto_axpy_op(T s, T alpha, T x) {
+    return s + alpha * x;
+}
+
 // ---- reductions over one dimension of a dense (outer, size, inner) tensor ----
 // Element (o, k, j) sits at x[(o * size + k) * inner + j]; a lane is (o, j).
 

@@ -26,6 +26,16 @@ void unary(ditto_u64 n, int op, T a, T b, const T* x, T* out) {
     for (ditto_u64 i = 0; i < n; ++i) out[i] = ditto_unary_op<T>(op, x[i], a, b);
 }
 
+template <typename T>
+void relu_backward(ditto_u64 n, const T* grad, const T* input, T* out) {
+    for (ditto_u64 i = 0; i < n; ++i) out[i] = ditto_relu_backward_op<T>(grad[i], input[i]);
+}
+
+template <typename T>
+void axpy(ditto_u64 n, T alpha, const T* x, T* s) {
+    for (ditto_u64 i = 0; i < n; ++i) s[i] = ditto_axpy_op<T>(s[i], alpha, x[i]);
+}
+
 // Both phases of a sum, with the partial buffer the Rust launcher allocates.
 template <typename T>
 void sum(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, int mean, const T* x, T* out) {
@@ -58,6 +68,10 @@ extern "C" {
     void ditto_host_unary_##SUFFIX(ditto_u64 n, int op, T a, T b, const T* x, T* out) {            \
         unary<T>(n, op, a, b, x, out);                                                             \
     }                                                                                              \
+    void ditto_host_relu_backward_##SUFFIX(ditto_u64 n, const T* grad, const T* input, T* out) {   \
+        relu_backward<T>(n, grad, input, out);                                                     \
+    }                                                                                              \
+    void ditto_host_axpy_##SUFFIX(ditto_u64 n, T alpha, const T* x, T* s) { axpy<T>(n, alpha, x, s); } \
     void ditto_host_sum_##SUFFIX(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, int mean,       \
                                  const T* x, T* out) {                                             \
         sum<T>(outer, size, inner, mean, x, out);                                                  \

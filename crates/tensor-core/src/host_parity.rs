@@ -23,7 +23,7 @@ mod ffi {
     use super::{KernelShape, KernelView};
 
     macro_rules! host_ops {
-        ($t:ty, $binary:ident, $unary:ident, $sum:ident, $max:ident, $log_softmax:ident) => {
+        ($t:ty, $binary:ident, $unary:ident, $relu_bw:ident, $axpy:ident, $sum:ident, $max:ident, $log_softmax:ident) => {
             extern "C" {
                 pub fn $binary(
                     n: u64,
@@ -36,6 +36,8 @@ mod ffi {
                     out: *mut $t,
                 );
                 pub fn $unary(n: u64, op: i32, a: $t, b: $t, x: *const $t, out: *mut $t);
+                pub fn $relu_bw(n: u64, grad: *const $t, input: *const $t, out: *mut $t);
+                pub fn $axpy(n: u64, alpha: $t, x: *const $t, s: *mut $t);
                 pub fn $sum(
                     outer: u64,
                     size: u64,
@@ -60,6 +62,8 @@ mod ffi {
         f32,
         ditto_host_binary_f32,
         ditto_host_unary_f32,
+        ditto_host_relu_backward_f32,
+        ditto_host_axpy_f32,
         ditto_host_sum_f32,
         ditto_host_max_dim_f32,
         ditto_host_log_softmax_f32
@@ -68,6 +72,8 @@ mod ffi {
         f64,
         ditto_host_binary_f64,
         ditto_host_unary_f64,
+        ditto_host_relu_backward_f64,
+        ditto_host_axpy_f64,
         ditto_host_sum_f64,
         ditto_host_max_dim_f64,
         ditto_host_log_softmax_f64
@@ -96,6 +102,8 @@ trait HostOps: Float {
         *mut Self,
     );
     const UNARY: unsafe extern "C" fn(u64, i32, Self, Self, *const Self, *mut Self);
+    const RELU_BACKWARD: unsafe extern "C" fn(u64, *const Self, *const Self, *mut Self);
+    const AXPY: unsafe extern "C" fn(u64, Self, *const Self, *mut Self);
     const SUM: unsafe extern "C" fn(u64, u64, u64, i32, *const Self, *mut Self);
     const MAX_DIM: unsafe extern "C" fn(u64, u64, u64, *const Self, *mut Self, *mut i64);
     const LOG_SOFTMAX: unsafe extern "C" fn(u64, u64, u64, *const Self, *mut Self);
@@ -114,6 +122,9 @@ impl HostOps for f32 {
     ) = ffi::ditto_host_binary_f32;
     const UNARY: unsafe extern "C" fn(u64, i32, f32, f32, *const f32, *mut f32) =
         ffi::ditto_host_unary_f32;
+    const RELU_BACKWARD: unsafe extern "C" fn(u64, *const f32, *const f32, *mut f32) =
+        ffi::ditto_host_relu_backward_f32;
+    const AXPY: unsafe extern "C" fn(u64, f32, *const f32, *mut f32) = ffi::ditto_host_axpy_f32;
     const SUM: unsafe extern "C" fn(u64, u64, u64, i32, *const f32, *mut f32) =
         ffi::ditto_host_sum_f32;
     const MAX_DIM: unsafe extern "C" fn(u64, u64, u64, *const f32, *mut f32, *mut i64) =
@@ -135,6 +146,9 @@ impl HostOps for f64 {
     ) = ffi::ditto_host_binary_f64;
     const UNARY: unsafe extern "C" fn(u64, i32, f64, f64, *const f64, *mut f64) =
         ffi::ditto_host_unary_f64;
+    const RELU_BACKWARD: unsafe extern "C" fn(u64, *const f64, *const f64, *mut f64) =
+        ffi::ditto_host_relu_backward_f64;
+    const AXPY: unsafe extern "C" fn(u64, f64, *const f64, *mut f64) = ffi::ditto_host_axpy_f64;
     const SUM: unsafe extern "C" fn(u64, u64, u64, i32, *const f64, *mut f64) =
         ffi::ditto_host_sum_f64;
     const MAX_DIM: unsafe extern "C" fn(u64, u64, u64, *const f64, *mut f64, *mut i64) =
@@ -223,6 +237,32 @@ pub fn unary(op: &str, x: &Tensor, a: f64, b: f64) -> Result<Tensor> {
             T::UNARY(values.len() as u64, code as i32, T::from_f64(a), T::from_f64(b), values.as_ptr(), out.as_mut_ptr())
         };
         tensor(out, x.dims())
+    })
+}
+
+/// `ditto_relu_backward_op` over every element (same dims and dtype).
+pub fn relu_backward(grad: &Tensor, input: &Tensor) -> Result<Tensor> {
+    grad.require_compatible("host_parity", input)?;
+    grad.require_same_dims("host_parity", input)?;
+    with_float_dtype!(grad.dtype(), "host_parity", T => {
+        let (g, x) = (dense_values::<T>(grad)?, dense_values::<T>(input)?);
+        let mut out = vec![T::default(); g.len()];
+        // SAFETY: all three buffers hold the same n elements.
+        unsafe { T::RELU_BACKWARD(g.len() as u64, g.as_ptr(), x.as_ptr(), out.as_mut_ptr()) };
+        tensor(out, grad.dims())
+    })
+}
+
+/// `ditto_axpy_op` over every element: `s + alpha * x` (alpha rounded to the dtype), as
+/// a new tensor.
+pub fn axpy(s: &Tensor, alpha: f64, x: &Tensor) -> Result<Tensor> {
+    s.require_compatible("host_parity", x)?;
+    s.require_same_dims("host_parity", x)?;
+    with_float_dtype!(s.dtype(), "host_parity", T => {
+        let (mut out, xs) = (dense_values::<T>(s)?, dense_values::<T>(x)?);
+        // SAFETY: `xs` and `out` hold the same n elements.
+        unsafe { T::AXPY(out.len() as u64, T::from_f64(alpha), xs.as_ptr(), out.as_mut_ptr()) };
+        tensor(out, s.dims())
     })
 }
 
