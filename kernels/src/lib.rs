@@ -23,7 +23,8 @@
 //! Rust engine bit for bit without a GPU ([`host_parity`]).
 
 pub mod error;
-pub mod grid;
+/// Launch geometry, shared with tensor-core's kernels.
+pub use tensor_core::grid;
 pub mod increment;
 pub mod mask;
 pub mod source;

@@ -39,6 +39,7 @@ mod dtype;
 mod element;
 mod error;
 mod gather;
+pub mod grid;
 mod layout;
 mod round;
 mod shape;

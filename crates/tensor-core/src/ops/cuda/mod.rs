@@ -26,26 +26,21 @@ pub(crate) use reduce::{log_softmax, max_dim, sum_dim, SumKind};
 use cudarc::driver::{CudaFunction, CudaView, LaunchConfig};
 
 use crate::cuda::{module_cache, CudaStorage, TENSOR_OPS};
+use crate::grid::Launch;
 use crate::{Device, Result, Storage, Tensor, TensorError};
-
-/// Threads per block; the grid-stride kernels compute the same values for any geometry.
-const THREADS: u32 = 256;
-/// Resident blocks per SM to aim for (2048 threads on compute capability 8.x / 9.x).
-const BLOCKS_PER_SM: u32 = 8;
 
 /// The kernel `name` on device `ordinal`, compiling the tensor ops on first use.
 pub(crate) fn kernel(ordinal: usize, name: &str) -> Result<CudaFunction> {
     module_cache::function(ordinal, &TENSOR_OPS, name)
 }
 
-/// A launch for `items` independent work items: 256-thread blocks, enough to cover the
-/// work, at most a few per SM (grid-stride loops do the rest).
+/// The [`Launch::Auto`] grid for `items` independent work items on device `ordinal`
+/// (grid-stride loops do the rest, so the geometry never changes a value).
 pub(crate) fn launch_config(ordinal: usize, items: u64) -> Result<LaunchConfig> {
-    let cap = u64::from(crate::cuda::sm_count(ordinal)?) * u64::from(BLOCKS_PER_SM);
-    let blocks = items.div_ceil(u64::from(THREADS)).clamp(1, cap.max(1));
+    let grid = Launch::auto_grid(items, crate::cuda::sm_count(ordinal)?);
     Ok(LaunchConfig {
-        grid_dim: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1),
-        block_dim: (THREADS, 1, 1),
+        grid_dim: (grid.blocks, 1, 1),
+        block_dim: (grid.threads, 1, 1),
         shared_mem_bytes: 0,
     })
 }

@@ -1,8 +1,11 @@
-//! Launch geometry: how many thread blocks of how many threads a kernel runs with.
+//! Launch geometry: how many thread blocks of how many threads a kernel runs with, for
+//! every ditto kernel (tensor-core's tensor ops and the `kernels` crate's random ops).
 //!
-//! The geometry changes speed only, never values (every thread computes whole Philox
-//! blocks, see `cuda/random_blocks.cuh`). Tests prove that by forcing several
-//! geometries with [`Launch::Fixed`]; everyone else uses [`Launch::Auto`].
+//! The geometry changes speed only, never values: every kernel is a grid-stride loop
+//! whose work items (Philox blocks, output elements, lanes) are each computed by one
+//! thread in a fixed order. Tests prove that by forcing several geometries with
+//! [`Launch::Fixed`]; everyone else uses [`Launch::Auto`]. Plain numbers, no CUDA
+//! needed, so this builds everywhere.
 
 /// A 1-D launch: `blocks` thread blocks of `threads` threads each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -31,19 +34,26 @@ pub const AUTO_THREADS: u32 = 256;
 pub const AUTO_BLOCKS_PER_SM: u32 = 8;
 
 impl Launch {
-    /// The grid for `work_items` independent items (Philox blocks or mask words) on a
-    /// device with `sm_count` SMs. `None` for a fixed grid outside CUDA's limits.
+    /// The [`Launch::Auto`] grid for `work_items` independent items on a device with
+    /// `sm_count` SMs: enough 256-thread blocks to cover the work, at most
+    /// [`AUTO_BLOCKS_PER_SM`] per SM.
+    #[must_use]
+    pub fn auto_grid(work_items: u64, sm_count: u32) -> Grid {
+        let wanted = work_items.div_ceil(u64::from(AUTO_THREADS)).max(1);
+        let cap = u64::from(sm_count.max(1)) * u64::from(AUTO_BLOCKS_PER_SM);
+        Grid {
+            blocks: u32::try_from(wanted.min(cap)).unwrap_or(u32::MAX),
+            threads: AUTO_THREADS,
+        }
+    }
+
+    /// The grid for `work_items` independent items (Philox blocks, mask words, output
+    /// elements) on a device with `sm_count` SMs. `None` for a fixed grid outside CUDA's
+    /// limits.
     #[must_use]
     pub fn grid(self, work_items: u64, sm_count: u32) -> Option<Grid> {
         match self {
-            Launch::Auto => {
-                let wanted = work_items.div_ceil(u64::from(AUTO_THREADS)).max(1);
-                let cap = u64::from(sm_count.max(1)) * u64::from(AUTO_BLOCKS_PER_SM);
-                Some(Grid {
-                    blocks: u32::try_from(wanted.min(cap)).unwrap_or(u32::MAX),
-                    threads: AUTO_THREADS,
-                })
-            }
+            Launch::Auto => Some(Launch::auto_grid(work_items, sm_count)),
             Launch::Fixed(g) => {
                 let ok = g.blocks >= 1 && g.blocks < (1 << 31) && (1..=1024).contains(&g.threads);
                 ok.then_some(g)
