@@ -120,7 +120,7 @@ impl Tensor {
                 Tensor::from_cpu_storage(copy, self.dims())
             }
             #[cfg(feature = "cuda")]
-            Storage::Cuda(_) => crate::ops::cuda_contiguous(self),
+            Storage::Cuda(_) => crate::ops::cuda::contiguous(self),
         }
     }
 

@@ -29,7 +29,7 @@
 
 pub(crate) mod binary;
 #[cfg(feature = "cuda")]
-mod cuda;
+pub(crate) mod cuda;
 mod float;
 mod inplace;
 pub(crate) mod kernel_layout;
@@ -43,11 +43,6 @@ mod fast_path_tests;
 
 pub(crate) use float::Float;
 
-/// A dense copy of a CUDA view, gathered on the device (for [`Tensor::contiguous`]).
-#[cfg(feature = "cuda")]
-pub(crate) fn cuda_contiguous(t: &Tensor) -> Result<Tensor> {
-    cuda::contiguous(t)
-}
 pub use reduce::REDUCE_BLOCK;
 
 use std::mem::MaybeUninit;
