@@ -54,6 +54,7 @@ mod philox_rng;
 mod registry;
 pub mod state;
 pub mod stream;
+mod widest_simd;
 
 pub use error::RngError;
 pub use fork::fork_rng;

@@ -1,6 +1,7 @@
 //! Runs a piece of sampler code compiled for the widest x86-64 vector extension the CPU
 //! has, chosen at run time, so one portable loop gets AVX-512 or AVX2 code where
-//! available without a second, hand-vectorised copy.
+//! available without a second, hand-vectorised copy. The one place rng-gen chooses an
+//! instruction set: the batched Philox and the dropout passes both go through it.
 //!
 //! The closure passed in must be `#[inline(always)]` (and so must what it calls that
 //! should be vectorised): target features apply to code *inlined into* the
@@ -33,9 +34,10 @@ unsafe fn avx512f<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// `f()` with AVX2 enabled.
+/// `f()` with AVX2 enabled (also called directly by tests, to check the AVX2 build on
+/// CPUs where the dispatch picks AVX-512).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }

@@ -9,10 +9,10 @@ use super::args::alloc;
 #[cfg(test)]
 use super::fill::{fill_batches, Layout};
 use super::fill::{for_each_chunk, run_inline, CHUNK_WORDS};
-use super::widest_simd::with_widest_simd;
 use crate::stream::convert::dropout_keep;
 use crate::stream::key::Key;
 use crate::stream::philox_batch::{batch_words_inline, BATCH_BLOCKS, BATCH_WORDS};
+use crate::widest_simd::with_widest_simd;
 use crate::RngError;
 
 /// Elements per mask word.

@@ -24,7 +24,6 @@ mod normal;
 mod randint;
 mod randperm;
 mod uniform;
-mod widest_simd;
 
 pub use bernoulli::bernoulli;
 pub use bits::bits;

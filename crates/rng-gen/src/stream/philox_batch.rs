@@ -15,6 +15,7 @@
 //! one function [`philox4x32_10_batch`], so they cannot disagree.
 
 use super::philox::{PHILOX_M0, PHILOX_M1, PHILOX_ROUNDS, PHILOX_W0, PHILOX_W1};
+use crate::widest_simd::with_widest_simd;
 
 /// Blocks computed together.
 pub const BATCH_BLOCKS: usize = 16;
@@ -90,42 +91,15 @@ pub fn philox4x32_10_batch(
 /// (DESIGN.md §1 key and counter layout).
 #[inline]
 pub fn batch_words(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: `batch_words_avx512` only needs AVX-512F, which this CPU has
-            // (checked just above); it is the portable code compiled with it enabled.
-            unsafe { batch_words_avx512(seed, first_block, words) };
-            return;
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: `batch_words_avx2` only needs AVX2, which this CPU has (checked
-            // just above); it is the portable code compiled with AVX2 enabled.
-            unsafe { batch_words_avx2(seed, first_block, words) };
-            return;
-        }
-    }
-    batch_words_inline(seed, first_block, words);
+    with_widest_simd(
+        #[inline(always)]
+        || batch_words_inline(seed, first_block, words),
+    );
 }
 
-/// [`batch_words`] compiled for AVX2 (the same code, so the same bits).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn batch_words_avx2(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
-    batch_words_inline(seed, first_block, words);
-}
-
-/// [`batch_words`] compiled for AVX-512F (8 products per `vpmuludq`; the same code, so
-/// the same bits).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn batch_words_avx512(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
-    batch_words_inline(seed, first_block, words);
-}
-
-/// [`batch_words`] compiled for the instruction set of wherever it is inlined: the
-/// target's baseline in [`batch_words`], AVX2 or AVX-512F inside the variants above or
-/// inside a caller that is itself compiled for them (the dropout pass).
+/// [`batch_words`] compiled for the instruction set of wherever it is inlined: AVX-512F,
+/// AVX2 or the target's baseline inside [`with_widest_simd`] (in [`batch_words`], or in a
+/// caller that runs whole passes under it, like the dropout pass).
 #[inline(always)]
 pub(crate) fn batch_words_inline(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
     let mut counters = [[0u32; BATCH_BLOCKS]; 4];
@@ -212,7 +186,7 @@ mod tests {
             if std::arch::is_x86_feature_detected!("avx2") {
                 let mut avx2 = [0u32; BATCH_WORDS];
                 // SAFETY: the CPU has AVX2 (checked just above).
-                unsafe { batch_words_avx2(seed, first, &mut avx2) };
+                unsafe { crate::widest_simd::avx2(|| batch_words_inline(seed, first, &mut avx2)) };
                 assert_eq!(avx2, portable);
             }
             for j in 0..BATCH_BLOCKS {
