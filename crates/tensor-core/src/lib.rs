@@ -65,7 +65,8 @@ pub use cudarc;
 
 pub use determinism::{
     are_deterministic_algorithms_enabled, deterministic_mode,
-    is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms, DeterministicMode,
+    is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms, Algorithm,
+    DeterministicMode,
 };
 pub use device::Device;
 pub use dtype::DType;

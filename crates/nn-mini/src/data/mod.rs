@@ -24,10 +24,11 @@
 //!
 //! # Delivery order
 //!
-//! Workers finish batches in whatever order the OS schedules them; the loader always
-//! delivers in order (ticket by ticket). Out-of-order delivery would be the
-//! nondeterministic fast path that DESIGN.md §4's `use_deterministic_algorithms` switch
-//! governs; ditto's loader does not offer it, so the switch has nothing to do here.
+//! Workers finish batches in whatever order the OS schedules them; the loader delivers
+//! in order (ticket by ticket). `in_order(false)` instead hands each batch out as soon as
+//! it is ready: the loader's nondeterministic fast path ([`IN_ORDER_FALSE`]), which
+//! DESIGN.md §4's `use_deterministic_algorithms` switch governs (refused in `Error`
+//! mode, warned about once in `Warn` mode).
 
 mod batch;
 mod dataset;
@@ -39,5 +40,5 @@ mod workers;
 pub use batch::Batch;
 pub use dataset::{Dataset, Sample, SampleRng};
 pub use keys::{epoch_key, epoch_order, order_key, sample_key, ORDER_DOMAIN, SAMPLE_DOMAIN};
-pub use loader::{DataLoader, DataLoaderBuilder, EpochIter};
+pub use loader::{DataLoader, DataLoaderBuilder, EpochIter, IN_ORDER_FALSE};
 pub use state::{LoaderState, LOADER_STATE_VERSION};
