@@ -27,15 +27,18 @@
 //! Scalar arguments are `f64` and are converted to the tensor's dtype (rounded to
 //! nearest) before use, so `x * s` in f32 means `x * (s as f32)`.
 
+pub(crate) mod accumulate;
 pub(crate) mod binary;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod float;
+pub(crate) mod index_add;
 mod inplace;
 pub(crate) mod kernel_layout;
 mod matmul;
 pub(crate) mod reduce;
 mod softmax;
+mod sum_with;
 pub(crate) mod unary;
 
 #[cfg(test)]
@@ -43,7 +46,9 @@ mod fast_path_tests;
 
 pub(crate) use float::Float;
 
+pub use index_add::scatter_add_atomic_cpu;
 pub use reduce::REDUCE_BLOCK;
+pub use sum_with::SUM_FAST_MIN_LANE;
 
 use std::mem::MaybeUninit;
 
