@@ -237,7 +237,10 @@ DITTO_OPS_HD void ditto_index_add_atomic_item(ditto_u64 t, ditto_u64 size, ditto
 }
 
 // Deterministic, item t = (o * size + r) * inner + j: out[t] plus the contributions of
-// row r in index order (positions[starts[r] .. starts[r + 1]], ascending).
+// row r (positions[starts[r] .. starts[r + 1]], ascending) in tensor-core's grouped order
+// (ops::grouped): the positions of each group of DITTO_INDEX_ADD_GROUP are summed from
+// +0.0 in index order, and each group's sum is added to out[t] in group order.
+#define DITTO_INDEX_ADD_GROUP 1024ULL
 template <typename T>
 DITTO_OPS_HD void ditto_index_add_owner_item(ditto_u64 t, ditto_u64 size, ditto_u64 inner, ditto_u64 n,
                                              T alpha, const ditto_u64* starts, const ditto_u64* positions,
@@ -246,8 +249,18 @@ DITTO_OPS_HD void ditto_index_add_owner_item(ditto_u64 t, ditto_u64 size, ditto_
     const ditto_u64 begin = starts[r], end = starts[r + 1];
     if (begin == end) return;
     T acc = out[t];
-    for (ditto_u64 p = begin; p < end; ++p) acc = acc + alpha * src[(o * n + positions[p]) * inner + j];
-    out[t] = acc;
+    T partial = (T)0;
+    ditto_u64 group = positions[begin] / DITTO_INDEX_ADD_GROUP;
+    for (ditto_u64 p = begin; p < end; ++p) {
+        const ditto_u64 k = positions[p];
+        if (k / DITTO_INDEX_ADD_GROUP != group) {
+            acc = acc + partial;
+            partial = (T)0;
+            group = k / DITTO_INDEX_ADD_GROUP;
+        }
+        partial = partial + alpha * src[(o * n + k) * inner + j];
+    }
+    out[t] = acc + partial;
 }
 
 // scatter_add: index element e = (o * n + k) * index_step + j belongs to lane

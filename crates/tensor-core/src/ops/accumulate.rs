@@ -1,19 +1,15 @@
 //! The CPU bodies of `index_add` and `scatter_add`: how contributions are added into
 //! shared targets, deterministically or in arrival order.
 //!
-//! Every path adds the same terms with the same operations (`acc + alpha * x`, a
-//! multiply then an add, as `axpy_` does); they differ only in the *order* in which the
-//! contributions to one target element are added, which is what changes float bits:
+//! Every path adds the same terms (`alpha * x`, a multiply then an add, never fused, as
+//! `axpy_` does); they differ only in the *order* in which the contributions to one
+//! target element are added, which is what changes float bits:
 //!
-//! * **serial** (one thread, or little work): contributions in index order;
-//! * **deterministic** (owner computes): each target is owned by one thread, which adds
-//!   its contributions in index order, so the bits equal the serial loop's for every
-//!   thread count;
-//! * **fast** (arrival order): threads split the contributions and add them into shared
-//!   targets under a lock (rows) or with a compare-and-swap (elements), in whatever order
-//!   they get there. Not reproducible with more than one thread.
-
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+//! * **deterministic**: `index_add` in the grouped order of [`super::grouped`];
+//!   `scatter_add` in index order, lanes in parallel (here);
+//! * **fast** (arrival order, in [`super::arrival_order`]): threads add into shared
+//!   targets in whatever order they get there. Not reproducible with more than one
+//!   thread.
 
 use rayon::prelude::*;
 
@@ -23,46 +19,12 @@ use super::Float;
 /// threshold as the elementwise ops); only speed depends on it, never values.
 pub(crate) const PAR_MIN_WORK: usize = super::PAR_MIN_LEN;
 
-/// Source rows handed to a thread at a time by the fast `index_add`: small, so the two
-/// halves of a 2-thread run interleave on the shared rows.
-const FAST_CHUNK_ROWS: usize = 16;
-
-/// A float type whose values can be added atomically (a compare-and-swap loop on bits).
-pub(crate) trait AtomicAdd: Float {
-    /// `*target += value` as one atomic read-modify-write.
-    ///
-    /// # Safety
-    /// `target` must be valid, aligned, and only accessed atomically while others may
-    /// touch it.
-    unsafe fn atomic_add(target: *mut Self, value: Self);
-}
-
-impl AtomicAdd for f32 {
-    unsafe fn atomic_add(target: *mut f32, value: f32) {
-        // SAFETY: the caller's contract; f32 and AtomicU32 share size and alignment.
-        let cell = unsafe { AtomicU32::from_ptr(target.cast()) };
-        let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-            Some((f32::from_bits(bits) + value).to_bits())
-        });
-    }
-}
-
-impl AtomicAdd for f64 {
-    unsafe fn atomic_add(target: *mut f64, value: f64) {
-        // SAFETY: the caller's contract; f64 and AtomicU64 share size and alignment.
-        let cell = unsafe { AtomicU64::from_ptr(target.cast()) };
-        let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-            Some((f64::from_bits(bits) + value).to_bits())
-        });
-    }
-}
-
 /// A destination buffer several threads write into, each to places the algorithm
 /// guarantees are not written concurrently (disjoint owners, or under a lock).
 #[derive(Clone, Copy)]
-struct Shared<T> {
-    ptr: *mut T,
-    len: usize,
+pub(crate) struct Shared<T> {
+    pub(crate) ptr: *mut T,
+    pub(crate) len: usize,
 }
 
 // SAFETY: `Shared` is only a pointer; every use below states why its accesses are
@@ -71,20 +33,8 @@ unsafe impl<T: Send> Send for Shared<T> {}
 // SAFETY: as above.
 unsafe impl<T: Send> Sync for Shared<T> {}
 
-impl<T: AtomicAdd> Shared<T> {
-    /// `dst[i] += value` atomically.
-    ///
-    /// # Safety
-    /// Every concurrent access to `dst[i]` must be atomic.
-    unsafe fn atomic_add_at(self, i: usize, value: T) {
-        assert!(i < self.len, "element inside the buffer");
-        // SAFETY: in bounds (checked); atomic (the caller's contract).
-        unsafe { T::atomic_add(self.ptr.add(i), value) };
-    }
-}
-
 impl<T: Float> Shared<T> {
-    fn new(dst: &mut [T]) -> Self {
+    pub(crate) fn new(dst: &mut [T]) -> Self {
         Shared {
             ptr: dst.as_mut_ptr(),
             len: dst.len(),
@@ -95,7 +45,7 @@ impl<T: Float> Shared<T> {
     ///
     /// # Safety
     /// No other thread may access that range during the call.
-    unsafe fn add_row(self, start: usize, alpha: T, src: &[T]) {
+    pub(crate) unsafe fn add_row(self, start: usize, alpha: T, src: &[T]) {
         assert!(start + src.len() <= self.len, "row inside the buffer");
         // SAFETY: in bounds (checked) and exclusive (the caller's contract).
         let row = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), src.len()) };
@@ -115,9 +65,17 @@ impl<T: Float> Shared<T> {
 
 /// `row += alpha * src`: a multiply then an add per element, never fused.
 #[inline]
-fn add_scaled<T: Float>(row: &mut [T], alpha: T, src: &[T]) {
+pub(crate) fn add_scaled<T: Float>(row: &mut [T], alpha: T, src: &[T]) {
     for (d, &s) in row.iter_mut().zip(src) {
         *d = *d + alpha * s;
+    }
+}
+
+/// `row += partial`, element by element.
+#[inline]
+pub(crate) fn add_rows<T: Float>(row: &mut [T], partial: &[T]) {
+    for (d, &p) in row.iter_mut().zip(partial) {
+        *d = *d + p;
     }
 }
 
@@ -132,7 +90,7 @@ pub(crate) struct IndexAddShape {
 }
 
 impl IndexAddShape {
-    fn source_elements(&self) -> usize {
+    pub(crate) fn source_elements(&self) -> usize {
         self.outer * self.n * self.inner
     }
 }
@@ -140,39 +98,6 @@ impl IndexAddShape {
 /// True when the parallel paths pay off for `work` source elements.
 pub(crate) fn parallel_pays(work: usize) -> bool {
     rayon::current_num_threads() > 1 && work >= PAR_MIN_WORK
-}
-
-/// Deterministic `index_add`: the serial loop, or owner-computes with the same bits.
-pub(crate) fn index_add_deterministic<T: Float>(
-    dst: &mut [T],
-    src: &[T],
-    index: &[usize],
-    shape: IndexAddShape,
-    alpha: T,
-) {
-    if !parallel_pays(shape.source_elements()) {
-        return index_add_serial(dst, src, index, shape, alpha);
-    }
-    let IndexAddShape {
-        outer,
-        size,
-        inner,
-        n,
-    } = shape;
-    let (starts, positions) = rows_by_target(index, size);
-    let rows = outer * size;
-    let rows_per_chunk = rows.div_ceil(rayon::current_num_threads() * 8).max(1);
-    dst.par_chunks_mut(rows_per_chunk * inner)
-        .enumerate()
-        .for_each(|(chunk, block)| {
-            for (i, row) in block.chunks_exact_mut(inner).enumerate() {
-                let flat = chunk * rows_per_chunk + i;
-                let (o, r) = (flat / size, flat % size);
-                for &k in &positions[starts[r]..starts[r + 1]] {
-                    add_scaled(row, alpha, &src[(o * n + k) * inner..][..inner]);
-                }
-            }
-        });
 }
 
 /// The contributions grouped by target row, each group in index order (a stable
@@ -196,7 +121,7 @@ pub(crate) fn rows_by_target(index: &[usize], size: usize) -> (Vec<usize>, Vec<u
 }
 
 /// Every contribution in index order on the calling thread.
-fn index_add_serial<T: Float>(
+pub(crate) fn index_add_serial<T: Float>(
     dst: &mut [T],
     src: &[T],
     index: &[usize],
@@ -213,60 +138,6 @@ fn index_add_serial<T: Float>(
         for (k, &r) in index.iter().enumerate() {
             let row = &mut dst[(o * size + r) * inner..][..inner];
             add_scaled(row, alpha, &src[(o * n + k) * inner..][..inner]);
-        }
-    }
-}
-
-/// Arrival-order `index_add`: threads take chunks of source rows and add each into its
-/// target row while holding that row's lock (a spin lock per row, yielding if it waits).
-/// Two threads adding into one row take turns in whatever order they arrive, so the
-/// sum's rounding depends on timing.
-pub(crate) fn index_add_fast<T: Float>(
-    dst: &mut [T],
-    src: &[T],
-    index: &[usize],
-    shape: IndexAddShape,
-    alpha: T,
-) {
-    if !parallel_pays(shape.source_elements()) {
-        return index_add_serial(dst, src, index, shape, alpha);
-    }
-    let IndexAddShape {
-        outer,
-        size,
-        inner,
-        n,
-    } = shape;
-    let locks: Vec<AtomicBool> = (0..outer * size).map(|_| AtomicBool::new(false)).collect();
-    let shared = Shared::new(dst);
-    (0..outer * n)
-        .into_par_iter()
-        .with_min_len(FAST_CHUNK_ROWS)
-        .with_max_len(FAST_CHUNK_ROWS)
-        .for_each(|item| {
-            let (o, k) = (item / n, item % n);
-            let target = o * size + index[k];
-            let lock = &locks[target];
-            acquire(lock);
-            // SAFETY: every write to row `target` happens under `locks[target]`.
-            unsafe { shared.add_row(target * inner, alpha, &src[item * inner..][..inner]) };
-            lock.store(false, Ordering::Release);
-        });
-}
-
-/// Spins until `lock` is taken, yielding the core after a short spin (on a machine with
-/// few cores the holder may be descheduled).
-fn acquire(lock: &AtomicBool) {
-    let mut spins = 0u32;
-    while lock
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
         }
     }
 }
@@ -291,7 +162,7 @@ pub(crate) struct ScatterLanes {
 
 impl ScatterLanes {
     /// Row-major position in the index of lane `l`'s element `k`.
-    fn index_position(&self, l: usize, k: usize) -> usize {
+    pub(crate) fn index_position(&self, l: usize, k: usize) -> usize {
         let inner = self.index_step;
         (l / inner) * self.n * inner + k * inner + l % inner
     }
@@ -357,28 +228,6 @@ pub(crate) fn scatter_by_target(
     (targets, starts, pairs.into_iter().map(|(_, s)| s).collect())
 }
 
-/// Arrival-order `scatter_add`: threads split the index elements and add with an atomic
-/// compare-and-swap per element. Measured slower than the deterministic path on the
-/// machines of `benches/RESULTS.md`, so no op takes it; kept for the benchmark.
-pub(crate) fn scatter_add_atomic<T: AtomicAdd>(
-    dst: &mut [T],
-    src: &[T],
-    index: &[usize],
-    lanes: &ScatterLanes,
-) {
-    let shared = Shared::new(dst);
-    (0..lanes.bases.len() * lanes.n)
-        .into_par_iter()
-        .with_min_len(256)
-        .for_each(|item| {
-            let (l, k) = (item / lanes.n, item % lanes.n);
-            let (dst_base, src_base) = lanes.bases[l];
-            let target = dst_base + index[lanes.index_position(l, k)] * lanes.dst_step;
-            // SAFETY: every concurrent access to `dst` is this atomic add.
-            unsafe { shared.atomic_add_at(target, src[src_base + k * lanes.src_step]) };
-        });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,17 +237,5 @@ mod tests {
         let (starts, positions) = rows_by_target(&[2, 0, 2, 1, 2, 0], 4);
         assert_eq!(starts, vec![0, 2, 3, 6, 6]);
         assert_eq!(positions, vec![1, 5, 3, 0, 2, 4]);
-    }
-
-    #[test]
-    fn atomic_add_adds() {
-        let mut x = [1.5f32, 2.0];
-        // SAFETY: a valid, unshared element.
-        unsafe { f32::atomic_add(&mut x[1], 0.25) };
-        assert_eq!(x, [1.5, 2.25]);
-        let mut y = 1.0f64;
-        // SAFETY: as above.
-        unsafe { f64::atomic_add(&mut y, -3.0) };
-        assert_eq!(y, -2.0);
     }
 }

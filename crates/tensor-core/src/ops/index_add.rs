@@ -9,6 +9,7 @@
 //! the CUDA kernels add in the same order with the same unfused operations.
 
 use super::accumulate::{self, IndexAddShape, ScatterLanes};
+use super::arrival_order;
 use crate::determinism::paths::INDEX_ADD_CPU;
 #[cfg(feature = "cuda")]
 use crate::determinism::paths::{INDEX_ADD_CUDA, SCATTER_ADD_CUDA};
@@ -29,22 +30,24 @@ pub(crate) fn index_values(
             got: index.dtype(),
         });
     }
-    let values = index.to_vec::<i64>()?;
-    values
-        .iter()
-        .enumerate()
-        .map(|(position, &value)| {
-            usize::try_from(value).ok().filter(|&v| v < size).ok_or(
-                TensorError::IndexValueOutOfRange {
+    let host = index.to_device(Device::Cpu)?;
+    let values = host.values::<i64>()?;
+    let mut checked = Vec::with_capacity(values.len());
+    for (position, &value) in values.iter().enumerate() {
+        match usize::try_from(value) {
+            Ok(v) if v < size => checked.push(v),
+            _ => {
+                return Err(TensorError::IndexValueOutOfRange {
                     op,
                     position,
                     value,
                     dim,
                     size,
-                },
-            )
-        })
-        .collect()
+                })
+            }
+        }
+    }
+    Ok(checked)
 }
 
 /// Errors unless `other` is on `this`'s device.
@@ -151,7 +154,7 @@ impl Tensor {
             super::cuda::index_add(self, index, source, &args, alpha, chosen)
         });
         self.require_cpu(OP)?;
-        let pays = accumulate::parallel_pays(source.elem_count());
+        let pays = arrival_order::private_copies_pay(args.shape);
         let chosen = INDEX_ADD_CPU.choose(algorithm, Device::Cpu, pays)?;
         with_float_dtype!(self.dtype(), OP, T => {
             let mut out = self.values::<T>()?.into_owned();
@@ -173,7 +176,7 @@ impl Tensor {
         const OP: &str = "index_add_";
         if self.device() == Device::Cpu && self.is_contiguous() {
             let args = check_index_add(OP, self, dim, index, source)?;
-            let pays = accumulate::parallel_pays(source.elem_count());
+            let pays = arrival_order::private_copies_pay(args.shape);
             let chosen = INDEX_ADD_CPU.choose(Algorithm::Auto, Device::Cpu, pays)?;
             return with_float_dtype!(self.dtype(), OP, T => {
                 let alpha = T::from_f64(alpha);
@@ -196,9 +199,9 @@ fn index_add_cpu<T: super::Float>(
     let src = source.values::<T>()?;
     match chosen {
         Chosen::Deterministic => {
-            accumulate::index_add_deterministic(dst, &src, &args.index, args.shape, alpha)
+            super::grouped::index_add_deterministic(dst, &src, &args.index, args.shape, alpha)
         }
-        Chosen::Fast => accumulate::index_add_fast(dst, &src, &args.index, args.shape, alpha),
+        Chosen::Fast => arrival_order::index_add_fast(dst, &src, &args.index, args.shape, alpha),
     }
     Ok(())
 }
@@ -343,7 +346,7 @@ pub fn scatter_add_atomic_cpu(
     with_float_dtype!(this.dtype(), OP, T => {
         let mut out = this.values::<T>()?.into_owned();
         let values = src.values::<T>()?;
-        accumulate::scatter_add_atomic(&mut out, &values, &args.index, &args.lanes);
+        arrival_order::scatter_add_atomic(&mut out, &values, &args.index, &args.lanes);
         Tensor::from_cpu_storage(T::into_storage(out), this.dims())
     })
 }
