@@ -75,12 +75,17 @@ impl FastPath {
 pub static INDEX_ADD_CPU: FastPath = FastPath {
     op: "index_add",
     devices: "CPU",
-    fast: "threads split the source rows and add each into its target row under that \
-           row's lock, in whatever order they get there",
-    deterministic: "one thread owns each target row and adds its source rows in index \
-                    order (a stable counting sort by target first); the same bits as a \
-                    serial loop, for every thread count",
-    auto_fast_when: Some("with 2+ rayon threads and 32768+ source elements"),
+    fast: "workers claim chunks of source rows as they get to them, add them into private \
+           copies of the targets and merge those into the shared rows under per-row locks \
+           as they finish (with many targets: straight into the shared rows under the \
+           locks); arrival order decides the rounding",
+    deterministic: "the fixed grouped order of `ops::grouped` (1024-position groups summed \
+                    in index order, group sums added in order), streamed through per-group \
+                    buffers or computed by row owners; the same bits for every thread count",
+    auto_fast_when: Some(
+        "with 2+ rayon threads, 32768+ source elements and at least 4 per target element \
+         and thread",
+    ),
     alternative: "Algorithm::Deterministic (or Auto)",
 };
 
@@ -89,8 +94,8 @@ pub static INDEX_ADD_CUDA: FastPath = FastPath {
     op: "index_add",
     devices: "CUDA",
     fast: "one thread per source element, `atomicAdd` into the target (arrival order)",
-    deterministic: "one thread per target element sums its contributions in index order \
-                    (positions sorted on the host); bit-identical to the CPU's \
+    deterministic: "one thread per target element walks its contributions (sorted on the \
+                    host) in the CPU's grouped order: bit-identical to the CPU's \
                     deterministic path, for every launch configuration",
     auto_fast_when: Some("always"),
     alternative: "Algorithm::Deterministic (or Auto)",
