@@ -208,6 +208,12 @@ pub enum TensorError {
         /// The device given.
         got: Device,
     },
+    /// The audit could not open, write or read a trace.
+    #[error("audit: {message}")]
+    Audit {
+        /// What failed, with the file and the system's reason.
+        message: String,
+    },
     /// A buffer could not be allocated (too large for the address space or the allocator).
     #[error("could not allocate {elements} elements of {dtype} on {device}")]
     AllocationFailed {

@@ -30,6 +30,7 @@
 mod macros;
 
 mod access;
+pub mod audit;
 mod convert;
 mod creation;
 pub mod cuda_source;

@@ -30,7 +30,7 @@ pub(crate) fn index_values(
             got: index.dtype(),
         });
     }
-    let host = index.to_device(Device::Cpu)?;
+    let host = index.moved_to(Device::Cpu)?;
     let values = host.values::<i64>()?;
     let mut checked = Vec::with_capacity(values.len());
     for (position, &value) in values.iter().enumerate() {
@@ -121,6 +121,7 @@ impl Tensor {
     /// `self`'s dims except `index.len()` along `dim`; all three on one device, `self`
     /// and `source` of one float dtype. Runs [`Algorithm::Auto`]: see
     /// [`Tensor::index_add_with`].
+    #[track_caller]
     pub fn index_add(
         &self,
         dim: usize,
@@ -139,6 +140,7 @@ impl Tensor {
     /// CUDA: `atomicAdd`) adds them in arrival order. Errors: `NondeterministicOp` for
     /// `Algorithm::Fast` in `Error` mode; `IndexValueOutOfRange`, shape, dtype and
     /// device errors for bad arguments.
+    #[track_caller]
     pub fn index_add_with(
         &self,
         dim: usize,
@@ -147,25 +149,28 @@ impl Tensor {
         alpha: f64,
         algorithm: Algorithm,
     ) -> Result<Tensor> {
-        const OP: &str = "index_add";
-        let args = check_index_add(OP, self, dim, index, source)?;
-        on_cuda!(self => {
-            let chosen = INDEX_ADD_CUDA.choose(algorithm, self.device(), true)?;
-            super::cuda::index_add(self, index, source, &args, alpha, chosen)
-        });
-        self.require_cpu(OP)?;
-        let pays = arrival_order::private_copies_pay(args.shape);
-        let chosen = INDEX_ADD_CPU.choose(algorithm, Device::Cpu, pays)?;
-        with_float_dtype!(self.dtype(), OP, T => {
-            let mut out = self.values::<T>()?.into_owned();
-            index_add_cpu::<T>(&mut out, source, &args, T::from_f64(alpha), chosen)?;
-            Tensor::from_cpu_storage(T::into_storage(out), self.dims())
+        audited!("index_add", [self, index, source], {
+            const OP: &str = "index_add";
+            let args = check_index_add(OP, self, dim, index, source)?;
+            on_cuda!(self => {
+                let chosen = INDEX_ADD_CUDA.choose(algorithm, self.device(), true)?;
+                super::cuda::index_add(self, index, source, &args, alpha, chosen)
+            });
+            self.require_cpu(OP)?;
+            let pays = arrival_order::private_copies_pay(args.shape);
+            let chosen = INDEX_ADD_CPU.choose(algorithm, Device::Cpu, pays)?;
+            with_float_dtype!(self.dtype(), OP, T => {
+                let mut out = self.values::<T>()?.into_owned();
+                index_add_cpu::<T>(&mut out, source, &args, T::from_f64(alpha), chosen)?;
+                Tensor::from_cpu_storage(T::into_storage(out), self.dims())
+            })
         })
     }
 
     /// [`Tensor::index_add`] in place (`torch.Tensor.index_add_`), with
     /// [`Algorithm::Auto`]. A contiguous CPU tensor is updated where it lies (after a
     /// copy if its storage is shared, as every in-place op does).
+    #[track_caller]
     pub fn index_add_(
         &mut self,
         dim: usize,
@@ -173,18 +178,20 @@ impl Tensor {
         source: &Tensor,
         alpha: f64,
     ) -> Result<()> {
-        const OP: &str = "index_add_";
-        if self.device() == Device::Cpu && self.is_contiguous() {
-            let args = check_index_add(OP, self, dim, index, source)?;
-            let pays = arrival_order::private_copies_pay(args.shape);
-            let chosen = INDEX_ADD_CPU.choose(Algorithm::Auto, Device::Cpu, pays)?;
-            return with_float_dtype!(self.dtype(), OP, T => {
-                let alpha = T::from_f64(alpha);
-                index_add_cpu::<T>(self.as_mut_slice::<T>()?, source, &args, alpha, chosen)
-            });
-        }
-        let sum = self.index_add(dim, index, source, alpha)?;
-        self.copy_from_(&sum)
+        audited_in_place!("index_add_", self, [index, source], {
+            const OP: &str = "index_add_";
+            if self.device() == Device::Cpu && self.is_contiguous() {
+                let args = check_index_add(OP, self, dim, index, source)?;
+                let pays = arrival_order::private_copies_pay(args.shape);
+                let chosen = INDEX_ADD_CPU.choose(Algorithm::Auto, Device::Cpu, pays)?;
+                return with_float_dtype!(self.dtype(), OP, T => {
+                    let alpha = T::from_f64(alpha);
+                    index_add_cpu::<T>(self.as_mut_slice::<T>()?, source, &args, alpha, chosen)
+                });
+            }
+            let sum = self.index_add(dim, index, source, alpha)?;
+            self.copy_from_(&sum)
+        })
     }
 }
 
@@ -291,6 +298,7 @@ impl Tensor {
     /// `out[p with p[dim] = index[p]] += src[p]`. `index` (i64) and `src` have `self`'s
     /// rank; `index` fits inside `src` and, except along `dim`, inside `self`. Runs
     /// [`Algorithm::Auto`]: see [`Tensor::scatter_add_with`].
+    #[track_caller]
     pub fn scatter_add(&self, dim: usize, index: &Tensor, src: &Tensor) -> Result<Tensor> {
         self.scatter_add_with(dim, index, src, Algorithm::Auto)
     }
@@ -301,6 +309,7 @@ impl Tensor {
     /// arrival order; the CPU has none (a compare-and-swap version measured slower than
     /// the deterministic path, see `benches/RESULTS.md`), so `Fast` runs the
     /// deterministic path there.
+    #[track_caller]
     pub fn scatter_add_with(
         &self,
         dim: usize,
@@ -308,26 +317,31 @@ impl Tensor {
         src: &Tensor,
         algorithm: Algorithm,
     ) -> Result<Tensor> {
-        const OP: &str = "scatter_add";
-        let args = check_scatter_add(OP, self, dim, index, src)?;
-        on_cuda!(self => {
-            let chosen = SCATTER_ADD_CUDA.choose(algorithm, self.device(), true)?;
-            super::cuda::scatter_add(self, index, src, &args, chosen)
-        });
-        self.require_cpu(OP)?;
-        let _ = algorithm; // the CPU has only the deterministic path
-        with_float_dtype!(self.dtype(), OP, T => {
-            let mut out = self.values::<T>()?.into_owned();
-            let values = src.values::<T>()?;
-            accumulate::scatter_add_deterministic(&mut out, &values, &args.index, &args.lanes);
-            Tensor::from_cpu_storage(T::into_storage(out), self.dims())
+        audited!("scatter_add", [self, index, src], {
+            const OP: &str = "scatter_add";
+            let args = check_scatter_add(OP, self, dim, index, src)?;
+            on_cuda!(self => {
+                let chosen = SCATTER_ADD_CUDA.choose(algorithm, self.device(), true)?;
+                super::cuda::scatter_add(self, index, src, &args, chosen)
+            });
+            self.require_cpu(OP)?;
+            let _ = algorithm; // the CPU has only the deterministic path
+            with_float_dtype!(self.dtype(), OP, T => {
+                let mut out = self.values::<T>()?.into_owned();
+                let values = src.values::<T>()?;
+                accumulate::scatter_add_deterministic(&mut out, &values, &args.index, &args.lanes);
+                Tensor::from_cpu_storage(T::into_storage(out), self.dims())
+            })
         })
     }
 
     /// [`Tensor::scatter_add`] in place (`torch.Tensor.scatter_add_`).
+    #[track_caller]
     pub fn scatter_add_(&mut self, dim: usize, index: &Tensor, src: &Tensor) -> Result<()> {
-        let sum = self.scatter_add(dim, index, src)?;
-        self.copy_from_(&sum)
+        audited_in_place!("scatter_add_", self, [index, src], {
+            let sum = self.scatter_add(dim, index, src)?;
+            self.copy_from_(&sum)
+        })
     }
 }
 

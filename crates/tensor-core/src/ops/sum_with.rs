@@ -23,23 +23,29 @@ impl Tensor {
     /// size-1 `dim`), on the path `algorithm` and the deterministic-algorithms switch
     /// choose. [`Tensor::sum_dim`] and [`Tensor::sum_all`] are this with
     /// `Algorithm::Deterministic`.
+    #[track_caller]
     pub fn sum_with(
         &self,
         dim: Option<usize>,
         keepdim: bool,
         algorithm: Algorithm,
     ) -> Result<Tensor> {
-        self.reduce_with("sum", dim, keepdim, algorithm, false)
+        audited!("sum_with", [self], {
+            self.reduce_with("sum", dim, keepdim, algorithm, false)
+        })
     }
 
     /// Mean along `dim` (`None`: of every element), like [`Tensor::sum_with`].
+    #[track_caller]
     pub fn mean_with(
         &self,
         dim: Option<usize>,
         keepdim: bool,
         algorithm: Algorithm,
     ) -> Result<Tensor> {
-        self.reduce_with("mean", dim, keepdim, algorithm, true)
+        audited!("mean_with", [self], {
+            self.reduce_with("mean", dim, keepdim, algorithm, true)
+        })
     }
 
     fn reduce_with(
