@@ -140,3 +140,37 @@ impl NnError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tensor error reaches `NnError` as `NnError::Tensor` whichever layer it passed.
+    #[test]
+    fn a_tensor_error_takes_one_path() {
+        let tensor = || TensorError::ShapeOverflow { dims: vec![0] };
+        let via_rng = NnError::from(RngError::Tensor(tensor()));
+        let via_checkpoint = NnError::from(CheckpointError::Tensor(tensor()));
+        let via_loader_entry = NnError::from(CheckpointError::loader(
+            "loader.state",
+            NnError::Tensor(tensor()),
+        ));
+        let via_generator_entry =
+            NnError::from(CheckpointError::generator("rng.x", RngError::Tensor(tensor())));
+        for e in [via_rng, via_checkpoint, via_loader_entry, via_generator_entry] {
+            assert!(matches!(e, NnError::Tensor(_)), "{e:?}");
+        }
+        // Other errors keep their layer, and their source (`transparent` forwards
+        // `source` to the checkpoint error's, rng-gen's error).
+        let e = NnError::from(CheckpointError::generator(
+            "rng.x",
+            RngError::WrongLength {
+                expected: 28,
+                got: 3,
+            },
+        ));
+        assert!(matches!(e, NnError::Checkpoint(CheckpointError::Generator { .. })));
+        let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<RngError>());
+        assert!(matches!(source, Some(RngError::WrongLength { .. })), "{e:?}");
+    }
+}
