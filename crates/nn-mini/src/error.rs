@@ -155,9 +155,16 @@ mod tests {
             "loader.state",
             NnError::Tensor(tensor()),
         ));
-        let via_generator_entry =
-            NnError::from(CheckpointError::generator("rng.x", RngError::Tensor(tensor())));
-        for e in [via_rng, via_checkpoint, via_loader_entry, via_generator_entry] {
+        let via_generator_entry = NnError::from(CheckpointError::generator(
+            "rng.x",
+            RngError::Tensor(tensor()),
+        ));
+        for e in [
+            via_rng,
+            via_checkpoint,
+            via_loader_entry,
+            via_generator_entry,
+        ] {
             assert!(matches!(e, NnError::Tensor(_)), "{e:?}");
         }
         // Other errors keep their layer, and their source (`transparent` forwards
@@ -169,8 +176,14 @@ mod tests {
                 got: 3,
             },
         ));
-        assert!(matches!(e, NnError::Checkpoint(CheckpointError::Generator { .. })));
+        assert!(matches!(
+            e,
+            NnError::Checkpoint(CheckpointError::Generator { .. })
+        ));
         let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<RngError>());
-        assert!(matches!(source, Some(RngError::WrongLength { .. })), "{e:?}");
+        assert!(
+            matches!(source, Some(RngError::WrongLength { .. })),
+            "{e:?}"
+        );
     }
 }

@@ -9,8 +9,8 @@ use std::ops::Range;
 
 use nn_mini::train::{TrainConfig, Trainer};
 use nn_mini::{Checkpoint, CheckpointError};
-use rng_gen::PhiloxRng;
 use rand_core::RngCore;
+use rng_gen::PhiloxRng;
 
 /// The file bytes of a run after `steps` steps.
 fn checkpoint_bytes(config: &TrainConfig, steps: usize) -> Vec<u8> {

@@ -60,7 +60,10 @@ fn version_1_is_refused_by_default_and_converts_on_request() {
     let mut resumed = Trainer::from_checkpoint(&old, None, None).unwrap();
     assert_eq!(resumed.step_count(), 3);
     let next: Vec<u32> = (0..3).map(|_| resumed.step().unwrap().to_bits()).collect();
-    assert_eq!(next, V1_NEXT_LOSSES, "a converted run continues bit for bit");
+    assert_eq!(
+        next, V1_NEXT_LOSSES,
+        "a converted run continues bit for bit"
+    );
 
     // Saving writes version 2, which the default load reads.
     let dir = tempfile::tempdir().unwrap();
@@ -111,7 +114,12 @@ fn swap_tensors(bytes: &[u8], a: &str, b: &str) -> Vec<u8> {
 fn user_generators_cannot_use_the_default_generators_names() {
     let g = Generator::from_key(Device::Cpu, Key::new(1));
     let mut ck = Checkpoint::new();
-    for reserved in ["default", "default.cpu", "default.cuda:0", "default.cuda_count"] {
+    for reserved in [
+        "default",
+        "default.cpu",
+        "default.cuda:0",
+        "default.cuda_count",
+    ] {
         let err = ck.put_generators(&[(reserved, &g)]).unwrap_err();
         assert!(
             matches!(&err, CheckpointError::ReservedGeneratorName { name } if name == reserved),
@@ -149,7 +157,11 @@ fn default_generators_are_saved_and_restored_only_when_asked() {
 
     cpu.set_key(Key::new(99));
     ck.restore_generators(&[("dropout", &dropout)]).unwrap();
-    assert_eq!(cpu.key(), Key::new(99), "restore_generators leaves the defaults alone");
+    assert_eq!(
+        cpu.key(),
+        Key::new(99),
+        "restore_generators leaves the defaults alone"
+    );
     ck.restore_default_generators(&[Device::Cpu]).unwrap();
     assert_eq!(
         cpu.key(),
@@ -204,7 +216,9 @@ fn a_resume_cross_checks_the_run_before_allocating() {
         layers: vec![3, 50_000, 2],
         ..small_config(1)
     };
-    wider.set_metadata("train.config", config.to_json()).unwrap();
+    wider
+        .set_metadata("train.config", config.to_json())
+        .unwrap();
     let err = Trainer::from_checkpoint(&wider, None, None).unwrap_err();
     assert!(
         matches!(&err, NnError::Checkpoint(CheckpointError::ShapeMismatch { name, .. }) if name == "model.0.weight"),

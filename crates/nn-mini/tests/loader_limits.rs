@@ -76,8 +76,14 @@ fn guarded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
         .recv_timeout(Duration::from_secs(30))
         .unwrap_or_else(|_| panic!("{what}: no answer after 30 s"));
     let largest = LARGEST.load(Ordering::Relaxed);
-    println!("{what}: {:?}, largest allocation {largest} bytes", started.elapsed());
-    assert!(largest < 1 << 26, "{what}: allocated {largest} bytes at once");
+    println!(
+        "{what}: {:?}, largest allocation {largest} bytes",
+        started.elapsed()
+    );
+    assert!(
+        largest < 1 << 26,
+        "{what}: allocated {largest} bytes at once"
+    );
     out
 }
 
@@ -95,23 +101,26 @@ fn huge_inputs_get_batches_or_typed_errors_never_an_abort() {
     // Unshuffled: the order is the identity, computed per batch, for any length.
     for len in [usize::MAX, 1 << 40] {
         for workers in [0, 2] {
-            let indices = guarded(&format!("unshuffled len {len}, {workers} workers"), move || {
-                let mut l = builder(len, false).num_workers(workers).build().unwrap();
-                let first = l.next_batch().unwrap().indices;
-                let state = l.state().unwrap();
-                assert_eq!(state.dataset_len, len as u64);
-                // Jump to the last batch of the epoch: its indices end at len - 1.
-                let last = l.batches_per_epoch() as u64 - 1;
-                l.set_state(&LoaderState {
-                    position: last,
-                    ..state
-                })
-                .unwrap();
-                let tail = l.next_batch().unwrap().indices;
-                assert_eq!(*tail.last().unwrap(), len - 1);
-                assert_eq!((l.epoch(), l.position()), (1, 0));
-                first
-            });
+            let indices = guarded(
+                &format!("unshuffled len {len}, {workers} workers"),
+                move || {
+                    let mut l = builder(len, false).num_workers(workers).build().unwrap();
+                    let first = l.next_batch().unwrap().indices;
+                    let state = l.state().unwrap();
+                    assert_eq!(state.dataset_len, len as u64);
+                    // Jump to the last batch of the epoch: its indices end at len - 1.
+                    let last = l.batches_per_epoch() as u64 - 1;
+                    l.set_state(&LoaderState {
+                        position: last,
+                        ..state
+                    })
+                    .unwrap();
+                    let tail = l.next_batch().unwrap().indices;
+                    assert_eq!(*tail.last().unwrap(), len - 1);
+                    assert_eq!((l.epoch(), l.position()), (1, 0));
+                    first
+                },
+            );
             assert_eq!(indices, [0, 1, 2, 3]);
         }
     }
@@ -182,7 +191,10 @@ fn huge_inputs_get_batches_or_typed_errors_never_an_abort() {
             })
             .unwrap();
             let last = l.next_batch().unwrap();
-            assert_eq!((last.epoch, last.index, last.indices.len()), (u64::MAX - 1, 2, 2));
+            assert_eq!(
+                (last.epoch, last.index, last.indices.len()),
+                (u64::MAX - 1, 2, 2)
+            );
             assert_eq!((l.epoch(), l.position()), (u64::MAX, 0));
             let err = l.next_batch().unwrap_err();
             assert!(err.to_string().contains("do not wrap"), "{err}");

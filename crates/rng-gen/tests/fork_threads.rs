@@ -32,7 +32,9 @@ fn words(n: usize, g: Option<&Generator>) -> Vec<u32> {
 /// chance, two of 2^18 random 128-bit blocks coincide with probability about 2^-93).
 fn repeated_blocks(w: &[u32]) -> usize {
     let mut seen = HashSet::new();
-    w.chunks_exact(4).filter(|b| !seen.insert(b.to_vec())).count()
+    w.chunks_exact(4)
+        .filter(|b| !seen.insert(b.to_vec()))
+        .count()
 }
 
 /// The acceptance test: one thread draws 2^20 (> 10^6) words from the default CPU
@@ -79,8 +81,14 @@ fn a_thread_drawing_while_another_forks_sees_no_repeats() {
         });
         (drawer.join().unwrap(), forker.join().unwrap())
     });
-    assert!(forks >= 10, "only {forks} forks ran beside the drawing thread");
-    let reference = words(CHUNK * CHUNKS, Some(&Generator::from_key(Device::Cpu, Key::new(7))));
+    assert!(
+        forks >= 10,
+        "only {forks} forks ran beside the drawing thread"
+    );
+    let reference = words(
+        CHUNK * CHUNKS,
+        Some(&Generator::from_key(Device::Cpu, Key::new(7))),
+    );
     let first_difference = drawn.iter().zip(&reference).position(|(a, b)| a != b);
     assert_eq!(first_difference, None, "{forks} forks ran");
     assert_eq!(repeated_blocks(&drawn), 0);
@@ -132,7 +140,11 @@ fn process_wide_forks_rewind_other_threads_thread_local_ones_do_not() {
         let second = words(8, None);
         let stream = words(16, Some(&Generator::from_key(Device::Cpu, Key::new(11))));
         if thread_local {
-            assert_eq!(first, stream[..8], "the fork did not touch the real generator");
+            assert_eq!(
+                first,
+                stream[..8],
+                "the fork did not touch the real generator"
+            );
             assert_eq!(second, stream[8..], "and the stream goes on after it");
         } else {
             assert_eq!(second, first, "the rewind hands the same words out again");
@@ -165,7 +177,11 @@ fn inside_a_fork_every_default_generator_call_acts_on_the_copy() {
             words(9, None);
         })
         .unwrap();
-        assert_eq!(get_rng_state(), state, "the inner fork left the outer copy alone");
+        assert_eq!(
+            get_rng_state(),
+            state,
+            "the inner fork left the outer copy alone"
+        );
         // A panic inside a nested fork still drops exactly that fork's copy.
         let caught = catch_unwind(AssertUnwindSafe(|| {
             fork_rng(&[Device::Cpu], || {
@@ -185,7 +201,11 @@ fn inside_a_fork_every_default_generator_call_acts_on_the_copy() {
         copy
     })
     .unwrap();
-    assert_eq!(real.key(), before, "nothing inside the fork moved the real generator");
+    assert_eq!(
+        real.key(),
+        before,
+        "nothing inside the fork moved the real generator"
+    );
     assert_eq!(default_generator(Device::Cpu).unwrap().key(), before);
     assert_eq!(initial_seed(), 3);
     // The copy that escaped the block is detached: drawing from it changes nothing.

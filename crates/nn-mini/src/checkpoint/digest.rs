@@ -148,7 +148,9 @@ mod tests {
     #[test]
     fn swapping_self_checksummed_blobs_fools_crc32_but_not_sha256() {
         let blob = |seed: u8| {
-            let mut b: Vec<u8> = (0..24).map(|i| seed.wrapping_mul(31).wrapping_add(i)).collect();
+            let mut b: Vec<u8> = (0..24)
+                .map(|i| seed.wrapping_mul(31).wrapping_add(i))
+                .collect();
             let crc = crc32fast::hash(&b);
             b.extend_from_slice(&crc.to_le_bytes());
             b

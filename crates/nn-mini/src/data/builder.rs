@@ -218,7 +218,6 @@ impl DataLoader {
             key: None,
         }
     }
-
 }
 
 /// Batches of an epoch: `len / batch_size` when dropping the last partial batch,
@@ -230,4 +229,3 @@ pub(super) fn batches_per_epoch(len: usize, batch_size: usize, drop_last: bool) 
         len.div_ceil(batch_size)
     }
 }
-

@@ -134,10 +134,16 @@ mod tests {
     fn sequential_orders_are_computed_not_stored() {
         let order = epoch_order(Key::new(1), 0, usize::MAX, false).unwrap();
         assert_eq!(order.len(), usize::MAX);
-        assert_eq!(order.indices(usize::MAX - 2, 4).unwrap(), [usize::MAX - 2, usize::MAX - 1]);
+        assert_eq!(
+            order.indices(usize::MAX - 2, 4).unwrap(),
+            [usize::MAX - 2, usize::MAX - 1]
+        );
         assert_eq!(order.indices(usize::MAX, 4).unwrap(), Vec::<usize>::new());
         assert_eq!(order.indices(3, 2).unwrap(), [3, 4]);
-        assert!(order.indices(0, usize::MAX).is_err(), "no room for 2^64 indices");
+        assert!(
+            order.indices(0, usize::MAX).is_err(),
+            "no room for 2^64 indices"
+        );
     }
 
     #[test]

@@ -223,10 +223,16 @@ mod tests {
                 ..TrainConfig::default()
             };
             let err = config.validate().unwrap_err();
-            assert!(err.to_string().contains("MAX_PARAMETERS") || err.to_string().contains("exceed"), "{layers:?}: {err}");
+            assert!(
+                err.to_string().contains("MAX_PARAMETERS") || err.to_string().contains("exceed"),
+                "{layers:?}: {err}"
+            );
             assert!(TrainConfig::from_json(&config.to_json()).is_err());
         }
         let demo = TrainConfig::default();
-        assert_eq!(demo.parameter_count(), Some(64 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10));
+        assert_eq!(
+            demo.parameter_count(),
+            Some(64 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10)
+        );
     }
 }
