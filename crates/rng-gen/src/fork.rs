@@ -25,6 +25,10 @@
 //!   from the real generators, as those threads are not forked. Ops themselves are safe:
 //!   each reserves its stretch of the stream on the calling thread before any
 //!   parallel work starts.
+//! - A thread-pool thread that calls `fork_rng` inside a pool task and, while blocked
+//!   inside the block (waiting on a `join`), runs other tasks of the pool (rayon's work
+//!   stealing does this) lends its fork to those tasks. Fork outside pool tasks, or
+//!   give such tasks explicit generators.
 //! - A generator handle obtained before the block (`default_generator(Cpu)` stored in a
 //!   variable) is the real generator; one obtained inside is the copy, and after the
 //!   block it is a detached generator that nothing else uses.
