@@ -87,21 +87,30 @@ fn distinct(devices: &[Device]) -> Vec<Device> {
     out
 }
 
-/// Runs `f` with the default generators of `devices` forked for the calling thread, like
-/// `torch.random.fork_rng` but without rewinding anything under other threads (see the
-/// [module docs](self)).
+/// Runs `f` with the default generators of `devices` forked for the calling thread:
+/// like `torch.random.fork_rng`, except that nothing is rewound under other threads.
 ///
 /// Why: evaluation, logging or a sanity check that draws random numbers would otherwise
 /// shift every later op of the training run, so the run would no longer match one
 /// without the check. List `Device::Cpu` to fork the CPU generator (nothing is forked
 /// implicitly). Duplicates are ignored.
 ///
-/// Inside `f`, this thread's ops and seeding calls act on copies that start at the
-/// generators' current states; when `f` returns (also an `Err` inside `R`) or panics
-/// (the panic continues unchanged; nothing is caught), the copies are dropped and the
-/// real generators, which nothing on this thread touched meanwhile, are in effect
-/// again. Errors with `NoSuchDevice`, before running `f`, if a listed CUDA device does
-/// not exist.
+/// PyTorch saves the process-wide generators' states and sets them back at the end,
+/// which rewinds them under every other thread (numbers those threads drew during the
+/// block are handed out again). Here, on entry, each listed generator is copied into a
+/// thread-local override: inside `f`, everything *on this thread* that resolves that
+/// device's default generator (ops without a generator, [`default_generator`],
+/// [`manual_seed`](crate::manual_seed), [`get_rng_state`](crate::get_rng_state) /
+/// [`set_rng_state`](crate::set_rng_state), `cuda::*`) acts on the copy, which starts
+/// at the real state, so `f` sees what PyTorch's block would see. The real generators
+/// are never touched: other threads draw on undisturbed. Forks nest (an inner fork
+/// copies the outer copy). Work `f` hands to other threads is not forked; a pool thread
+/// blocked inside a fork while running stolen tasks lends them its fork.
+/// [`fork_rng_all_threads`] keeps PyTorch's process-wide behaviour.
+///
+/// The copies are dropped when `f` returns (also an `Err` inside `R`) or panics (the
+/// panic continues unchanged; nothing is caught). Errors with `NoSuchDevice`, before
+/// running `f`, if a listed CUDA device does not exist.
 pub fn fork_rng<R>(devices: &[Device], f: impl FnOnce() -> R) -> Result<R, RngError> {
     let mut copies = Vec::new();
     for device in distinct(devices) {

@@ -19,7 +19,7 @@
 //!
 //! - **2** (written by this build): the checksum is SHA-256 over a canonical,
 //!   length-prefixed encoding of every metadata pair and every tensor's name, dtype,
-//!   shape and bytes ([`digest`](super::digest) explains the encoding and the choice).
+//!   shape and bytes (`checkpoint/digest.rs` spells out the encoding and why SHA-256).
 //!   Swapping, splicing or editing any entry is refused with
 //!   [`CheckpointError::ChecksumMismatch`].
 //! - **1** (written by earlier builds): the same encoding without the two counts,
