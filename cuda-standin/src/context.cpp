@@ -64,7 +64,7 @@ CUresult require_live(Context* ctx, const char* call) {
                     "the context is not live (never retained, or released to 0)");
     }
     if (ctx->sticky != CUDA_SUCCESS) {
-        return fail(ctx->sticky, call, "device %d's context has a sticky error from an earlier call: %s",
+        return fail(ctx->sticky, call, "the context of device %d has a sticky error from an earlier call: %s",
                     ctx->device, ctx->sticky_reason.c_str());
     }
     return CUDA_SUCCESS;
@@ -107,7 +107,7 @@ static CUresult primary_release(CUdevice device, const char* call) {
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = primary_context(device);
     if (ctx->refcount == 0) {
-        return fail(CUDA_ERROR_INVALID_CONTEXT, call, "device %d's primary context is not retained", device);
+        return fail(CUDA_ERROR_INVALID_CONTEXT, call, "the primary context of device %d is not retained", device);
     }
     ctx->refcount -= 1;
     if (ctx->refcount == 0) destroy(ctx);

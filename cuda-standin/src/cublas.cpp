@@ -127,12 +127,12 @@ int gemm(const char* call, Handle* h, int transa, int transb, I m, I n, I k, con
         std::lock_guard<std::mutex> guard(state_lock());
         if (current_context() != h->ctx) {
             return blas_fail(CUBLAS_STATUS_EXECUTION_FAILED, call,
-                             "the handle belongs to device %d, but %s is current (cuBLAS needs the handle's device "
+                             "the handle belongs to device %d, but %s is current (cuBLAS needs the device of the handle "
                              "to be current)",
-                             h->ctx->device, current_context() == nullptr ? "no context" : "another device's context");
+                             h->ctx->device, current_context() == nullptr ? "no context" : "the context of another device");
         }
         if (resolve_stream(h->stream, call, true, &ctx) != CUDA_SUCCESS) {
-            return blas_fail(CUBLAS_STATUS_EXECUTION_FAILED, call, "the handle's stream or context is unusable");
+            return blas_fail(CUBLAS_STATUS_EXECUTION_FAILED, call, "the stream or context of the handle is unusable");
         }
     }
     const int device = ctx->device;
@@ -144,7 +144,7 @@ int gemm(const char* call, Handle* h, int transa, int transb, I m, I n, I k, con
             return false;
         }
         char reason[200];
-        std::snprintf(reason, sizeof reason, "%s: %s (%" PRIu64 " elements at %p) is not inside device %d's memory",
+        std::snprintf(reason, sizeof reason, "%s: %s (%" PRIu64 " elements at %p) is not inside the memory of device %d",
                       call, what, elements, p, device);
         std::lock_guard<std::mutex> guard(state_lock());
         poison(ctx, CUDA_ERROR_ILLEGAL_ADDRESS, reason);

@@ -76,7 +76,7 @@ bool pointers_valid(const HostKernel& host, void** params, int device, std::stri
         }
         if (a.device != device) {
             std::snprintf(text, sizeof text,
-                          "%s: argument %zu points into device %d's memory, but the kernel runs on device %d "
+                          "%s: argument %zu points into the memory of device %d, but the kernel runs on device %d "
                           "(no peer access)",
                           host.name, i, a.device, device);
             *reason = text;

@@ -123,7 +123,7 @@ const HostKernel* find_host_kernel(const std::string& name) {
 CUresult live_module(CUmodule module, const char* call) {
     if (modules().count(module) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, call, "not a loaded module");
     if (module->generation != module->ctx->generation) {
-        return fail(CUDA_ERROR_INVALID_HANDLE, call, "the module's context was destroyed");
+        return fail(CUDA_ERROR_INVALID_HANDLE, call, "the context of the module was destroyed");
     }
     return require_live(module->ctx, call);
 }

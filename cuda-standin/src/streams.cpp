@@ -27,7 +27,7 @@ bool is_default(CUstream s) {
 CUresult live_event(CUevent event, const char* call) {
     if (events().count(event) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, call, "not a live event");
     if (event->generation != event->ctx->generation) {
-        return fail(CUDA_ERROR_INVALID_HANDLE, call, "the event's context was destroyed");
+        return fail(CUDA_ERROR_INVALID_HANDLE, call, "the context of the event was destroyed");
     }
     return require_live(event->ctx, call);
 }
@@ -39,13 +39,13 @@ CUresult resolve_stream(CUstream stream, const char* call, bool current_only, Co
     if (streams().count(stream) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, call, "not a live stream");
     Context* ctx = stream->ctx;
     if (stream->generation != ctx->generation) {
-        return fail(CUDA_ERROR_INVALID_HANDLE, call, "the stream's context was destroyed");
+        return fail(CUDA_ERROR_INVALID_HANDLE, call, "the context of the stream was destroyed");
     }
     const CUresult ok = require_live(ctx, call);
     if (ok != CUDA_SUCCESS) return ok;
     if (current_only && ctx != current_context()) {
         return fail(CUDA_ERROR_INVALID_HANDLE, call,
-                    "the stream belongs to device %d's context, which is not current", ctx->device);
+                    "the stream belongs to the context of device %d, which is not current", ctx->device);
     }
     *out = ctx;
     return CUDA_SUCCESS;

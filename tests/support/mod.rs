@@ -23,7 +23,10 @@ pub fn no_gpu_reason() -> Option<String> {
 /// `scripts/gpu_bundle.sh`).
 pub fn gpu() -> bool {
     match no_gpu_reason() {
-        None => true,
+        None => {
+            announce_device();
+            true
+        }
         Some(reason) => {
             assert!(
                 std::env::var("REQUIRE_GPU").as_deref() != Ok("1"),
@@ -96,4 +99,52 @@ pub fn assert_same(what: &str, got: &Tensor, want: &Tensor) {
             w[i]
         );
     }
+}
+
+/// The label every result from the host-executed CUDA stand-in carries (docs/cuda-standin.md).
+pub const STANDIN_LABEL: &str = "CUDA stand-in (host-executed)";
+
+/// True when device 0 is the CUDA stand-in rather than a GPU: its driver says so in the
+/// device name. Results are then labelled [`STANDIN_LABEL`], never GPU results.
+pub fn on_standin() -> bool {
+    cuda::get_device_name(0).is_ok_and(|name| name.contains(STANDIN_LABEL))
+}
+
+/// Prints (once per test binary) where GPU results come from: the stand-in or a GPU.
+fn announce_device() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let names: Vec<String> = (0..cuda::device_count())
+            .map(|i| cuda::get_device_name(i).unwrap_or_else(|e| e.to_string()))
+            .collect();
+        if on_standin() {
+            println!("results from the {STANDIN_LABEL}, not a GPU: {names:?}");
+        } else {
+            println!("GPU results from {names:?}");
+        }
+    });
+}
+
+/// True when a test needing `n` CUDA devices can run; otherwise prints why it skipped.
+/// Skipping fails under `REQUIRE_GPU=1` when there is no GPU at all, and under
+/// `REQUIRE_GPUS=<k>` (k >= n) when fewer than `n` devices exist: CI runs the
+/// multi-device tests on the stand-in's two devices with both set.
+pub fn gpus(n: usize) -> bool {
+    if !gpu() {
+        return false;
+    }
+    let count = cuda::device_count();
+    if count >= n {
+        return true;
+    }
+    let required = std::env::var("REQUIRE_GPUS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    assert!(
+        required < n,
+        "REQUIRE_GPUS={required} but this test needs {n} CUDA devices and {count} exist"
+    );
+    println!("skipping: needs {n} CUDA devices, {count} present");
+    false
 }

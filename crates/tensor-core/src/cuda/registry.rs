@@ -124,6 +124,16 @@ pub fn synchronize(ordinal: usize) -> Result<()> {
     })
 }
 
+/// The name the driver gives device `ordinal` (`torch.cuda.get_device_name`), e.g.
+/// "NVIDIA H100 80GB HBM3", or "CUDA stand-in (host-executed) #0 (132 SMs)" when the
+/// host-executed stand-in (scripts/cuda_standin.sh) plays the driver.
+pub fn get_device_name(ordinal: usize) -> Result<String> {
+    let context = context(ordinal)?;
+    guarded(ordinal, || {
+        context.name().map_err(driver_error(ordinal, "device name"))
+    })
+}
+
 /// Streaming multiprocessors on device `ordinal`, for sizing launch grids.
 pub fn sm_count(ordinal: usize) -> Result<u32> {
     Ok(entry(ordinal)?.sm_count)
