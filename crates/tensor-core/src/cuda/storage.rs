@@ -140,6 +140,19 @@ impl CudaStorage {
     }
 }
 
+/// Frees the buffer from any thread. cudarc frees on the calling thread's current
+/// context (`cuMemFreeAsync` on its default stream where the device has memory pools), so
+/// a tensor dropped on a thread that never used this device would fail to free, leak,
+/// and leave the error for the device's next call; binding the buffer's context first
+/// makes the free valid wherever the last reference goes.
+impl Drop for CudaStorage {
+    fn drop(&mut self) {
+        // An error here (a device already in a failed state) is recorded by cudarc on the
+        // context and reported by its next call, which is all a destructor can do.
+        let _ = self.bytes.context().bind_to_thread();
+    }
+}
+
 /// Deep copy on the device. Panics if the device allocation fails; ditto itself uses
 /// [`CudaStorage::try_clone`].
 impl Clone for CudaStorage {
