@@ -7,7 +7,8 @@
 #   eval "$(bash scripts/cuda_standin.sh --print-env)"   # build if needed, then export
 #                                                         # LD_LIBRARY_PATH (stand-in
 #                                                         # first, then NVRTC) and
-#                                                         # DITTO_CUDA_STANDIN=1
+#                                                         # DITTO_CUDA_STANDIN=1 (and
+#                                                         # DITTO_CUDA_STANDIN_DIR)
 #   bash scripts/cuda_standin.sh                          # build only
 #
 # Output goes to $DITTO_CUDA_STANDIN_DIR (default target/cuda-standin, git-ignored);
@@ -62,7 +63,7 @@ stamp() {
 
 build() {
   local gen="$OUT/gen" obj="$OUT/obj"
-  rm -rf "$gen" "$obj" "$OUT/lib"
+  rm -rf "$gen" "$obj" "$OUT/lib" "$OUT/half-installed"
   mkdir -p "$gen" "$obj" "$OUT/lib"
   python3 "$SRC/generate.py" errors "$CUDARC" "$gen/cuda_error_table.inc"
 
@@ -99,6 +100,18 @@ build() {
   for name in libcuda.so libcuda.so.1 libcublas.so libcublas.so.13; do
     ln -sf libditto_cuda_standin.so "$OUT/lib/$name"
   done
+
+  # A half-installed driver for the tests of ditto's typed errors: the same library with
+  # the calls that allocate on a memory-pool device, upload and launch left unexported
+  # (cudarc panics on a missing symbol; ditto must turn that into an error).
+  mkdir -p "$OUT/half-installed"
+  printf '{\n  global: cu*; ditto_standin_*;\n  local: cuMemAllocAsync; cuMemcpyHtoDAsync_v2; cuLaunchKernel; *;\n};\n' \
+    > "$gen/half-installed.map"
+  "$CXX" -shared -o "$OUT/half-installed/libditto_cuda_standin.so" "$obj"/*.o -Wl,-soname,libcuda.so.1 \
+    -Wl,--version-script="$gen/half-installed.map" -Wl,-z,defs -lpthread
+  for name in libcuda.so libcuda.so.1 libcublas.so libcublas.so.13; do
+    ln -sf libditto_cuda_standin.so "$OUT/half-installed/$name"
+  done
 }
 
 mkdir -p "$OUT"
@@ -118,4 +131,5 @@ if [ "$print_env" = 1 ]; then
   nvrtc_lib="$(echo "$nvrtc_env" | sed -n 's/^export LD_LIBRARY_PATH=\([^$]*\).*/\1/p')"
   echo "export LD_LIBRARY_PATH=$OUT/lib${nvrtc_lib:+:$nvrtc_lib}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
   echo "export DITTO_CUDA_STANDIN=1"
+  echo "export DITTO_CUDA_STANDIN_DIR=$OUT"
 fi
