@@ -333,3 +333,69 @@ fn standin_devices_differ_where_ditto_must_not_care() {
             .contains(STANDIN_LABEL));
     }
 }
+
+/// What the child process checks: with a driver that lacks `cuMemAllocAsync`,
+/// `cuMemcpyHtoDAsync_v2` and `cuLaunchKernel`, allocating on a memory-pool device,
+/// uploading and launching are typed errors, never a panic (cudarc panics on a missing
+/// symbol).
+fn half_installed_checks() {
+    use ditto::rng_gen;
+    use ditto::tensor_core::{DType, Device, Tensor, TensorError};
+    let unavailable = |what: &str, r: Result<Tensor, TensorError>| match r {
+        Err(TensorError::CudaUnavailable { .. }) => {}
+        other => panic!("{what}: expected CudaUnavailable, got {other:?}"),
+    };
+    assert!(cuda::is_available());
+    // Device 0 has memory pools: cudarc allocates with the missing cuMemAllocAsync.
+    unavailable(
+        "alloc on cuda:0",
+        Tensor::zeros(&[4], DType::F32, Device::Cuda(0)),
+    );
+    // Device 1 allocates with cuMemAlloc_v2, which is there; the upload is not.
+    let zeros = Tensor::zeros(&[4], DType::F32, Device::Cuda(1)).unwrap();
+    let host = Tensor::ones(&[4], DType::F32, Device::Cpu).unwrap();
+    unavailable("upload to cuda:1", host.to_device(Device::Cuda(1)));
+    // Kernels compile and load, but cannot be launched.
+    unavailable("add on cuda:1", zeros.add(&zeros));
+    match rng_gen::rand(&[4], DType::F32, Device::Cuda(1), None) {
+        Err(rng_gen::RngError::Tensor(TensorError::CudaUnavailable { .. })) => {}
+        other => panic!("rand on cuda:1: expected CudaUnavailable, got {other:?}"),
+    }
+    assert_eq!(zeros.to_vec::<f32>().unwrap(), vec![0.0; 4]);
+}
+
+#[test]
+fn standin_a_half_installed_driver_is_a_typed_error_not_a_panic() {
+    const CHILD: &str = "DITTO_TEST_HALF_INSTALLED_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        half_installed_checks();
+        return;
+    }
+    if !gpus(2) || !standin() {
+        return;
+    }
+    // The driver is loaded once per process: run the checks in a child that finds the
+    // half-installed build of the stand-in first on its library path.
+    let dir = std::env::var("DITTO_CUDA_STANDIN_DIR")
+        .expect("DITTO_CUDA_STANDIN_DIR (cuda_standin.sh --print-env)");
+    let path = format!(
+        "{dir}/half-installed:{}",
+        std::env::var("LD_LIBRARY_PATH").unwrap_or_default()
+    );
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "standin_a_half_installed_driver_is_a_typed_error_not_a_panic",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .env("LD_LIBRARY_PATH", path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && text.contains("1 passed"),
+        "child process:\n{text}"
+    );
+}

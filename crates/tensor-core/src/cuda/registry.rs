@@ -31,7 +31,7 @@ fn driver_present() -> bool {
 
 /// Runs a cudarc call that could panic on a half-installed driver (a missing symbol),
 /// turning the panic into `CudaUnavailable`.
-fn guarded<T>(ordinal: usize, f: impl FnOnce() -> Result<T>) -> Result<T> {
+pub(crate) fn guarded<T>(ordinal: usize, f: impl FnOnce() -> Result<T>) -> Result<T> {
     if !driver_present() {
         return Err(TensorError::CudaUnavailable {
             ordinal,
