@@ -399,3 +399,91 @@ fn standin_a_half_installed_driver_is_a_typed_error_not_a_panic() {
         "child process:\n{text}"
     );
 }
+
+#[test]
+fn standin_modules_are_checked_against_the_host_builds_and_the_driver_version() {
+    use ditto::tensor_core::cudarc::nvrtc::Ptx;
+    if !standin() {
+        return;
+    }
+    let context = cuda::context(0).unwrap();
+    let module = |version: &str, target: &str, entry: &str| {
+        let text = format!(
+            ".version {version}\n.target {target}\n.address_size 64\n\n\
+             .visible .entry {entry}\n{{\n\tret;\n}}\n"
+        );
+        context
+            .load_module(Ptx::from_src(text))
+            .map(|_| ())
+            .map_err(|e| e.0)
+    };
+    // ditto_axpy_f32(u64 n, float alpha, const float* x, float* s), as NVRTC declares it.
+    let axpy = "ditto_axpy_f32(\n\t.param .u64 a_0,\n\t.param .f32 a_1,\n\t.param .u64 a_2,\n\t.param .u64 a_3\n)";
+    assert_eq!(module("9.0", "sm_90", axpy), Ok(()));
+    // A parameter list that disagrees with the host build's C++ signature.
+    let short = "ditto_axpy_f32(\n\t.param .u64 a_0,\n\t.param .f32 a_1,\n\t.param .u64 a_2\n)";
+    let wide = "ditto_axpy_f32(\n\t.param .u64 a_0,\n\t.param .f64 a_1,\n\t.param .u64 a_2,\n\t.param .u64 a_3\n)";
+    assert_eq!(
+        module("9.0", "sm_90", short),
+        Err(CUresult::CUDA_ERROR_INVALID_PTX)
+    );
+    assert_eq!(
+        module("9.0", "sm_90", wide),
+        Err(CUresult::CUDA_ERROR_INVALID_PTX)
+    );
+    assert!(DriverError(CUresult::CUDA_ERROR_INVALID_PTX)
+        .to_string()
+        .contains("parameter 1"));
+    // What a CUDA 13.0 driver on a compute 9.0 device refuses.
+    assert_eq!(
+        module("9.1", "sm_90", axpy),
+        Err(CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+    );
+    assert_eq!(
+        module("9.0", "sm_100", axpy),
+        Err(CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU)
+    );
+    // Launch bounds in the PTX (__launch_bounds__) limit the block like the driver does.
+    let bounded = context
+        .load_module(Ptx::from_src(format!(
+            ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry {axpy}\n.maxntid 128, 1, 1\n{{\n\tret;\n}}\n"
+        )))
+        .unwrap();
+    let func = bounded.load_function("ditto_axpy_f32").unwrap();
+    let stream = cuda::default_stream(0).unwrap();
+    let x = stream.alloc_zeros::<f32>(256).unwrap();
+    let mut y = stream.alloc_zeros::<f32>(256).unwrap();
+    for (threads, want) in [
+        (256, Err(DriverError(CUresult::CUDA_ERROR_INVALID_VALUE))),
+        (128, Ok(())),
+    ] {
+        let (n, alpha) = (256u64, 1f32);
+        let mut args = stream.launch_builder(&func);
+        args.arg(&n).arg(&alpha).arg(&x).arg(&mut y);
+        let cfg = LaunchConfig {
+            grid_dim: (2, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: ditto_axpy_f32(u64 n, float alpha, const float* x, float* s) over 256
+        // floats each.
+        assert_eq!(
+            unsafe { args.launch(cfg) }.map(|_| ()),
+            want,
+            "{threads} threads"
+        );
+    }
+    // An entry without a host build loads (the driver does not know which will run) but
+    // cannot be fetched.
+    let loaded = context
+        .load_module(Ptx::from_src(
+            ".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry not_ditto()\n{\n\tret;\n}\n".to_string(),
+        ))
+        .unwrap();
+    let missing = loaded.load_function("not_ditto").unwrap_err();
+    assert_eq!(missing.0, CUresult::CUDA_ERROR_NOT_FOUND);
+    assert!(
+        missing.to_string().contains("has no host build"),
+        "{missing}"
+    );
+}
