@@ -86,12 +86,27 @@ pub fn bits_of(t: &Tensor) -> Vec<u64> {
     }
 }
 
-/// `got` has `want`'s dims, dtype and every element's bits.
+/// Which elements are NaN (none, for integer dtypes).
+fn nan_mask(t: &Tensor) -> Vec<bool> {
+    if !t.dtype().is_float() {
+        return vec![false; t.elem_count()];
+    }
+    let t = t.to_device(Device::Cpu).unwrap();
+    let wide = t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+    wide.into_iter().map(f64::is_nan).collect()
+}
+
+/// `got` has `want`'s dims, dtype and every element's bits, except that any NaN equals
+/// any NaN. IEEE 754 leaves the sign and payload of a NaN an operation creates to the
+/// hardware: `0.0 / 0.0` is `0xffc00000` on x86, `0x7fffffff` on an NVIDIA GPU (seen on
+/// an H100) and `0x7fc00000` on Arm. ditto's contract covers values, and "not a number"
+/// is the value; the random ops never produce NaN, so for them this is plain bit equality.
 pub fn assert_same(what: &str, got: &Tensor, want: &Tensor) {
     assert_eq!(got.dims(), want.dims(), "{what}: shape");
     assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
     let (g, w) = (bits_of(got), bits_of(want));
-    if let Some(i) = (0..g.len()).find(|&i| g[i] != w[i]) {
+    let (g_nan, w_nan) = (nan_mask(got), nan_mask(want));
+    if let Some(i) = (0..g.len()).find(|&i| g[i] != w[i] && !(g_nan[i] && w_nan[i])) {
         panic!(
             "{what}: element {i} of {}: bits {:#x}, expected {:#x}",
             g.len(),
