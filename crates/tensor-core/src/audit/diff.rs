@@ -147,6 +147,13 @@ fn same_inputs(a: &[TensorDigest], b: &[TensorDigest]) -> bool {
     a == b
 }
 
+/// The same stretch of the same stream: seed, offset and blocks. The generator's device
+/// is informational like the record's (a CPU run and a CUDA run reserve alike).
+fn same_reservation(a: &Record, b: &Record) -> bool {
+    let stretch = |r: &Record| r.rng.map(|g| (g.seed, g.offset, g.blocks));
+    stretch(a) == stretch(b)
+}
+
 /// Walks one stream of both traces; returns the pairs compared and the first finding.
 fn diff_stream(stream: &str, a: &[Record], b: &[Record]) -> (usize, Option<Finding>) {
     let mut first_input_difference: Option<(&Record, &Record)> = None;
@@ -169,7 +176,7 @@ fn diff_stream(stream: &str, a: &[Record], b: &[Record]) -> (usize, Option<Findi
             );
         }
         let earlier = first_input_difference.map(|(x, _)| x.seq);
-        if ra.rng != rb.rng {
+        if !same_reservation(ra, rb) {
             return (
                 i + 1,
                 Some(finding(Divergence::Rng, Some(ra), Some(rb), earlier)),

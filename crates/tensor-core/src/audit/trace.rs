@@ -7,9 +7,10 @@
 //! main	0	matmul	crates/nn-mini/src/layers/linear.rs:124:29	cpu	f32[128,64]:9c0b4ed3a1f2e807;f32[64,256]:...	f32[128,256]:5e61...	-
 //! ```
 //!
-//! * `stream`: the recording thread's stream (`main`, a data-loader batch such as
-//!   `loader/5f3a9c01/e0/b17`, or a name set with [`super::stream`]); `seq` counts the
-//!   stream's ops from 0.
+//! * `stream`: the recording thread's stream (`main`; a data-loader batch such as
+//!   `loader/000000000000002a.0/e0/b17`: the loader key's seed and offset, the epoch and
+//!   the batch; or a name set with [`super::stream`]); `seq` counts the stream's ops
+//!   from 0.
 //! * `op`: the op's name; `location`: `file:line:column` of the call (`#[track_caller]`);
 //!   `device`: where the output lives (`cpu`, `cuda:0`): informational, never compared.
 //! * `inputs` / `output`: `dtype[d0,d1,..]:hash` per tensor, inputs separated by `;`
