@@ -1,5 +1,7 @@
 //! The deterministic-algorithms switch: one test, because the mode is process-wide.
 
+use std::sync::atomic::AtomicU64;
+
 use tensor_core::determinism::paths::{markdown_table, FastPath, TENSOR_OPS};
 use tensor_core::determinism::{check_nondeterministic, has_warned, Chosen};
 use tensor_core::{
@@ -16,6 +18,7 @@ static CUSTOM: FastPath = FastPath {
     deterministic: "owner computes",
     auto_fast_when: Some("always"),
     alternative: "Algorithm::Deterministic",
+    fast_runs: AtomicU64::new(0),
 };
 
 #[test]

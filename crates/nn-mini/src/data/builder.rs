@@ -1,5 +1,6 @@
 //! `DataLoaderBuilder`: the loader's options, their limits, and where its key comes from.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use rng_gen::{fold_in, Generator, Key};
@@ -22,6 +23,7 @@ pub static IN_ORDER_FALSE: FastPath = FastPath {
     deterministic: "batches delivered in sampling order, whatever the worker count",
     auto_fast_when: None,
     alternative: "DataLoader::builder(..).in_order(true), which delivers batches in sampling order",
+    fast_runs: AtomicU64::new(0),
 };
 
 /// The most batches a loader keeps in flight, `prefetch_factor * num_workers`: 4096.

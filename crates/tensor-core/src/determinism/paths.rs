@@ -5,6 +5,8 @@
 //! A crate above tensor-core that adds such an op (nn-mini's data loader, or a user's
 //! custom op) declares its own `static` [`FastPath`] and calls `choose` the same way.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::{check_nondeterministic, deterministic_mode, Algorithm, Chosen, DeterministicMode};
 use crate::{Device, Result};
 
@@ -25,6 +27,10 @@ pub struct FastPath {
     pub auto_fast_when: Option<&'static str>,
     /// How a caller gets the deterministic path; the error and warning name it.
     pub alternative: &'static str,
+    /// How many times [`FastPath::choose`] picked the fast path in this process
+    /// (`AtomicU64::new(0)` in a declaration): lets a program or a test see which path
+    /// its ops took. Read it with [`FastPath::fast_runs`].
+    pub fast_runs: AtomicU64,
 }
 
 impl FastPath {
@@ -39,6 +45,20 @@ impl FastPath {
         device: Device,
         fast_pays: bool,
     ) -> Result<Chosen> {
+        let chosen = self.pick(algorithm, device, fast_pays)?;
+        if chosen == Chosen::Fast {
+            self.fast_runs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(chosen)
+    }
+
+    /// How many times this op has taken its fast path in this process.
+    #[must_use]
+    pub fn fast_runs(&self) -> u64 {
+        self.fast_runs.load(Ordering::Relaxed)
+    }
+
+    fn pick(&'static self, algorithm: Algorithm, device: Device, fast_pays: bool) -> Result<Chosen> {
         match algorithm {
             Algorithm::Deterministic => Ok(Chosen::Deterministic),
             Algorithm::Auto => {
@@ -87,6 +107,7 @@ pub static INDEX_ADD_CPU: FastPath = FastPath {
          and thread",
     ),
     alternative: "Algorithm::Deterministic (or Auto)",
+    fast_runs: AtomicU64::new(0),
 };
 
 /// `index_add` on a CUDA device.
@@ -99,6 +120,7 @@ pub static INDEX_ADD_CUDA: FastPath = FastPath {
                     deterministic path, for every launch configuration",
     auto_fast_when: Some("always"),
     alternative: "Algorithm::Deterministic (or Auto)",
+    fast_runs: AtomicU64::new(0),
 };
 
 /// `scatter_add` on a CUDA device.
@@ -111,6 +133,7 @@ pub static SCATTER_ADD_CUDA: FastPath = FastPath {
                     launch configuration",
     auto_fast_when: Some("always"),
     alternative: "Algorithm::Deterministic (or Auto)",
+    fast_runs: AtomicU64::new(0),
 };
 
 /// `sum` / `mean` (`sum_with`, `mean_with`) on a CUDA device.
@@ -123,6 +146,7 @@ pub static SUM_CUDA: FastPath = FastPath {
                     documented order, bit-identical to it",
     auto_fast_when: Some("for lanes of 65536+ elements"),
     alternative: "Algorithm::Deterministic (or Auto)",
+    fast_runs: AtomicU64::new(0),
 };
 
 /// tensor-core's entries, in the order of the documentation's table. (`scatter_add` on
