@@ -6,8 +6,7 @@
 use nn_mini::train::{TrainConfig, Trainer};
 use nn_mini::{Embedding, Module, NnError};
 use tensor_core::{
-    use_deterministic_algorithms, Algorithm, DType, DeterministicMode, Device, Tensor,
-    TensorError,
+    use_deterministic_algorithms, Algorithm, DType, DeterministicMode, Device, Tensor, TensorError,
 };
 
 fn config() -> TrainConfig {
@@ -57,7 +56,10 @@ fn error_mode_refuses_fast_paths_and_keeps_training_curves() {
     use_deterministic_algorithms(DeterministicMode::Error);
     let (straight, resumed) = straight_and_resumed();
     assert_eq!(straight, off_straight, "Error mode changed the curve");
-    assert_eq!(resumed, off_straight, "the resumed run differs in Error mode");
+    assert_eq!(
+        resumed, off_straight,
+        "the resumed run differs in Error mode"
+    );
 
     // The embedding's planted fast backward: the typed error, naming op and device.
     let weight = Tensor::zeros(&[4, 2], DType::F32, Device::Cpu).unwrap();
@@ -82,7 +84,13 @@ fn error_mode_refuses_fast_paths_and_keeps_training_curves() {
     let mut default = Embedding::from_weight(weight).unwrap();
     default.forward(&tokens, true).unwrap();
     default.backward_params(&grad).unwrap();
-    let got = default.weight().grad.as_ref().unwrap().to_vec::<f32>().unwrap();
+    let got = default
+        .weight()
+        .grad
+        .as_ref()
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
     assert_eq!(got, [0.0, 0.0, 2.0, 2.0, 0.0, 0.0, 1.0, 1.0]);
     use_deterministic_algorithms(DeterministicMode::Off);
 }

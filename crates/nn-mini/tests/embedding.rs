@@ -53,7 +53,13 @@ fn forward_picks_rows_and_backward_adds_each_rows_gradients_in_index_order() {
             want[r as usize * dim + j] += g[k * dim + j];
         }
     }
-    let got = layer.weight().grad.as_ref().unwrap().to_vec::<f32>().unwrap();
+    let got = layer
+        .weight()
+        .grad
+        .as_ref()
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&got), bits(&want));
 }
@@ -75,7 +81,13 @@ fn the_deterministic_backward_is_identical_on_1_and_2_threads_and_every_run() {
                 .with_algorithm(Algorithm::Deterministic);
             layer.forward(&tokens(&ids, &[n]), true).unwrap();
             layer.backward_params(&grad_out).unwrap();
-            let grad = layer.weight().grad.clone().unwrap().to_vec::<f32>().unwrap();
+            let grad = layer
+                .weight()
+                .grad
+                .clone()
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap();
             grad.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
         })
     };

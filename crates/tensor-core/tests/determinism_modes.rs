@@ -6,8 +6,8 @@
 
 use std::process::Command;
 
-use tensor_core::determinism::paths::INDEX_ADD_CPU;
 use tensor_core::determinism::has_warned;
+use tensor_core::determinism::paths::INDEX_ADD_CPU;
 use tensor_core::{use_deterministic_algorithms, Algorithm, DeterministicMode, Device, Tensor};
 use tensor_core::{Result, TensorError};
 
@@ -56,7 +56,11 @@ impl Case {
 }
 
 fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec::<f32>().unwrap().iter().map(|x| x.to_bits()).collect()
+    t.to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .map(|x| x.to_bits())
+        .collect()
 }
 
 /// Runs `f` on 2 threads and returns its result and how many fast paths it took.
@@ -76,7 +80,11 @@ fn every_mode_of_every_cpu_op() {
     let case = Case::new();
     let reference = bits(&case.index_add(Deterministic).unwrap());
     let close = |t: &Tensor| {
-        let want = case.index_add(Deterministic).unwrap().to_vec::<f32>().unwrap();
+        let want = case
+            .index_add(Deterministic)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
         let got = t.to_vec::<f32>().unwrap();
         // ~410 terms of |x| <= 5000 per target: rounding in another order moves a sum
         // by at most 410 * 2^-24 * 410 * 5000 < 64 (index_add.rs checks exact terms).
@@ -96,13 +104,20 @@ fn every_mode_of_every_cpu_op() {
 
         // index_add, Deterministic: always the fixed order, the reference's bits.
         let (out, fast) = on_two_threads(|| case.index_add(Deterministic));
-        assert_eq!((bits(&out.unwrap()), fast), (reference.clone(), 0), "{mode:?}");
+        assert_eq!(
+            (bits(&out.unwrap()), fast),
+            (reference.clone(), 0),
+            "{mode:?}"
+        );
 
         // index_add, Auto: the fast path only in Off mode; otherwise the reference.
         let (out, fast) = on_two_threads(|| case.index_add(Auto));
         let out = out.unwrap();
         if off {
-            assert_eq!(fast, 1, "Auto takes the fast path in Off mode where it pays");
+            assert_eq!(
+                fast, 1,
+                "Auto takes the fast path in Off mode where it pays"
+            );
             assert!(close(&out));
         } else {
             assert_eq!((bits(&out), fast), (reference.clone(), 0), "{mode:?}");
@@ -141,10 +156,17 @@ fn every_mode_of_every_cpu_op() {
         let src = Tensor::from_vec(mixed(9 * 6, 4), &[9, 6], Device::Cpu).unwrap();
         let index: Vec<i64> = (0..54).map(|i| (i * 3) % 5).collect();
         let index = Tensor::from_vec(index, &[9, 6], Device::Cpu).unwrap();
-        let scatter_reference = bits(&dst.scatter_add_with(0, &index, &src, Deterministic).unwrap());
+        let scatter_reference = bits(
+            &dst.scatter_add_with(0, &index, &src, Deterministic)
+                .unwrap(),
+        );
         for algorithm in [Auto, Deterministic, Fast] {
             let scattered = dst.scatter_add_with(0, &index, &src, algorithm).unwrap();
-            assert_eq!(bits(&scattered), scatter_reference, "{mode:?} {algorithm:?}");
+            assert_eq!(
+                bits(&scattered),
+                scatter_reference,
+                "{mode:?} {algorithm:?}"
+            );
             let sum = sum_input.sum_with(Some(1), false, algorithm).unwrap();
             assert_eq!(bits(&sum), sum_reference, "{mode:?} {algorithm:?}");
             let mean = sum_input.mean_with(Some(1), false, algorithm).unwrap();
@@ -170,7 +192,12 @@ fn warn_mode_child() {
 #[test]
 fn the_warning_is_printed_once() {
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "warn_mode_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "warn_mode_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("DITTO_WARN_ONCE_CHILD", "1")
         .output()
         .unwrap();
@@ -180,6 +207,9 @@ fn the_warning_is_printed_once() {
         .lines()
         .filter(|l| l.starts_with("ditto warning: index_add on cpu"))
         .count();
-    assert_eq!(warnings, 1, "stderr of three fast index_adds in Warn mode:\n{stderr}");
+    assert_eq!(
+        warnings, 1,
+        "stderr of three fast index_adds in Warn mode:\n{stderr}"
+    );
     assert!(stderr.contains("Algorithm::Deterministic"), "{stderr}");
 }

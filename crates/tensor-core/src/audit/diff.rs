@@ -107,17 +107,21 @@ pub struct Finding {
 pub struct DiffReport {
     /// Records compared (pairs).
     pub compared: usize,
-    /// Streams present in only one trace: (name, records, in the first trace?).
+    /// Streams present in only one trace: (name, records, in the first trace?). Not a
+    /// divergence: work one run did ahead of the other (a data loader with workers
+    /// prefetches batches that a loader without them never loads before the end).
     pub lone_streams: Vec<(String, usize, bool)>,
     /// The first divergence of each stream that has one: `main` first, then by name.
     pub findings: Vec<Finding>,
 }
 
 impl DiffReport {
-    /// True when the traces agree record for record.
+    /// True when every stream both traces hold agrees record for record, and they hold
+    /// at least one stream in common (or are both empty).
     #[must_use]
     pub fn identical(&self) -> bool {
-        self.findings.is_empty() && self.lone_streams.is_empty()
+        let comparable = self.compared > 0 || self.lone_streams.is_empty();
+        self.findings.is_empty() && comparable
     }
 }
 
@@ -288,11 +292,18 @@ impl fmt::Display for DiffReport {
             let (has, lacks) = if *in_a { ("a", "b") } else { ("b", "a") };
             writeln!(
                 out,
-                "stream {name} ({count} records) is in trace {has} only, not in {lacks}"
+                "note: stream {name} ({count} records) is in trace {has} only, not in {lacks} \
+                 (work one run did ahead of the other, such as a prefetched batch)"
             )?;
         }
         for finding in &self.findings {
             write!(out, "{finding}")?;
+        }
+        if self.compared == 0 && !self.lone_streams.is_empty() {
+            writeln!(
+                out,
+                "the traces have no stream in common: nothing to compare"
+            )?;
         }
         if self.identical() {
             writeln!(

@@ -58,7 +58,12 @@ impl FastPath {
         self.fast_runs.load(Ordering::Relaxed)
     }
 
-    fn pick(&'static self, algorithm: Algorithm, device: Device, fast_pays: bool) -> Result<Chosen> {
+    fn pick(
+        &'static self,
+        algorithm: Algorithm,
+        device: Device,
+        fast_pays: bool,
+    ) -> Result<Chosen> {
         match algorithm {
             Algorithm::Deterministic => Ok(Chosen::Deterministic),
             Algorithm::Auto => {
