@@ -208,8 +208,9 @@ fn index_add_rejects_bad_arguments_with_typed_errors() {
 #[test]
 fn deterministic_index_add_is_identical_on_every_thread_count() {
     // Large enough for the parallel paths, with mixed magnitudes: 20000 rows of 32 into
-    // 50 targets (group partials) and rows of 8 into 3000 targets (owner rows).
-    for (size, n, inner) in [(50, 20_000, 32), (3000, 20_000, 8)] {
+    // 50 targets (group partials), rows of 8 into 3000 targets (row ranges) and rows of
+    // 4 into 3000 targets (owner rows): the three implementations of one order.
+    for (size, n, inner) in [(50, 20_000, 32), (3000, 20_000, 8), (3000, 20_000, 4)] {
         let dst = cpu(mixed(size * inner, 5), &[size, inner]);
         let src = cpu(mixed(n * inner, 6), &[n, inner]);
         let idx = indices(n, size, 7);

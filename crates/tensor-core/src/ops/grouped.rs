@@ -18,9 +18,12 @@
 //! * **group partials** (few target rows): groups are summed in parallel into private
 //!   buffers, a wave at a time, then each target row adds the wave's partials in group
 //!   order; the source is read once, in order, and the buffers stay in cache;
-//! * **owner rows** (many target rows, where a buffer per group would cost more than the
-//!   work): a stable counting sort lists each row's source positions; each row's owner
-//!   walks them, closing a group sum whenever the group changes.
+//! * **row ranges** (many target rows of 8+ elements, `index_add` along the first dim:
+//!   an embedding backward): each thread owns a contiguous range of target rows and
+//!   streams through the whole source in order, group by group, adding its rows' terms;
+//! * **owner rows** (many target rows otherwise): a stable counting sort lists each
+//!   row's source positions; each row's owner walks them, closing a group sum whenever
+//!   the group changes.
 
 use rayon::prelude::*;
 
@@ -45,8 +48,124 @@ pub(crate) fn index_add_deterministic<T: Float>(
 ) {
     if shape.outer * shape.size <= FEW_ROWS {
         group_partials(dst, src, index, shape, alpha);
+    } else if shape.outer == 1 && shape.inner >= STREAM_MIN_INNER {
+        row_ranges(dst, src, index, shape, alpha);
     } else {
         owner_rows(dst, src, index, shape, alpha);
+    }
+}
+
+/// From this row length up, [`row_ranges`] runs for many rows: its index scans (three
+/// per thread) are then small next to the row additions.
+const STREAM_MIN_INNER: usize = 8;
+
+/// Marks a row without a scratch slot in [`RangeOwner`].
+const NO_SLOT: u32 = u32::MAX;
+
+/// One thread's contiguous range of target rows, streamed group by group.
+struct RangeOwner<T> {
+    first: usize,
+    /// Contributions of each row of the range in the current group.
+    count: Vec<u32>,
+    /// Scratch slot of each row with 2+ contributions in the current group.
+    slot: Vec<u32>,
+    /// Scratch rows: group sums of rows with 2+ contributions.
+    partial: Vec<T>,
+    /// Rows that hold a slot, in order of first contribution.
+    pending: Vec<usize>,
+}
+
+impl<T: Float> RangeOwner<T> {
+    /// Adds group `positions`' contributions to the rows of `dst` (this range) in the
+    /// grouped order: a row with one contribution in the group gets `+0.0 + alpha * x`
+    /// added in one pass; a row with more gets its group sum, built in a scratch row,
+    /// added at the end of the group.
+    fn add_group(
+        &mut self,
+        dst: &mut [T],
+        positions: std::ops::Range<usize>,
+        src: &[T],
+        index: &[usize],
+        inner: usize,
+        alpha: T,
+    ) {
+        let rows = self.count.len();
+        let local = |k: usize| index[k].wrapping_sub(self.first);
+        for k in positions.clone() {
+            if local(k) < rows {
+                self.count[local(k)] += 1;
+            }
+        }
+        for k in positions.clone() {
+            let r = local(k);
+            if r >= rows {
+                continue;
+            }
+            let x = &src[k * inner..][..inner];
+            if self.count[r] == 1 {
+                for (d, &x) in dst[r * inner..][..inner].iter_mut().zip(x) {
+                    *d = *d + (T::ZERO + alpha * x);
+                }
+            } else if self.slot[r] == NO_SLOT {
+                self.slot[r] = self.pending.len() as u32;
+                self.pending.push(r);
+                let start = self.partial.len();
+                self.partial.extend(x.iter().map(|&x| T::ZERO + alpha * x));
+                debug_assert_eq!(start, self.slot[r] as usize * inner);
+            } else {
+                let s = self.slot[r] as usize;
+                add_scaled(&mut self.partial[s * inner..][..inner], alpha, x);
+            }
+        }
+        for (s, &r) in self.pending.iter().enumerate() {
+            add_rows(
+                &mut dst[r * inner..][..inner],
+                &self.partial[s * inner..][..inner],
+            );
+            self.slot[r] = NO_SLOT;
+        }
+        self.pending.clear();
+        self.partial.clear();
+        for k in positions {
+            if local(k) < rows {
+                self.count[local(k)] = 0;
+            }
+        }
+    }
+}
+
+/// Target rows split into one contiguous range per thread; each thread streams through
+/// the whole source in order, group by group, adding only its rows' contributions.
+/// Reads stay sequential (unlike [`owner_rows`]' gathers), so this runs at about the
+/// speed of the arrival-order path. `outer == 1` only.
+fn row_ranges<T: Float>(dst: &mut [T], src: &[T], index: &[usize], shape: IndexAddShape, alpha: T) {
+    let IndexAddShape { size, inner, n, .. } = shape;
+    let threads = if parallel_pays(shape.source_elements()) {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
+    let rows_per_range = size.div_ceil(threads).max(1);
+    let run = |(i, block): (usize, &mut [T])| {
+        let rows = block.len() / inner;
+        let mut owner = RangeOwner {
+            first: i * rows_per_range,
+            count: vec![0; rows],
+            slot: vec![NO_SLOT; rows],
+            partial: Vec::new(),
+            pending: Vec::new(),
+        };
+        for start in (0..n).step_by(INDEX_ADD_GROUP) {
+            let positions = start..(start + INDEX_ADD_GROUP).min(n);
+            owner.add_group(block, positions, src, index, inner, alpha);
+        }
+    };
+    if threads > 1 {
+        dst.par_chunks_mut(rows_per_range * inner)
+            .enumerate()
+            .for_each(run);
+    } else {
+        run((0, dst));
     }
 }
 
@@ -147,8 +266,11 @@ fn group_partials<T: Float>(
     }
 }
 
-/// Each target row's owner walks its source positions (ascending), closing a group sum
-/// into the row whenever the group changes.
+/// Each target row's owner walks its source positions (ascending) a group at a time:
+/// a group of one contribution is added in one fused pass (`row + (+0.0 + alpha * x)`,
+/// the same two roundings as a one-term group sum), a longer group is summed into a
+/// scratch row first. Embedding-like inputs (many rows, few tokens per row and group)
+/// are almost all groups of one.
 fn owner_rows<T: Float>(dst: &mut [T], src: &[T], index: &[usize], shape: IndexAddShape, alpha: T) {
     let IndexAddShape { size, inner, n, .. } = shape;
     let (starts, positions) = rows_by_target(index, size);
@@ -157,21 +279,30 @@ fn owner_rows<T: Float>(dst: &mut [T], src: &[T], index: &[usize], shape: IndexA
         for (i, row) in block.chunks_exact_mut(inner).enumerate() {
             let flat = first_row + i;
             let (o, r) = (flat / size, flat % size);
-            let mut group = None;
-            for &k in &positions[starts[r]..starts[r + 1]] {
-                let g = k / INDEX_ADD_GROUP;
-                if group != Some(g) {
-                    if group.is_some() {
-                        add_rows(row, &partial);
-                        partial.fill(T::ZERO);
+            let source = |k: usize| &src[(o * n + k) * inner..][..inner];
+            let list = &positions[starts[r]..starts[r + 1]];
+            let mut begin = 0;
+            while begin < list.len() {
+                let group = list[begin] / INDEX_ADD_GROUP;
+                let end = begin
+                    + list[begin..]
+                        .iter()
+                        .take_while(|&&k| k / INDEX_ADD_GROUP == group)
+                        .count();
+                if end == begin + 1 {
+                    for (d, &x) in row.iter_mut().zip(source(list[begin])) {
+                        *d = *d + (T::ZERO + alpha * x);
                     }
-                    group = Some(g);
+                } else {
+                    for (p, &x) in partial.iter_mut().zip(source(list[begin])) {
+                        *p = T::ZERO + alpha * x;
+                    }
+                    for &k in &list[begin + 1..end] {
+                        add_scaled(&mut partial, alpha, source(k));
+                    }
+                    add_rows(row, &partial);
                 }
-                add_scaled(&mut partial, alpha, &src[(o * n + k) * inner..][..inner]);
-            }
-            if group.is_some() {
-                add_rows(row, &partial);
-                partial.fill(T::ZERO);
+                begin = end;
             }
         }
     };
