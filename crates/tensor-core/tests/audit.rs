@@ -255,3 +255,45 @@ fn the_diff_names_the_first_divergent_op() {
     );
     assert!(Trace::parse("main\tnot a number", "bad").is_err());
 }
+
+/// The child half of `ditto_audit_in_the_environment_records_from_the_first_op`.
+#[test]
+fn env_child() {
+    if std::env::var_os("DITTO_AUDIT").is_none() {
+        return;
+    }
+    let a = t(&[1.0, 2.0]);
+    a.add(&a).unwrap();
+    // No `stop`: a program traced through the environment just exits.
+}
+
+#[test]
+fn ditto_audit_in_the_environment_records_from_the_first_op() {
+    let dir = std::env::temp_dir().join(format!("ditto-audit-env-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "env_child", "--test-threads=1"])
+        .env("DITTO_AUDIT", dir.join("run-{pid}.trace"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let traces: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    let name = traces[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with("run-") && !name.contains("{pid}"),
+        "{name}"
+    );
+    let text = std::fs::read_to_string(&traces[0]).unwrap();
+    let ops: Vec<Record> = records(&text);
+    assert_eq!(ops.len(), 1, "{text}");
+    assert_eq!(ops[0].op, "add");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

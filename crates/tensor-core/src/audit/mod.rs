@@ -46,7 +46,7 @@ pub mod trace;
 
 use std::cell::RefCell;
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, LineWriter, Write};
 use std::panic::Location;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -103,7 +103,11 @@ fn start_from_env() -> bool {
         let started = match std::env::var(ENV_VAR) {
             Ok(path) if !path.is_empty() => {
                 let path = path.replace("{pid}", &std::process::id().to_string());
-                open(Path::new(&path))
+                // Nothing calls `stop` for a trace the environment started, and a
+                // static's buffer is never flushed at exit: write line by line.
+                File::create(&path)
+                    .map_err(|e| io_error("cannot create the trace", &e))
+                    .and_then(|file| install(Box::new(LineWriter::new(file))))
                     .map_err(|e| eprintln!("ditto: {ENV_VAR}={path}: {e}; the audit stays off"))
             }
             _ => Err(()),
@@ -126,12 +130,18 @@ pub fn start(path: impl AsRef<Path>) -> Result<()> {
 fn open(path: &Path) -> Result<()> {
     let file = File::create(path)
         .map_err(|e| io_error(&format!("cannot create {}", path.display()), &e))?;
-    start_writer(Box::new(BufWriter::new(file)))
+    install(Box::new(BufWriter::new(file)))
 }
 
 /// Starts recording into `out` (a file, a buffer for tests, `io::sink()` to measure).
-pub fn start_writer(mut out: Box<dyn Write + Send>) -> Result<()> {
+pub fn start_writer(out: Box<dyn Write + Send>) -> Result<()> {
     ENV_READ.call_once(|| {});
+    install(out)
+}
+
+/// Opens the trace `out`. Never touches `ENV_READ`: [`start_from_env`] calls this from
+/// inside `ENV_READ.call_once`, where a nested `call_once` would deadlock.
+fn install(mut out: Box<dyn Write + Send>) -> Result<()> {
     let mut sink = sink();
     if let Some(mut old) = sink.take() {
         old.out

@@ -105,8 +105,9 @@ pub static INDEX_ADD_CPU: FastPath = FastPath {
            as they finish (with many targets: straight into the shared rows under the \
            locks); arrival order decides the rounding",
     deterministic: "the fixed grouped order of `ops::grouped` (1024-position groups summed \
-                    in index order, group sums added in order), streamed through per-group \
-                    buffers or computed by row owners; the same bits for every thread count",
+                    in index order, group sums added in order), computed through per-group \
+                    buffers (few targets), per-thread row ranges streaming the source, or \
+                    row owners; the same bits for every thread count, and CUDA's",
     auto_fast_when: Some(
         "with 2+ rayon threads, 32768+ source elements and at least 4 per target element \
          and thread",
@@ -145,8 +146,8 @@ pub static SCATTER_ADD_CUDA: FastPath = FastPath {
 pub static SUM_CUDA: FastPath = FastPath {
     op: "sum",
     devices: "CUDA",
-    fast: "one pass: each thread sums 1024-element blocks in f64 and `atomicAdd`s them \
-           into its lane's f64 total (block order = arrival order)",
+    fast: "one pass: each GPU thread sums about 4096 elements (a grid-stride walk) in f64 \
+           and `atomicAdd`s its sum into its lane's f64 total (arrival order), rounded once",
     deterministic: "block sums, then each lane's blocks added left to right: the CPU's \
                     documented order, bit-identical to it",
     auto_fast_when: Some("for lanes of 65536+ elements"),

@@ -4,10 +4,11 @@
 //! On the CPU every sum follows the fixed order of the [`ops`](crate::ops) docs and
 //! there is no fast path, so the algorithm changes nothing. On CUDA the deterministic
 //! path is the two-phase kernel in that same order (bit-identical to the CPU); the fast
-//! path adds 4096-element pieces into each lane's f64 total with `atomicAdd`, in arrival
-//! order. `Algorithm::Auto` takes it in `Off` mode for contiguous lanes (reducing the
-//! last dimension, or everything) of at least [`SUM_FAST_MIN_LANE`] elements, where the
-//! deterministic kernel's serial second phase gets long.
+//! path has each GPU thread sum about 4096 elements in f64 and add that into its lane's
+//! f64 total with `atomicAdd`, in arrival order. `Algorithm::Auto` takes it in `Off`
+//! mode for contiguous lanes (reducing the last dimension, or everything) of at least
+//! [`SUM_FAST_MIN_LANE`] elements, where the deterministic kernel's serial second phase
+//! gets long.
 
 #[cfg(feature = "cuda")]
 use crate::determinism::paths::SUM_CUDA;
