@@ -14,8 +14,6 @@ fn run_child(exe: &Path, args: &[String]) -> Result<i32, Box<dyn std::error::Err
     Ok(status.code().unwrap_or(3))
 }
 
-/// 1. a straight run to `a.csv`; 2. the same run killed after step k with a checkpoint;
-/// 3. a resume from that checkpoint, compared with `a.csv` step for step.
 /// The `--deterministic` value naming `mode`.
 fn mode_flag(mode: DeterministicMode) -> String {
     match mode {
@@ -26,6 +24,8 @@ fn mode_flag(mode: DeterministicMode) -> String {
     .to_string()
 }
 
+/// 1. a straight run to `a.csv`; 2. the same run killed after step k with a checkpoint;
+/// 3. a resume from that checkpoint, compared with `a.csv` step for step.
 pub fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let exe = std::env::current_exe()?;
     let steps = args.steps.unwrap_or(200);

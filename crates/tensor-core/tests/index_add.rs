@@ -70,14 +70,14 @@ fn grouped_index_add(
             for k in start..(start + INDEX_ADD_GROUP).min(n) {
                 for j in 0..inner {
                     let t = (o * size + index[k] as usize) * inner + j;
-                    sums[t] = sums[t] + alpha * src[(o * n + k) * inner + j];
+                    sums[t] += alpha * src[(o * n + k) * inner + j];
                     touched[t] = true;
                 }
             }
         }
         for t in 0..out.len() {
             if touched[t] {
-                out[t] = out[t] + sums[t];
+                out[t] += sums[t];
             }
         }
     }
@@ -287,7 +287,7 @@ fn serial_scatter_add(dst: &Tensor, dim: usize, index: &Tensor, src: &Tensor) ->
         let s = values[at(&s_dims, &coords)];
         coords[dim] = v as usize;
         let t = &mut out[at(&d_dims, &coords)];
-        *t = *t + s;
+        *t += s;
     }
     out
 }

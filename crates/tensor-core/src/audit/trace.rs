@@ -1,10 +1,10 @@
 //! One audit record per line: the trace file format (version 1), written and parsed here
-//! and nowhere else.
+//! and nowhere else. Fields are separated by tabs (shown as two spaces below).
 //!
 //! ```text
 //! # ditto-audit trace v1
 //! # stream<TAB>seq<TAB>op<TAB>location<TAB>device<TAB>inputs<TAB>output<TAB>rng
-//! main	0	matmul	crates/nn-mini/src/layers/linear.rs:124:29	cpu	f32[128,64]:9c0b4ed3a1f2e807;f32[64,256]:...	f32[128,256]:5e61...	-
+//! main  0  matmul  crates/nn-mini/src/layers/linear.rs:124:29  cpu  f32[128,64]:9c0b4ed3a1f2e807;f32[64,256]:...  f32[128,256]:5e61...  -
 //! ```
 //!
 //! * `stream`: the recording thread's stream (`main`; a data-loader batch such as

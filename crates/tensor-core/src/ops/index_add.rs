@@ -264,7 +264,7 @@ pub(crate) fn check_scatter_add(
         src.shape().contiguous_strides(),
     );
     let n = i_dims[dim];
-    let lane_count = if n == 0 { 0 } else { values.len() / n };
+    let lane_count = values.len().checked_div(n).unwrap_or(0);
     let lane_dims: Vec<usize> = (0..i_dims.len())
         .map(|d| if d == dim { 1 } else { i_dims[d] })
         .collect();
