@@ -275,3 +275,52 @@ fn every_mode_of_every_cuda_op() {
     }
     use_deterministic_algorithms(DeterministicMode::Off);
 }
+
+#[test]
+fn a_cpu_trace_lines_up_with_a_cuda_trace() {
+    use ditto::nn_mini::train::{TrainConfig, Trainer};
+    use ditto::tensor_core::audit::{self, diff};
+    if !gpu() {
+        return;
+    }
+    let _turn = serial();
+    let dir = std::env::temp_dir().join(format!("ditto-cpu-cuda-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = |device: Device| {
+        let path = dir.join(format!("{device}.trace"));
+        let config = TrainConfig {
+            batch_size: 16,
+            dataset_size: 64,
+            layers: vec![8, 16, 4],
+            device,
+            ..TrainConfig::default()
+        };
+        audit::start(&path).unwrap();
+        audit::stream(
+            || "main".into(),
+            || {
+                let mut trainer = Trainer::new(config).unwrap();
+                for _ in 0..3 {
+                    trainer.step().unwrap();
+                }
+            },
+        );
+        audit::stop().unwrap();
+        diff::Trace::read(&path).unwrap()
+    };
+    let (cpu, cuda) = (trace(Device::Cpu), trace(GPU));
+    let report = diff::diff(&cpu, &cuda);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The same ops at the same call sites: the only possible finding is an op whose
+    // backends round differently (cuBLAS, libdevice), never a different path.
+    assert!(report.compared > 0, "{report}");
+    for finding in &report.findings {
+        assert_eq!(finding.kind, diff::Divergence::Output, "{report}");
+        let op = &finding.a.as_ref().unwrap().op;
+        assert!(
+            ["matmul", "exp", "log", "log_softmax"].contains(&op.as_str()),
+            "{report}"
+        );
+    }
+    println!("CPU vs {GPU}: {report}");
+}
