@@ -26,12 +26,12 @@ use ditto::tensor_core::{use_deterministic_algorithms, Algorithm, DeterministicM
 const VOCAB: usize = 64;
 const EMBEDDING_DIM: usize = 64;
 const CLASSES: usize = 8;
-/// Tokens per step: 1024 x 64 gradient values into 64 rows, enough for the fast path to
+/// Tokens per step: 4096 x 64 gradient values into 64 rows, enough for the fast path to
 /// split the work between the 2 threads.
-const BATCH: usize = 1024;
-const STEPS: usize = 4;
+const BATCH: usize = 4096;
+const STEPS: usize = 6;
 /// Runs of the planted pair to try: thread timing decides whether a pair differs.
-const ATTEMPTS: usize = 20;
+const ATTEMPTS: usize = 50;
 
 type Error = Box<dyn std::error::Error>;
 
