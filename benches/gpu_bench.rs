@@ -13,7 +13,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{sys::CUevent_flags, CudaStream};
-use ditto::kernels::{self, increment_for, launch, Launch, RandomOp};
+use ditto::kernels::{self, launch, Launch};
+use ditto::rng_gen::{increment_for, RandomOp};
 use ditto::tensor_core::cuda::{self, CudaStorage};
 use ditto::tensor_core::cudarc;
 use ditto::tensor_core::DType;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use kernels::increment_for;
+use rng_gen::increment_for;
 use rng_gen::{
     bernoulli, bits, dropout, normal, rand, randint, randn, randperm, uniform, Generator, RandomOp,
 };

@@ -26,6 +26,34 @@ pub(crate) fn try_with_capacity<T>(len: usize, dtype: DType) -> Result<Vec<T>> {
     Ok(values)
 }
 
+/// A vector of `len` zero elements whose memory comes straight from the allocator's
+/// zeroed allocation (`calloc`): large buffers are fresh pages the kernel zeroes on first
+/// touch, so nothing writes the zeros up front and whoever fills the buffer first (in
+/// parallel, if it likes) touches each page once. Allocation failure is an
+/// `AllocationFailed` error instead of an abort.
+pub fn try_zeroed_vec<T: Element>(len: usize) -> Result<Vec<T>> {
+    let failed = || TensorError::AllocationFailed {
+        device: Device::Cpu,
+        dtype: T::DTYPE,
+        elements: len,
+    };
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| failed())?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size. Every `Element` type (a sealed set: f32,
+    // f64, f16, bf16, i64, u32, u8, bool) is valid with all bits zero (0, +0.0, false),
+    // so the `len` elements are initialised; the pointer comes from the global allocator
+    // with `T`'s layout for exactly `len` elements, as `Vec::from_raw_parts` requires.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout).cast::<T>();
+        if ptr.is_null() {
+            return Err(failed());
+        }
+        Ok(Vec::from_raw_parts(ptr, len, len))
+    }
+}
+
 /// Checks that `value` converts to an integer dtype without wrapping: finite and inside
 /// the type's range after truncation toward zero. Floats and bool accept anything.
 fn check_representable(op: &'static str, value: f64, dtype: DType) -> Result<()> {
