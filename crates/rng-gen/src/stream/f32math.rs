@@ -130,12 +130,13 @@ pub fn sincospi_finite(x: f32) -> (f32, f32) {
     };
     let t = r - q; // exact: |t| <= 1/2
 
-    // Quadrant q mod 4; beyond 2^30, r is a multiple of 4.
-    let quadrant = if q.abs() < 1_073_741_824.0 {
-        (q as i32) as u32 & 3
-    } else {
-        0
-    };
+    // Quadrant q mod 4; beyond 2^30, r is a multiple of 4. (Selecting 0 first and then
+    // converting without Rust's saturation keeps this a vector instruction.)
+    let q_small = if q.abs() < 1_073_741_824.0 { q } else { 0.0 };
+    // SAFETY: `q_small` is finite (x is finite, so r and q are finite or +-inf, and an
+    // infinite q fails the test above), integer-valued and below 2^30 in magnitude, so it
+    // fits an i32 exactly.
+    let quadrant = unsafe { q_small.to_int_unchecked::<i32>() } as u32 & 3;
 
     let s = t * t;
     let mut sin_poly = SIN_COEFFS[3];

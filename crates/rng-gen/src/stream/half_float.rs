@@ -26,43 +26,49 @@ pub fn f32_to_bf16(x: f32) -> bf16 {
 }
 
 /// The bits of [`f32_to_f16`].
+///
+/// Each case is computed and the right one selected: finite values below 2^-14 (f16
+/// subnormals and zero) by one f32 addition that rounds them to the f16 grid, normal
+/// values by adding the rounding bias to the bits (a carry out of the mantissa bumps the
+/// exponent, up to infinity), and values from 2^16 on to infinity, NaN keeping its top
+/// mantissa bits, made quiet.
 #[must_use]
 #[inline(always)]
 pub fn f32_to_f16_bits(x: f32) -> u16 {
-    let x = x.to_bits();
-    let sign = (x >> 16) & 0x8000;
-    let exp = x & 0x7F80_0000;
-    let man = x & 0x007F_FFFF;
+    /// 2^16 as f32 bits: every value from here on is infinite in f16.
+    const F16_OVERFLOW: u32 = (127 + 16) << 23;
+    /// 2^-14, the smallest normal f16.
+    const F16_MIN_NORMAL: u32 = (127 - 14) << 23;
+    /// 0.5 as f32 bits: adding 0.5 to a value below 2^-14 rounds it to a multiple of
+    /// 2^-24 (the f16 subnormal spacing), to nearest even, and leaves that multiple in the
+    /// low mantissa bits.
+    const SUBNORMAL_MAGIC: u32 = 126 << 23;
+    let bits = x.to_bits();
+    let sign = (bits >> 16) & 0x8000;
+    let abs = bits & 0x7FFF_FFFF;
 
-    // Infinity or NaN: a NaN keeps its top mantissa bits and is made quiet.
-    let nan_bit = if man == 0 { 0 } else { 0x0200 };
-    let not_finite = sign | 0x7C00 | nan_bit | (man >> 13);
+    let nan_or_inf = if abs > 0x7F80_0000 {
+        0x7E00 | ((abs >> 13) & 0x03FF)
+    } else {
+        0x7C00
+    };
+    let magic = f32::from_bits(SUBNORMAL_MAGIC);
+    let subnormal = (f32::from_bits(abs) + magic)
+        .to_bits()
+        .wrapping_sub(SUBNORMAL_MAGIC);
+    // Rebias the exponent (127 -> 15) and round the 13 dropped bits to nearest even.
+    let odd = (abs >> 13) & 1;
+    let rebias = ((15u32.wrapping_sub(127)) << 23).wrapping_add(0x0FFF);
+    let normal = abs.wrapping_add(rebias).wrapping_add(odd) >> 13;
 
-    // Normal f16: drop 13 mantissa bits, rounding to nearest even; a carry out of the
-    // mantissa correctly bumps the exponent (up to infinity).
-    let half_exp = (exp >> 23) as i32 - 127 + 15;
-    let truncated = sign | ((half_exp as u32) << 10) | (man >> 13);
-    let round_up = man & 0x1000 != 0 && man & (3 * 0x1000 - 1) != 0;
-    let normal = truncated.wrapping_add(u32::from(round_up)); // wraps only in unused lanes
-
-    // f16 subnormal or zero: shift the mantissa with its implicit one right by 14 to 24
-    // places (a shift of 25 or more leaves +-0, which the clamp to 25 gives).
-    let shift = (14 - half_exp).clamp(14, 25) as u32;
-    let m = man | 0x0080_0000;
-    let round_bit = 1u32 << (shift - 1);
-    let round_up = m & round_bit != 0 && m & (3 * round_bit - 1) != 0;
-    let subnormal = sign | ((m >> shift) + u32::from(round_up));
-
-    let bits = if exp == 0x7F80_0000 {
-        not_finite
-    } else if half_exp >= 0x1F {
-        sign | 0x7C00
-    } else if half_exp <= 0 {
+    let magnitude = if abs >= F16_OVERFLOW {
+        nan_or_inf
+    } else if abs < F16_MIN_NORMAL {
         subnormal
     } else {
         normal
     };
-    bits as u16
+    (magnitude | sign) as u16
 }
 
 /// The bits of [`f32_to_bf16`].

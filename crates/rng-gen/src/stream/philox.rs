@@ -68,16 +68,19 @@ pub fn philox4x32_10_lanes<const N: usize>(
             *w = u64::from(word);
         }
     }
-    let mut key = key;
-    for r in 0..PHILOX_ROUNDS {
-        if r > 0 {
-            key = [
-                key[0].wrapping_add(PHILOX_W0),
-                key[1].wrapping_add(PHILOX_W1),
-            ];
-        }
-        round(&mut c, u64::from(key[0]), u64::from(key[1]));
+    // The key schedule: round r uses key + r * (W0, W1). The ten rounds are written out
+    // (a loop LLVM leaves rolled costs a register shuffle per round).
+    let keys: [[u64; 2]; PHILOX_ROUNDS] = std::array::from_fn(|r| {
+        let r = r as u32;
+        [
+            u64::from(key[0].wrapping_add(PHILOX_W0.wrapping_mul(r))),
+            u64::from(key[1].wrapping_add(PHILOX_W1.wrapping_mul(r))),
+        ]
+    });
+    macro_rules! rounds {
+        ($($r:literal)*) => {$( round(&mut c, keys[$r][0], keys[$r][1]); )*};
     }
+    rounds!(0 1 2 3 4 5 6 7 8 9);
     let mut out = [[0u32; N]; 4];
     for (lane, wide) in out.iter_mut().zip(&c) {
         for (word, &w) in lane.iter_mut().zip(wide) {
