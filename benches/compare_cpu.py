@@ -299,7 +299,7 @@ def main():
                 check(f"{op} {half} / f32", h / f32, 0.8, "x")
     for op in ["uniform", "normal", "bernoulli", "dropout"]:
         case = (op, "f32", "alloc", 1, args.n)
-        if case in times and times[(case, "torch")]:
+        if (case, "torch") in times and times[(case, "torch")]:
             check(f"{op} f32 allocating / torch allocating", rate(case, "ditto") / rate(case, "torch"), 2.0, "x")
     for op in ["uniform", "normal", "bernoulli", "dropout"]:
         one, two = d(op, "f32"), d(op, "f32", threads=2)

@@ -65,12 +65,20 @@ fn bench_all(c: &mut Criterion, pool: &str) {
         });
         let (_, masked) = rng_gen::dropout_with_mask(&x, 0.1, true, Some(&g)).unwrap();
         let (_, keyed) = rng_gen::dropout(&x, 0.1, true, Some(&g)).unwrap();
-        bench(c, &format!("{pool}/dropout_backward_mask/{d}/alloc"), || {
-            rng_gen::dropout_backward(&x, &masked).unwrap();
-        });
-        bench(c, &format!("{pool}/dropout_backward_regen/{d}/alloc"), || {
-            rng_gen::dropout_backward(&x, &keyed).unwrap();
-        });
+        bench(
+            c,
+            &format!("{pool}/dropout_backward_mask/{d}/alloc"),
+            || {
+                rng_gen::dropout_backward(&x, &masked).unwrap();
+            },
+        );
+        bench(
+            c,
+            &format!("{pool}/dropout_backward_regen/{d}/alloc"),
+            || {
+                rng_gen::dropout_backward(&x, &keyed).unwrap();
+            },
+        );
     }
     for dtype in [DType::U8, DType::Bool] {
         let mut t = Tensor::zeros(&[N], dtype, CPU).unwrap();

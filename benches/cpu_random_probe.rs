@@ -97,7 +97,9 @@ fn run(request: &str, g: &Generator, buffers: &mut Buffers) -> Result<(f64, f64)
             ("dropout", Some(t)) => {
                 rng_gen::dropout_into(x.as_ref().unwrap(), 0.1, true, t, Some(g), false).map(drop)
             }
-            ("dropout", None) => rng_gen::dropout(x.as_ref().unwrap(), 0.1, true, Some(g)).map(drop),
+            ("dropout", None) => {
+                rng_gen::dropout(x.as_ref().unwrap(), 0.1, true, Some(g)).map(drop)
+            }
             ("bits", Some(t)) => rng_gen::bits_(t, Some(g)),
             ("bits", None) => rng_gen::bits(&[n], CPU, Some(g)).map(drop),
             ("randint", Some(t)) => rng_gen::random_(t, 0, 1000, Some(g)),

@@ -112,7 +112,7 @@ pub(crate) fn stream_copy<T: Copy>(dst: &mut [T], src: &[T]) {
         let bytes = std::mem::size_of_val(dst);
         let base = dst.as_mut_ptr() as usize;
         let head = ((64 - base % 64) % 64).min(bytes);
-        if size > 0 && head % size == 0 && bytes - head >= 64 {
+        if size > 0 && head.is_multiple_of(size) && bytes - head >= 64 {
             let lines = (bytes - head) / 64;
             let (head_elems, body_elems) = (head / size, lines * 64 / size);
             dst[..head_elems].copy_from_slice(&src[..head_elems]);

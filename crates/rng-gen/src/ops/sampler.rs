@@ -63,7 +63,7 @@ impl Layout {
     /// a word count that divides [`BATCH_WORDS`].
     #[must_use]
     pub const fn is_valid(self) -> bool {
-        self.elements > 0 && self.words > 0 && BATCH_WORDS % self.words == 0
+        self.elements > 0 && self.words > 0 && BATCH_WORDS.is_multiple_of(self.words)
     }
 }
 

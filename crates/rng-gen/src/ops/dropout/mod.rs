@@ -210,8 +210,12 @@ fn dropout_op(
     Ok((tensor, state))
 }
 
+/// What [`forward`] returns: the new tensor (none when it wrote into a given one), the
+/// key it drew from, and the packed mask (when asked for).
+type Forwarded = (Option<Tensor>, Key, Option<Vec<u32>>);
+
 /// Runs [`DropoutForward`] on the contiguous `x` into `target`, with the packed mask
-/// when `want_mask`. Returns the new tensor (if any), the key and the mask.
+/// when `want_mask`.
 fn forward<T: DropoutFloat>(
     op: &'static str,
     x: &Tensor,
@@ -220,7 +224,7 @@ fn forward<T: DropoutFloat>(
     want_mask: bool,
     target: Target<'_>,
     stream: Stream<'_>,
-) -> Result<(Option<Tensor>, Key, Option<Vec<u32>>), RngError> {
+) -> Result<Forwarded, RngError> {
     let n = x.elem_count();
     let words = if want_mask { mask_len(n) } else { 0 };
     match x.storage() {
