@@ -5,11 +5,14 @@
 // no atomics are needed.
 //
 // Arguments are plain values: the generator's (seed, offset) reservation happens on the
-// host before the launch (DESIGN.md §1). Element counts and indices are 64-bit.
+// host before the launch (DESIGN.md §1). Every kernel's signature is (seed, offset, n,
+// parameters..., out), the output pointer last (kernels/src/launch/mod.rs pushes them in
+// that order). Element counts and indices are 64-bit.
 // f16 / bf16 buffers are passed as their uint16 bit patterns.
 // Kernel names are ditto_<op>_<dtype>_kernel (the op's math keeps the plain names).
 // Compiled by NVRTC with --fmad=false (kernels/src/nvrtc.rs).
 #include "random_blocks.cuh"
+#include "dropout.cuh"
 
 // for (uint64_t var = global thread id; var < count; var += total threads)
 #define DITTO_GRID_STRIDE(var, count)                                              \
@@ -72,8 +75,8 @@ DITTO_BERNOULLI_KERNEL(ditto_bernoulli_u8_kernel, DittoU8)
 // thread owns whole mask words; without one (mask == nullptr) it owns single blocks.
 #define DITTO_DROPOUT_KERNEL(name, Out)                                                      \
     extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float p,     \
-                                    float scale, const Out::T* x, Out::T* y,                 \
-                                    uint32_t* mask) {                                        \
+                                    float scale, const Out::T* x, uint32_t* mask,            \
+                                    Out::T* y) {                                             \
         if (mask != nullptr) {                                                               \
             DITTO_GRID_STRIDE(g, ditto_mask_words_for(n))                                    \
             ditto_dropout_group<Out>(seed, offset, g, n, p, scale, x, y, mask);              \

@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "random_blocks.cuh"
+#include "dropout.cuh"
 
 static_assert(FLT_EVAL_METHOD == 0, "f32 arithmetic must happen in f32 (SSE), not x87");
 static_assert(sizeof(float) == 4 && sizeof(bool) == 1, "the Rust side assumes these");
