@@ -23,8 +23,9 @@ const SUPPORTED_TEXT: &str = "f32, f16, bf16, f64";
 
 /// Dropout forward, `ditto_dropout_<T>_kernel(seed, offset, n, p, scale, const T* x,
 /// u32* mask, T* y)`: reads `x` from element `x_offset`; writes the keep bits into
-/// `mask` (`packed_mask_words(n)` u32 words) when given, a null pointer otherwise. With a
-/// mask each thread owns whole mask words (32 elements), so no atomics are needed.
+/// `mask` (`packed_mask_words(n)` u32 words) when given, a null pointer otherwise. Threads
+/// own single blocks of elements, and whole mask words in a second loop, so no atomics
+/// are needed.
 pub fn dropout_call<'a>(
     x: &'a CudaStorage,
     x_offset: usize,
@@ -33,7 +34,6 @@ pub fn dropout_call<'a>(
     scale: f32,
 ) -> Result<KernelCall<'a>> {
     let kernel = kernel_name("dropout", x.dtype(), SUPPORTED, SUPPORTED_TEXT)?;
-    let per_item = if mask.is_some() { 32 } else { 4 };
     let mask = match mask {
         Some(m) => Arg::Output(m, 0),
         None => Arg::Null,
@@ -42,7 +42,7 @@ pub fn dropout_call<'a>(
         source: &RANDOM_SOURCE,
         kernel,
         args: vec![Arg::F32(p), Arg::F32(scale), Arg::Input(x, x_offset), mask],
-        elements_per_item: per_item,
+        elements_per_item: 4,
     })
 }
 

@@ -62,7 +62,7 @@ pub struct KernelCall<'a> {
     /// Arguments after `(seed, offset, n)` and before the output pointer, in order.
     pub args: Vec<Arg<'a>>,
     /// Consecutive elements one loop iteration of the kernel computes (4 for one word
-    /// per element, 2 for two; 32 for dropout's mask words). Sizes the grid only.
+    /// per element, 2 for two). Sizes the grid only.
     pub elements_per_item: u64,
 }
 
