@@ -243,7 +243,10 @@ pub fn dropout_block<T: ElementwiseFloat>(
 /// If `word` is not a mask word of the op.
 #[must_use]
 pub fn dropout_mask_word(seed: u64, offset: u64, word: u64, n: u64, p: f32) -> u32 {
-    assert!(word < crate::packed_mask_words(n), "mask word {word} of {n} elements");
+    assert!(
+        word < crate::packed_mask_words(n),
+        "mask word {word} of {n} elements"
+    );
     // SAFETY: plain values in and out; the word index was checked above.
     unsafe { ffi::ditto_host_dropout_mask_word(seed, offset, word, n, p) }
 }

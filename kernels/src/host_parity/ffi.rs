@@ -97,8 +97,7 @@ extern "C" {
         high: f64,
         out: *mut f64,
     );
-    pub fn ditto_host_dropout_mask_word(seed: u64, offset: u64, word: u64, n: u64, p: f32)
-        -> u32;
+    pub fn ditto_host_dropout_mask_word(seed: u64, offset: u64, word: u64, n: u64, p: f32) -> u32;
     pub fn ditto_host_randint_block(
         seed: u64,
         offset: u64,
