@@ -24,11 +24,13 @@
 //!
 //! # Delivery order
 //!
-//! Workers finish batches in whatever order the OS schedules them; the loader delivers
-//! in order (ticket by ticket). `in_order(false)` instead hands each batch out as soon as
-//! it is ready: the loader's nondeterministic fast path ([`IN_ORDER_FALSE`]), which
-//! DESIGN.md §4's `use_deterministic_algorithms` switch governs (refused in `Error`
-//! mode, warned about once in `Warn` mode).
+//! Workers finish batches in whatever order the OS schedules them; by default the loader
+//! delivers in order (ticket by ticket), so a run sees the same sequence of batches for
+//! any worker count. `in_order(false)` (PyTorch's `DataLoader(in_order=False)`) delivers
+//! batches as workers finish them instead: each batch is still the same, but their order
+//! depends on timing. That is the loader's nondeterministic fast path
+//! ([`IN_ORDER_FALSE`]), which DESIGN.md §4's `use_deterministic_algorithms` switch
+//! governs: `Warn` warns once, `Error` refuses it.
 //!
 //! # Limits
 //!
