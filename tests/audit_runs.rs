@@ -156,3 +156,55 @@ fn the_audit_names_the_planted_arrival_order_index_add() {
     }
     panic!("50 pairs of runs of the fast index_add on 2 threads never diverged");
 }
+
+#[test]
+fn random_ops_record_their_reservation_and_the_diff_names_a_different_seed() {
+    let _turn = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |seed: u64| {
+        let generator = Generator::new(Device::Cpu);
+        generator.manual_seed(seed);
+        let x = rng_gen::randn(
+            &[1000],
+            ditto::tensor_core::DType::F32,
+            Device::Cpu,
+            Some(&generator),
+        )
+        .unwrap();
+        let (y, _state) = rng_gen::dropout(&x, 0.5, true, Some(&generator)).unwrap();
+        let mut z = Tensor::zeros(&[10], ditto::tensor_core::DType::F32, Device::Cpu).unwrap();
+        rng_gen::uniform_(&mut z, -1.0, 1.0, Some(&generator)).unwrap();
+        (y, z)
+    };
+    let (a, b) = (dir.path().join("a.trace"), dir.path().join("b.trace"));
+    record(&a, 1, || run(5));
+    record(&b, 2, || run(5));
+    let (ta, tb) = (read(&a), read(&b));
+    assert!(diff::diff(&ta, &tb).identical());
+    let main = &ta.streams["main"];
+    let ops: Vec<&str> = main.iter().map(|r| r.op.as_str()).collect();
+    assert_eq!(ops, ["randn", "dropout", "uniform_"], "{main:?}");
+    // randn of 1000 f32: 250 blocks from offset 0; dropout reserves after it.
+    let first = main[0].rng.unwrap();
+    assert_eq!(
+        (first.device, first.seed, first.offset, first.blocks),
+        (Device::Cpu, 5, 0, 250)
+    );
+    let second = main[1].rng.unwrap();
+    assert_eq!(second.offset, 250);
+    assert_eq!(main[1].inputs.len(), 1, "dropout records its input");
+    for r in main {
+        assert!(
+            r.location.starts_with("tests/audit_runs.rs:"),
+            "{}",
+            r.location
+        );
+    }
+    // Another seed: the first random op is named with both reservations.
+    record(&b, 1, || run(6));
+    let report = diff::diff(&ta, &read(&b));
+    let finding = &report.findings[0];
+    assert_eq!(finding.kind, diff::Divergence::Rng, "{report}");
+    assert_eq!(finding.a.as_ref().unwrap().op, "randn");
+    assert!(report.to_string().contains("seed 6"), "{report}");
+}
