@@ -53,6 +53,9 @@ fn main() -> ExitCode {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
+    if let Some(mode) = args.deterministic {
+        tensor_core::use_deterministic_algorithms(mode);
+    }
     let result = if args.demo {
         demo::run(&args)
     } else {

@@ -43,13 +43,16 @@ for line in sys.stdin:
 echo "building GPU test binaries (release)..." >&2
 tests=$(cargo test --release --no-run --message-format=json \
           -p ditto --test gpu_random --test gpu_custom_op --test gpu_tensor_ops --test gpu_train_resume \
-          --test gpu_multi_device --test cuda_driver_checks \
+          --test gpu_multi_device --test cuda_driver_checks --test gpu_determinism \
           -p kernels --test nvrtc_compile \
           -p tensor-core --test cuda --test nvrtc_tensor_ops | executables)
 echo "building the training demo (release)..." >&2
 examples=$(cargo build --release --message-format=json -p ditto --example train_resume | executables)
 echo "building the GPU bench (release)..." >&2
 benches=$(cargo bench --no-run --message-format=json -p ditto --bench gpu_bench | executables)
+# ---- determinism (issue 12): fast (atomic) vs deterministic paths on the GPU ----
+benches="$benches $(cargo bench --no-run --message-format=json -p ditto --bench gpu_determinism_bench | executables)"
+# ---- end determinism ----
 
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
@@ -106,6 +109,7 @@ status=0
 for t in "$HERE"/bin/*; do
   name="$(basename "$t")"
   [ "$name" = gpu_bench ] && continue
+  [ "$name" = gpu_determinism_bench ] && continue
   [ "$name" = train_resume ] && continue
   if "$t" --test-threads=1 > "$HERE/logs/$name.log" 2>&1; then result=pass; else result=FAIL; status=1; fi
   summary="$(grep -E '^test result:' "$HERE/logs/$name.log" | tail -1)"
@@ -152,6 +156,16 @@ else
   status=1
   echo "gpu_bench failed: see logs/gpu_bench.log" >> "$HERE/results.md"
 fi
+# ---- determinism (issue 12) ----
+echo >> "$HERE/results.md"
+echo "## Fast (atomic) vs deterministic paths" >> "$HERE/results.md"
+if "$HERE/bin/gpu_determinism_bench" > "$HERE/logs/gpu_determinism_bench.log" 2>&1; then
+  cat "$HERE/logs/gpu_determinism_bench.log" >> "$HERE/results.md"
+else
+  status=1
+  echo "gpu_determinism_bench failed: see logs/gpu_determinism_bench.log" >> "$HERE/results.md"
+fi
+# ---- end determinism ----
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   echo >> "$HERE/results.md"
   python3 "$HERE/compare_torch.py" >> "$HERE/results.md" 2>"$HERE/logs/compare_torch.err" || echo "compare_torch.py failed" >> "$HERE/results.md"

@@ -14,3 +14,21 @@ pub use tensor_core;
 pub mod prelude {
     pub use tensor_core::{bf16, f16, DType, Device, Tensor, TensorError};
 }
+
+/// Every op in ditto with a nondeterministic fast path: tensor-core's ops and the data
+/// loader's `in_order(false)`, in the order of the table in `docs/determinism.md`.
+#[must_use]
+pub fn nondeterministic_ops() -> Vec<&'static tensor_core::determinism::FastPath> {
+    let mut ops: Vec<&'static tensor_core::determinism::FastPath> =
+        tensor_core::determinism::paths::TENSOR_OPS.to_vec();
+    ops.push(&nn_mini::data::IN_ORDER_FALSE);
+    ops
+}
+
+/// The markdown table of [`nondeterministic_ops`]: what each op's fast and
+/// deterministic paths do and what each mode of the deterministic-algorithms switch does
+/// with it. `docs/determinism.md` holds this table verbatim (a test checks it).
+#[must_use]
+pub fn determinism_table() -> String {
+    tensor_core::determinism::markdown_table(&nondeterministic_ops())
+}

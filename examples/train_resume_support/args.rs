@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use tensor_core::Device;
+use tensor_core::{DeterministicMode, Device};
 
 /// The usage message, printed by `--help` and after every flag error.
 pub const USAGE: &str = "\
@@ -22,6 +22,9 @@ usage: train_resume [options]
   --compare PATH      compare this run's losses with the same steps of another CSV;
                       prints both curves and `identical: yes` or `identical: no` (exit 1)
   --plot PATH         draw the loss curve(s) as a PNG
+  --deterministic M   off, warn or error: use_deterministic_algorithms' mode (default
+                      off); every op the demo runs is deterministic, so the curves are
+                      the same in every mode
   --demo              the whole story: a straight run, a run killed at --save-at
                       (default 3/5 of --steps), a resume compared with the straight run
   --help              this message
@@ -41,6 +44,7 @@ const VALUE_FLAGS: &[&str] = &[
     "--out",
     "--compare",
     "--plot",
+    "--deterministic",
 ];
 
 /// Parsed flags. `None` means "not given", so a resume can tell a default from a
@@ -58,6 +62,7 @@ pub struct Args {
     pub out: Option<PathBuf>,
     pub compare: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    pub deterministic: Option<DeterministicMode>,
     pub demo: bool,
     pub help: bool,
 }
@@ -200,6 +205,21 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, ArgError> {
             "--out" => set(&mut parsed.out, path()),
             "--compare" => set(&mut parsed.compare, path()),
             "--plot" => set(&mut parsed.plot, path()),
+            "--deterministic" => {
+                let mode = match value.as_str() {
+                    "off" => DeterministicMode::Off,
+                    "warn" => DeterministicMode::Warn,
+                    "error" => DeterministicMode::Error,
+                    _ => {
+                        return Err(ArgError::InvalidValue {
+                            flag,
+                            value,
+                            expected: "off, warn or error",
+                        })
+                    }
+                };
+                set(&mut parsed.deterministic, Some(mode))
+            }
             _ => return Err(ArgError::UnknownFlag(flag)),
         };
         if slot_taken {

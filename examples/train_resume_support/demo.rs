@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+use tensor_core::DeterministicMode;
+
 use super::args::Args;
 
 /// Runs `train_resume` with `args` as a child process, echoing the command line.
@@ -10,6 +12,16 @@ fn run_child(exe: &Path, args: &[String]) -> Result<i32, Box<dyn std::error::Err
     println!("\n$ train_resume {}", args.join(" "));
     let status = Command::new(exe).args(args).status()?;
     Ok(status.code().unwrap_or(3))
+}
+
+/// The `--deterministic` value naming `mode`.
+fn mode_flag(mode: DeterministicMode) -> String {
+    match mode {
+        DeterministicMode::Off => "off",
+        DeterministicMode::Warn => "warn",
+        DeterministicMode::Error => "error",
+    }
+    .to_string()
 }
 
 /// 1. a straight run to `a.csv`; 2. the same run killed after step k with a checkpoint;
@@ -37,6 +49,7 @@ pub fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     for (flag, value) in [
         ("--workers", args.workers.map(|w| w.to_string())),
         ("--device", args.device.map(|d| d.to_string())),
+        ("--deterministic", args.deterministic.map(mode_flag)),
     ] {
         if let Some(value) = value {
             common.extend([flag.to_string(), value]);

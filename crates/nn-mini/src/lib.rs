@@ -46,7 +46,7 @@ pub mod train;
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use data::{Batch, DataLoader, Dataset, LoaderState, Sample, SampleRng};
 pub use error::{NnError, Result};
-pub use layers::{Dropout, Linear, ReLU, Sequential};
+pub use layers::{Dropout, Embedding, Linear, ReLU, Sequential};
 pub use loss::{cross_entropy, mse_loss};
 pub use module::{Module, Parameter};
 pub use optim::{Sgd, SgdConfig};

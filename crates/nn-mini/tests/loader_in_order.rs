@@ -88,11 +88,16 @@ fn arrival_order_is_a_fast_path_the_switch_controls() {
     // Error: refused with an error that names the op and the alternative.
     use_deterministic_algorithms(DeterministicMode::Error);
     match build(false, 3) {
-        Err(NnError::Tensor(TensorError::Nondeterministic { op, alternative })) => {
+        Err(NnError::Tensor(TensorError::NondeterministicOp {
+            op,
+            device,
+            alternative,
+        })) => {
             assert_eq!(op, "DataLoader(in_order = false)");
+            assert_eq!(device, Device::Cpu);
             assert!(alternative.contains("in_order(true)"));
         }
-        other => panic!("expected a Nondeterministic error, got {other:?}"),
+        other => panic!("expected a NondeterministicOp error, got {other:?}"),
     }
     // Without workers there is no fast path to refuse, and in-order loaders are fine.
     assert!(build(false, 0).is_ok());

@@ -67,3 +67,45 @@ DITTO_LAYOUT_KERNELS(64, ditto_u64)
 
 DITTO_FLOAT_KERNELS(f32, float)
 DITTO_FLOAT_KERNELS(f64, double)
+
+// ---- index_add / scatter_add / the one-pass sum: fast (atomics) and deterministic ----
+// The *_atomic kernels add in arrival order; the *_owner kernels give each target to one
+// work item, so their results do not depend on the launch (see tensor_ops.cuh).
+#define DITTO_ACCUMULATE_KERNELS(SUFFIX, T)                                                          \
+    extern "C" __global__ void ditto_index_add_atomic_##SUFFIX(ditto_u64 outer, ditto_u64 size,     \
+                                                               ditto_u64 inner, ditto_u64 n, T alpha, \
+                                                               const ditto_i64* index, const T* src, \
+                                                               T* out) {                            \
+        DITTO_GRID_STRIDE(t, outer * n * inner) { ditto_index_add_atomic_item<T>(t, size, inner, n, alpha, index, src, out); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_index_add_owner_##SUFFIX(ditto_u64 outer, ditto_u64 size,      \
+                                                              ditto_u64 inner, ditto_u64 n, T alpha, \
+                                                              const ditto_u64* starts,              \
+                                                              const ditto_u64* positions,           \
+                                                              const T* src, T* out) {               \
+        DITTO_GRID_STRIDE(t, outer * size * inner) { ditto_index_add_owner_item<T>(t, size, inner, n, alpha, starts, positions, src, out); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_scatter_add_atomic_##SUFFIX(ditto_u64 count, ditto_u64 n,      \
+                                                                 ditto_u64 index_step,              \
+                                                                 ditto_u64 dst_step, ditto_u64 src_step, \
+                                                                 const ditto_u64* bases,            \
+                                                                 const ditto_i64* index,            \
+                                                                 const T* src, T* out) {            \
+        DITTO_GRID_STRIDE(e, count) { ditto_scatter_add_atomic_item<T>(e, n, index_step, dst_step, src_step, bases, index, src, out); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_scatter_add_owner_##SUFFIX(ditto_u64 targets_len,               \
+                                                                const ditto_u64* targets,           \
+                                                                const ditto_u64* starts,            \
+                                                                const ditto_u64* sources,           \
+                                                                const T* src, T* out) {             \
+        DITTO_GRID_STRIDE(u, targets_len) { ditto_scatter_add_owner_item<T>(u, targets, starts, sources, src, out); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_sum_atomic_##SUFFIX(ditto_u64 count, ditto_u64 size,           \
+                                                         ditto_u64 inner, const T* x,               \
+                                                         double* totals) {                          \
+        ditto_sum_atomic_walk<T>((ditto_u64)blockIdx.x * blockDim.x + threadIdx.x,                  \
+                                 (ditto_u64)gridDim.x * blockDim.x, count, size, inner, x, totals); \
+    }
+
+DITTO_ACCUMULATE_KERNELS(f32, float)
+DITTO_ACCUMULATE_KERNELS(f64, double)

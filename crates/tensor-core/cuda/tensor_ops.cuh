@@ -200,4 +200,111 @@ DITTO_OPS_HD void ditto_log_softmax_lane(ditto_u64 t, ditto_u64 size, ditto_u64 
     for (ditto_u64 k = 0; k < size; ++k) dst[k * inner] = (lane[k * inner] - m) - l;
 }
 
+// ---- accumulation into shared targets: index_add, scatter_add, the atomic sum ----
+// Fast paths add with atomics in arrival order (nondeterministic); deterministic paths
+// give each target to one work item, which adds its contributions in index order from
+// positions the host sorted (a "CSR": starts[u] .. starts[u + 1] index a position list).
+// Both add `alpha * x` (a multiply, then an add) like tensor-core's CPU paths.
+
+// `*target += value` atomically on the GPU. On the host (parity shim, CUDA stand-in)
+// work items run one at a time, so a plain add is the same operation.
+DITTO_OPS_HD void ditto_atomic_add(float* target, float value) {
+#ifdef __CUDA_ARCH__
+    atomicAdd(target, value);
+#else
+    *target = *target + value;
+#endif
+}
+DITTO_OPS_HD void ditto_atomic_add(double* target, double value) {
+#ifdef __CUDA_ARCH__
+    atomicAdd(target, value);
+#else
+    *target = *target + value;
+#endif
+}
+
+// index_add sees out as (outer, size, inner), src as (outer, n, inner), index as (n).
+// Fast, item t = (o * n + k) * inner + j: add alpha * src[t] into out[o, index[k], j].
+template <typename T>
+DITTO_OPS_HD void ditto_index_add_atomic_item(ditto_u64 t, ditto_u64 size, ditto_u64 inner, ditto_u64 n,
+                                              T alpha, const ditto_i64* index, const T* src, T* out) {
+    const ditto_u64 j = t % inner, k = (t / inner) % n, o = t / (inner * n);
+    ditto_atomic_add(&out[(o * size + (ditto_u64)index[k]) * inner + j], alpha * src[t]);
+}
+
+// Deterministic, item t = (o * size + r) * inner + j: out[t] plus the contributions of
+// row r (positions[starts[r] .. starts[r + 1]], ascending) in tensor-core's grouped order
+// (ops::grouped): the positions of each group of DITTO_INDEX_ADD_GROUP are summed from
+// +0.0 in index order, and each group's sum is added to out[t] in group order.
+#define DITTO_INDEX_ADD_GROUP 1024ULL
+template <typename T>
+DITTO_OPS_HD void ditto_index_add_owner_item(ditto_u64 t, ditto_u64 size, ditto_u64 inner, ditto_u64 n,
+                                             T alpha, const ditto_u64* starts, const ditto_u64* positions,
+                                             const T* src, T* out) {
+    const ditto_u64 j = t % inner, r = (t / inner) % size, o = t / (inner * size);
+    const ditto_u64 begin = starts[r], end = starts[r + 1];
+    if (begin == end) return;
+    T acc = out[t];
+    T partial = (T)0;
+    ditto_u64 group = positions[begin] / DITTO_INDEX_ADD_GROUP;
+    for (ditto_u64 p = begin; p < end; ++p) {
+        const ditto_u64 k = positions[p];
+        if (k / DITTO_INDEX_ADD_GROUP != group) {
+            acc = acc + partial;
+            partial = (T)0;
+            group = k / DITTO_INDEX_ADD_GROUP;
+        }
+        partial = partial + alpha * src[(o * n + k) * inner + j];
+    }
+    out[t] = acc + partial;
+}
+
+// scatter_add: index element e = (o * n + k) * index_step + j belongs to lane
+// l = o * index_step + j, whose targets start at bases[2l] in out and sources at
+// bases[2l + 1] in src. Fast: add its source into its target atomically.
+template <typename T>
+DITTO_OPS_HD void ditto_scatter_add_atomic_item(ditto_u64 e, ditto_u64 n, ditto_u64 index_step,
+                                                ditto_u64 dst_step, ditto_u64 src_step,
+                                                const ditto_u64* bases, const ditto_i64* index,
+                                                const T* src, T* out) {
+    const ditto_u64 j = e % index_step, k = (e / index_step) % n, o = e / (index_step * n);
+    const ditto_u64 l = o * index_step + j;
+    ditto_atomic_add(&out[bases[2 * l] + (ditto_u64)index[e] * dst_step], src[bases[2 * l + 1] + k * src_step]);
+}
+
+// Deterministic, item u: target targets[u] plus its sources src[sources[p]] for p in
+// starts[u] .. starts[u + 1] (in index order).
+template <typename T>
+DITTO_OPS_HD void ditto_scatter_add_owner_item(ditto_u64 u, const ditto_u64* targets, const ditto_u64* starts,
+                                               const ditto_u64* sources, const T* src, T* out) {
+    T acc = out[targets[u]];
+    for (ditto_u64 p = starts[u]; p < starts[u + 1]; ++p) acc = acc + src[sources[p]];
+    out[targets[u]] = acc;
+}
+
+// The one-pass atomic sum of a dense (outer, size, inner) tensor along `size`: the work
+// item starting at element `first` walks first, first + stride, ... below `count`,
+// summing in double and adding its running sum into totals[lane] whenever the lane
+// (o * inner + j) changes, and at the end. The pieces of a lane arrive in any order, so
+// only their sum in double varies, before the one rounding (ditto_finish_sum with
+// blocks = 1). With inner == 1 a work item stays in one lane for long runs: one atomic
+// per work item and lane.
+template <typename T>
+DITTO_OPS_HD void ditto_sum_atomic_walk(ditto_u64 first, ditto_u64 stride, ditto_u64 count, ditto_u64 size,
+                                        ditto_u64 inner, const T* x, double* totals) {
+    if (first >= count) return;
+    ditto_u64 lane = (first / (size * inner)) * inner + first % inner;
+    double acc = 0.0;
+    for (ditto_u64 i = first; i < count; i += stride) {
+        const ditto_u64 l = (i / (size * inner)) * inner + i % inner;
+        if (l != lane) {
+            ditto_atomic_add(&totals[lane], acc);
+            acc = 0.0;
+            lane = l;
+        }
+        acc += (double)x[i];
+    }
+    ditto_atomic_add(&totals[lane], acc);
+}
+
 #endif  // DITTO_TENSOR_OPS_CUH

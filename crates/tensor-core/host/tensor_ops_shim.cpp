@@ -55,6 +55,53 @@ void log_softmax(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, const T* x, T
     for (ditto_u64 t = 0; t < outer * inner; ++t) ditto_log_softmax_lane<T>(t, size, inner, x, out);
 }
 
+// The accumulation kernels' loops. The atomic ones run their items in order (the
+// stand-in's one-thread-at-a-time schedule); the owner ones forwards or, with
+// `reverse`, backwards, which must not change a bit.
+template <typename T>
+void index_add_atomic(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, ditto_u64 n, T alpha,
+                      const ditto_i64* index, const T* src, T* out) {
+    for (ditto_u64 t = 0; t < outer * n * inner; ++t) ditto_index_add_atomic_item<T>(t, size, inner, n, alpha, index, src, out);
+}
+
+template <typename T>
+void index_add_owner(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, ditto_u64 n, T alpha,
+                     const ditto_u64* starts, const ditto_u64* positions, const T* src, T* out, int reverse) {
+    const ditto_u64 items = outer * size * inner;
+    for (ditto_u64 i = 0; i < items; ++i) {
+        const ditto_u64 t = reverse ? items - 1 - i : i;
+        ditto_index_add_owner_item<T>(t, size, inner, n, alpha, starts, positions, src, out);
+    }
+}
+
+template <typename T>
+void scatter_add_atomic(ditto_u64 count, ditto_u64 n, ditto_u64 index_step, ditto_u64 dst_step,
+                        ditto_u64 src_step, const ditto_u64* bases, const ditto_i64* index, const T* src,
+                        T* out) {
+    for (ditto_u64 e = 0; e < count; ++e)
+        ditto_scatter_add_atomic_item<T>(e, n, index_step, dst_step, src_step, bases, index, src, out);
+}
+
+template <typename T>
+void scatter_add_owner(ditto_u64 targets_len, const ditto_u64* targets, const ditto_u64* starts,
+                       const ditto_u64* sources, const T* src, T* out, int reverse) {
+    for (ditto_u64 i = 0; i < targets_len; ++i) {
+        const ditto_u64 u = reverse ? targets_len - 1 - i : i;
+        ditto_scatter_add_owner_item<T>(u, targets, starts, sources, src, out);
+    }
+}
+
+// The one-pass sum with `threads` work items (walks), then the finishing kernel body.
+template <typename T>
+void sum_atomic(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, ditto_u64 threads, int mean, const T* x,
+                T* out) {
+    std::vector<double> totals(outer * inner, 0.0);
+    const ditto_u64 count = outer * size * inner;
+    for (ditto_u64 first = 0; first < threads; ++first)
+        ditto_sum_atomic_walk<T>(first, threads, count, size, inner, x, totals.data());
+    for (ditto_u64 t = 0; t < outer * inner; ++t) ditto_finish_sum<T>(t, size, inner, 1, mean, totals.data(), out);
+}
+
 }  // namespace
 
 extern "C" {
@@ -87,6 +134,37 @@ extern "C" {
 
 DITTO_HOST_OPS(f32, float)
 DITTO_HOST_OPS(f64, double)
+
+#define DITTO_HOST_ACCUMULATE(SUFFIX, T)                                                           \
+    void ditto_host_index_add_atomic_##SUFFIX(ditto_u64 outer, ditto_u64 size, ditto_u64 inner,    \
+                                              ditto_u64 n, T alpha, const ditto_i64* index,       \
+                                              const T* src, T* out) {                             \
+        index_add_atomic<T>(outer, size, inner, n, alpha, index, src, out);                        \
+    }                                                                                              \
+    void ditto_host_index_add_owner_##SUFFIX(ditto_u64 outer, ditto_u64 size, ditto_u64 inner,     \
+                                             ditto_u64 n, T alpha, const ditto_u64* starts,       \
+                                             const ditto_u64* positions, const T* src, T* out,    \
+                                             int reverse) {                                       \
+        index_add_owner<T>(outer, size, inner, n, alpha, starts, positions, src, out, reverse);    \
+    }                                                                                              \
+    void ditto_host_scatter_add_atomic_##SUFFIX(ditto_u64 count, ditto_u64 n, ditto_u64 index_step, \
+                                                ditto_u64 dst_step, ditto_u64 src_step,           \
+                                                const ditto_u64* bases, const ditto_i64* index,   \
+                                                const T* src, T* out) {                           \
+        scatter_add_atomic<T>(count, n, index_step, dst_step, src_step, bases, index, src, out);   \
+    }                                                                                              \
+    void ditto_host_scatter_add_owner_##SUFFIX(ditto_u64 targets_len, const ditto_u64* targets,    \
+                                               const ditto_u64* starts, const ditto_u64* sources, \
+                                               const T* src, T* out, int reverse) {               \
+        scatter_add_owner<T>(targets_len, targets, starts, sources, src, out, reverse);            \
+    }                                                                                              \
+    void ditto_host_sum_atomic_##SUFFIX(ditto_u64 outer, ditto_u64 size, ditto_u64 inner,          \
+                                        ditto_u64 threads, int mean, const T* x, T* out) {         \
+        sum_atomic<T>(outer, size, inner, threads, mean, x, out);                                  \
+    }
+
+DITTO_HOST_ACCUMULATE(f32, float)
+DITTO_HOST_ACCUMULATE(f64, double)
 
 // The gather kernel's body (by position only, so one width suffices to check it).
 void ditto_host_gather_32(ditto_u64 n, const DittoShape* shape, const DittoView* view,

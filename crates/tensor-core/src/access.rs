@@ -56,7 +56,7 @@ impl Tensor {
     /// tensor's dtype (use [`Tensor::to_dtype`] first to convert).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.check_dtype::<T>("to_vec")?;
-        let host = self.to_device(Device::Cpu)?;
+        let host = self.moved_to(Device::Cpu)?;
         let values = T::slice(host.cpu_storage()?).expect("dtype checked above");
         if host.is_contiguous() {
             return Ok(values[host.offset..host.offset + host.elem_count()].to_vec());

@@ -26,34 +26,37 @@ impl Tensor {
     /// rounding rules in this module's docs. A CUDA tensor is converted on the host
     /// (downloaded, converted, uploaded): the same values as on the CPU, at the cost of
     /// two copies.
+    #[track_caller]
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
-        if dtype == self.dtype() {
-            return Ok(self.clone());
-        }
-        if self.device() != Device::Cpu {
-            return self
-                .to_device(Device::Cpu)?
-                .to_dtype(dtype)?
-                .to_device(self.device());
-        }
-        let src = self.contiguous()?;
-        let storage = if self.dtype() == DType::I64 {
-            let values = src.as_slice::<i64>()?;
-            // To f64 a single rounding to nearest is right; to anything narrower, round
-            // to odd first so the second rounding is still correct.
-            let widen: fn(i64) -> f64 = if dtype == DType::F64 {
-                |v| v as f64
+        audited!("to_dtype", [self], {
+            if dtype == self.dtype() {
+                return Ok(self.clone());
+            }
+            if self.device() != Device::Cpu {
+                return self
+                    .moved_to(Device::Cpu)?
+                    .to_dtype(dtype)?
+                    .moved_to(self.device());
+            }
+            let src = self.contiguous()?;
+            let storage = if self.dtype() == DType::I64 {
+                let values = src.as_slice::<i64>()?;
+                // To f64 a single rounding to nearest is right; to anything narrower, round
+                // to odd first so the second rounding is still correct.
+                let widen: fn(i64) -> f64 = if dtype == DType::F64 {
+                    |v| v as f64
+                } else {
+                    i64_to_f64_round_to_odd
+                };
+                with_dtype!(dtype, D => D::into_storage(cast_slice(values, widen)?))
             } else {
-                i64_to_f64_round_to_odd
+                with_dtype!(self.dtype(), S => {
+                    let values = src.as_slice::<S>()?;
+                    with_dtype!(dtype, D => D::into_storage(cast_slice(values, S::to_f64)?))
+                })
             };
-            with_dtype!(dtype, D => D::into_storage(cast_slice(values, widen)?))
-        } else {
-            with_dtype!(self.dtype(), S => {
-                let values = src.as_slice::<S>()?;
-                with_dtype!(dtype, D => D::into_storage(cast_slice(values, S::to_f64)?))
-            })
-        };
-        Tensor::from_cpu_storage(storage, self.dims())
+            Tensor::from_cpu_storage(storage, self.dims())
+        })
     }
 }
 

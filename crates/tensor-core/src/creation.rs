@@ -126,7 +126,7 @@ impl Tensor {
         let storage = with_dtype!(dtype, T => {
             T::into_storage(try_filled(shape.elem_count(), T::from_f64(value), dtype)?)
         });
-        Tensor::from_cpu_storage(storage, dims)?.to_device(device)
+        Tensor::from_cpu_storage(storage, dims)?.moved_to(device)
     }
 
     /// A tensor of zeros with this tensor's dims, dtype and device.
@@ -176,7 +176,7 @@ impl Tensor {
             values.extend((0..count).map(|i| T::from_f64(start + i as f64 * step)));
             T::into_storage(values)
         });
-        Tensor::from_cpu_storage(storage, &[count])?.to_device(device)
+        Tensor::from_cpu_storage(storage, &[count])?.moved_to(device)
     }
 }
 

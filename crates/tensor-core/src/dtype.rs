@@ -24,6 +24,18 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every dtype, in declaration order.
+    pub const ALL: [DType; 8] = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I64,
+        DType::U32,
+        DType::U8,
+        DType::Bool,
+    ];
+
     /// Bytes per element in storage.
     #[must_use]
     pub fn size_in_bytes(self) -> usize {

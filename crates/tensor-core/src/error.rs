@@ -130,15 +130,20 @@ pub enum TensorError {
         /// What was wrong and what was expected.
         message: String,
     },
-    /// An op was about to take a nondeterministic fast path while
-    /// `use_deterministic_algorithms(DeterministicMode::Error)` is set.
+    /// An op was asked for its nondeterministic fast path while
+    /// `use_deterministic_algorithms(DeterministicMode::Error)` is set (the message
+    /// follows PyTorch's).
     #[error(
-        "{op} has a nondeterministic implementation and use_deterministic_algorithms(Error) \
-         is set; use {alternative}, or set DeterministicMode::Warn to allow it"
+        "{op} on {device} was asked for its nondeterministic fast path, but \
+         use_deterministic_algorithms(DeterministicMode::Error) is set; use {alternative}, \
+         or set DeterministicMode::Warn if a nondeterministic result is acceptable for \
+         your application"
     )]
-    Nondeterministic {
+    NondeterministicOp {
         /// The op, as a user wrote it.
         op: &'static str,
+        /// Where it would have run.
+        device: Device,
         /// How to get the deterministic path instead.
         alternative: &'static str,
     },
@@ -152,6 +157,24 @@ pub enum TensorError {
         /// The dimension it indexes.
         dim: usize,
         /// The size of that dimension (valid indices are `0..size`).
+        size: usize,
+    },
+    /// An element of an index tensor is outside the dimension it indexes (negative
+    /// values are out of range too: index tensors are not wrapped).
+    #[error(
+        "{op}: index[{position}] = {value} is out of range for dimension {dim} of size \
+         {size} (expected 0 <= index < {size})"
+    )]
+    IndexValueOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// Where in the index tensor (row-major element number).
+        position: usize,
+        /// The value found there.
+        value: i64,
+        /// The dimension it indexes.
+        dim: usize,
+        /// The size of that dimension.
         size: usize,
     },
     /// An operation that needs exactly one element got a different count.
@@ -184,6 +207,12 @@ pub enum TensorError {
         expected: Device,
         /// The device given.
         got: Device,
+    },
+    /// The audit could not open, write or read a trace.
+    #[error("audit: {message}")]
+    Audit {
+        /// What failed, with the file and the system's reason.
+        message: String,
     },
     /// A buffer could not be allocated (too large for the address space or the allocator).
     #[error("could not allocate {elements} elements of {dtype} on {device}")]

@@ -17,7 +17,25 @@ fn outer_inner(dims: &[usize], dim: usize) -> (usize, usize) {
 impl Tensor {
     /// The slices `indices` of dimension `dim`, in the order given (repeats allowed), like
     /// `torch.index_select`. Errors when `dim` or an index is out of range.
+    #[track_caller]
     pub fn index_select(&self, dim: usize, indices: &[usize]) -> Result<Tensor> {
+        // The audit sees the indices as an i64 input: they decide the output as much as
+        // `self` does.
+        let index_input = if crate::audit::is_enabled() {
+            let as_i64 = indices.iter().map(|&i| i as i64).collect();
+            Some(Tensor::from_cpu_storage(
+                crate::CpuStorage::I64(as_i64),
+                &[indices.len()],
+            )?)
+        } else {
+            None
+        };
+        let inputs: Vec<&Tensor> = std::iter::once(self).chain(index_input.as_ref()).collect();
+        let recorder = crate::audit::OpRecorder::begin("index_select", &inputs);
+        recorder.finish_result(self.index_select_unrecorded(dim, indices))
+    }
+
+    fn index_select_unrecorded(&self, dim: usize, indices: &[usize]) -> Result<Tensor> {
         self.check_dim("index_select", dim)?;
         let size = self.dims()[dim];
         if let Some(&index) = indices.iter().find(|&&i| i >= size) {
@@ -31,7 +49,7 @@ impl Tensor {
         let mut out_dims = self.dims().to_vec();
         out_dims[dim] = indices.len();
         Shape::new(&out_dims)?;
-        let host = self.to_device(Device::Cpu)?.contiguous()?;
+        let host = self.moved_to(Device::Cpu)?.contiguous()?;
         let (outer, inner) = outer_inner(self.dims(), dim);
         let storage = with_dtype!(self.dtype(), T => {
             let src = host.as_slice::<T>()?;
@@ -44,12 +62,23 @@ impl Tensor {
             }
             T::into_storage(out)
         });
-        Tensor::from_cpu_storage(storage, &out_dims)?.to_device(self.device())
+        Tensor::from_cpu_storage(storage, &out_dims)?.moved_to(self.device())
     }
 
     /// Joins tensors along `dim`, like `torch.cat`. All must share dtype, device, rank
     /// and every dimension except `dim`. Errors on an empty list or any disagreement.
+    #[track_caller]
     pub fn cat(tensors: &[Tensor], dim: usize) -> Result<Tensor> {
+        let inputs: Vec<&Tensor> = if crate::audit::is_enabled() {
+            tensors.iter().collect()
+        } else {
+            Vec::new()
+        };
+        let recorder = crate::audit::OpRecorder::begin("cat", &inputs);
+        recorder.finish_result(Tensor::cat_unrecorded(tensors, dim))
+    }
+
+    fn cat_unrecorded(tensors: &[Tensor], dim: usize) -> Result<Tensor> {
         let first = tensors
             .first()
             .ok_or_else(|| TensorError::InvalidArgument {
@@ -70,7 +99,7 @@ impl Tensor {
         Shape::new(&out_dims)?;
         let hosts = tensors
             .iter()
-            .map(|t| t.to_device(Device::Cpu)?.contiguous())
+            .map(|t| t.moved_to(Device::Cpu)?.contiguous())
             .collect::<Result<Vec<_>>>()?;
         let (outer, _) = outer_inner(first.dims(), dim);
         let total: usize = out_dims.iter().product();
@@ -89,7 +118,7 @@ impl Tensor {
             }
             T::into_storage(out)
         });
-        Tensor::from_cpu_storage(storage, &out_dims)?.to_device(first.device())
+        Tensor::from_cpu_storage(storage, &out_dims)?.moved_to(first.device())
     }
 }
 

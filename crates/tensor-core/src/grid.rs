@@ -7,6 +7,8 @@
 //! [`Launch::Fixed`]; everyone else uses [`Launch::Auto`]. Plain numbers, no CUDA
 //! needed, so this builds everywhere.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 /// A 1-D launch: `blocks` thread blocks of `threads` threads each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Grid {
@@ -59,6 +61,39 @@ impl Launch {
                 ok.then_some(g)
             }
         }
+    }
+}
+
+/// The grid forced on tensor-core's tensor-op kernels (0: none), packed as
+/// `blocks << 32 | threads`.
+static FORCED_TENSOR_OPS_GRID: AtomicU64 = AtomicU64::new(0);
+
+/// Forces every later tensor-op kernel launch (tensor-core's `cuda/tensor_ops.cu`) onto
+/// `grid`, or back to [`Launch::Auto`] with `None`. Process-wide, for tests that show a
+/// result does not depend on the launch configuration (grid-stride loops make any grid
+/// valid). Returns `false`, changing nothing, for a grid outside CUDA's limits.
+pub fn force_tensor_ops_grid(grid: Option<Grid>) -> bool {
+    let packed = match grid {
+        None => 0,
+        Some(g) => match Launch::Fixed(g).grid(1, 1) {
+            Some(g) => (u64::from(g.blocks) << 32) | u64::from(g.threads),
+            None => return false,
+        },
+    };
+    FORCED_TENSOR_OPS_GRID.store(packed, Ordering::Relaxed);
+    true
+}
+
+/// The grid of a tensor-op kernel over `work_items` on a device with `sm_count` SMs:
+/// the forced one if a test set one, else [`Launch::auto_grid`].
+#[must_use]
+pub fn tensor_ops_grid(work_items: u64, sm_count: u32) -> Grid {
+    match FORCED_TENSOR_OPS_GRID.load(Ordering::Relaxed) {
+        0 => Launch::auto_grid(work_items, sm_count),
+        packed => Grid {
+            blocks: (packed >> 32) as u32,
+            threads: packed as u32,
+        },
     }
 }
 

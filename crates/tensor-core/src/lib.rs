@@ -30,6 +30,7 @@
 mod macros;
 
 mod access;
+pub mod audit;
 mod convert;
 mod creation;
 pub mod cuda_source;
@@ -66,7 +67,8 @@ pub use cudarc;
 pub use creation::try_zeroed_vec;
 pub use determinism::{
     are_deterministic_algorithms_enabled, deterministic_mode,
-    is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms, DeterministicMode,
+    is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms, Algorithm,
+    DeterministicMode,
 };
 pub use device::Device;
 pub use dtype::DType;

@@ -75,3 +75,30 @@ macro_rules! on_cuda {
         }
     };
 }
+
+/// Runs the block `$body` (evaluating to a `Result<Tensor>`; `return` and `?` leave the
+/// block) as the audited op `$op` with inputs `[$inputs]` (see [`crate::audit`]). Used
+/// in `#[track_caller]` public ops, so the record carries the user's call site.
+macro_rules! audited {
+    ($op:expr, [$($input:expr),* $(,)?], $body:block) => {{
+        let recorder = $crate::audit::OpRecorder::begin($op, &[$($input),*]);
+        #[allow(clippy::redundant_closure_call)]
+        let result = (|| -> $crate::Result<$crate::Tensor> { $body })();
+        recorder.finish_result(result)
+    }};
+}
+
+/// Runs the block `$body` (a `Result<()>` updating `$target` in place) as the audited op
+/// `$op`: its inputs are `$target` before the update and `[$inputs]`, its output
+/// `$target` after it.
+macro_rules! audited_in_place {
+    ($op:expr, $target:ident, [$($input:expr),* $(,)?], $body:block) => {{
+        let recorder = $crate::audit::OpRecorder::begin($op, &[&*$target, $($input),*]);
+        #[allow(clippy::redundant_closure_call)]
+        let result = (|| -> $crate::Result<()> { $body })();
+        if result.is_ok() {
+            recorder.finish(&*$target);
+        }
+        result
+    }};
+}

@@ -51,7 +51,7 @@ impl Tensor {
     /// `Device::Cpu` the vector is moved in, not copied.
     pub fn from_vec<T: Element>(values: Vec<T>, dims: &[usize], device: Device) -> Result<Self> {
         let cpu = Tensor::from_storage(Storage::Cpu(T::into_storage(values)), dims)?;
-        cpu.to_device(device)
+        cpu.moved_to(device)
     }
 
     /// A tensor copied from a slice (row-major) with the given dims, on `device`.

@@ -12,7 +12,14 @@ impl Tensor {
     /// Moves the tensor to `device` (a shared clone when it is already there). Errors
     /// with `CudaUnavailable` when the CUDA device does not exist, there is no driver, or
     /// ditto was built without the `cuda` feature.
+    #[track_caller]
     pub fn to_device(&self, device: Device) -> Result<Tensor> {
+        audited!("to_device", [self], { self.moved_to(device) })
+    }
+
+    /// [`Tensor::to_device`] without an audit record, for ditto's own internal copies
+    /// (reading elements, creating tensors), which are not ops of the user's program.
+    pub(crate) fn moved_to(&self, device: Device) -> Result<Tensor> {
         if device == self.device() {
             return Ok(self.clone());
         }

@@ -38,7 +38,15 @@ fn tensor_ops_compile_for_sm80_and_sm90() {
         // The kernels' own arithmetic is unfused (`--fmad=false`): adds and multiplies
         // are explicitly rounded instructions. (libdevice's exp / log / pow use fma
         // internally by design; that is deterministic too.)
-        for required in ["add.rn.f64", "add.rn.f32", "mul.rn.f32", "div.rn.f32"] {
+        // The fast paths' atomics are real hardware atomics (red/atom .global.add).
+        for required in [
+            "add.rn.f64",
+            "add.rn.f32",
+            "mul.rn.f32",
+            "div.rn.f32",
+            ".global.add.f32",
+            ".global.add.f64",
+        ] {
             assert!(ptx.contains(required), "{arch}: PTX lacks {required}");
         }
         println!("{arch}: {entries} kernels, {} bytes of PTX", ptx.len());

@@ -3,7 +3,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use rng_gen::Key;
-use tensor_core::Tensor;
+use tensor_core::{audit, Tensor};
 
 use super::keys::sample_key;
 use super::{Dataset, SampleRng};
@@ -63,9 +63,19 @@ pub(crate) fn load_batch_guarded(
     index: u64,
     indices: Vec<usize>,
 ) -> Result<Batch> {
-    catch_unwind(AssertUnwindSafe(|| {
-        load_batch(dataset, loader_key, epoch, index, indices)
-    }))
+    // The audit numbers the batch's ops in a stream named after the batch, not after the
+    // thread that happened to load it, so traces with any worker count compare equal.
+    let stream = || {
+        format!(
+            "loader/{:016x}.{}/e{epoch}/b{index}",
+            loader_key.seed, loader_key.offset
+        )
+    };
+    audit::stream(stream, || {
+        catch_unwind(AssertUnwindSafe(|| {
+            load_batch(dataset, loader_key, epoch, index, indices)
+        }))
+    })
     .unwrap_or_else(|payload| {
         let message = payload
             .downcast_ref::<&str>()

@@ -1,8 +1,10 @@
 //! `DataLoaderBuilder`: the loader's options, their limits, and where its key comes from.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use rng_gen::{fold_in, Generator, Key};
+use tensor_core::determinism::{Algorithm, FastPath};
 use tensor_core::Device;
 
 use super::loader::DataLoader;
@@ -10,6 +12,19 @@ use super::order::check_shuffled_len;
 use super::workers::WorkerPool;
 use super::Dataset;
 use crate::{NnError, Result};
+
+/// The loader's nondeterministic fast path, `in_order(false)`, for the determinism table
+/// (`ditto::nondeterministic_ops`) and the switch.
+pub static IN_ORDER_FALSE: FastPath = FastPath {
+    op: "DataLoader(in_order = false)",
+    devices: "CPU",
+    fast: "with workers, each batch is handed out as soon as any worker finishes it \
+           (batch contents stay reproducible; their order follows thread timing)",
+    deterministic: "batches delivered in sampling order, whatever the worker count",
+    auto_fast_when: None,
+    alternative: "DataLoader::builder(..).in_order(true), which delivers batches in sampling order",
+    fast_runs: AtomicU64::new(0),
+};
 
 /// The most batches a loader keeps in flight, `prefetch_factor * num_workers`: 4096.
 /// Each in-flight batch holds its samples in memory and each worker is an OS thread, so
@@ -155,10 +170,8 @@ impl DataLoaderBuilder {
         }
         let in_order = self.in_order || self.num_workers == 0;
         if !in_order {
-            tensor_core::determinism::check_nondeterministic(
-                "DataLoader(in_order = false)",
-                "DataLoader::builder(..).in_order(true), which delivers batches in sampling order",
-            )?;
+            // An explicit request for the arrival-order fast path (see `IN_ORDER_FALSE`).
+            IN_ORDER_FALSE.choose(Algorithm::Fast, Device::Cpu, true)?;
         }
         let key = match self.key {
             Some(KeySource::Key(key)) => key,

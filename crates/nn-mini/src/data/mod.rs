@@ -28,8 +28,9 @@
 //! delivers in order (ticket by ticket), so a run sees the same sequence of batches for
 //! any worker count. `in_order(false)` (PyTorch's `DataLoader(in_order=False)`) delivers
 //! batches as workers finish them instead: each batch is still the same, but their order
-//! depends on timing. That is the nondeterministic fast path DESIGN.md §4's
-//! `use_deterministic_algorithms` switch governs: `Warn` warns, `Error` refuses it.
+//! depends on timing. That is the loader's nondeterministic fast path
+//! ([`IN_ORDER_FALSE`]), which DESIGN.md §4's `use_deterministic_algorithms` switch
+//! governs: `Warn` warns once, `Error` refuses it.
 //!
 //! # Limits
 //!
@@ -54,7 +55,7 @@ mod state;
 mod workers;
 
 pub use batch::Batch;
-pub use builder::{DataLoaderBuilder, MAX_IN_FLIGHT};
+pub use builder::{DataLoaderBuilder, IN_ORDER_FALSE, MAX_IN_FLIGHT};
 pub use dataset::{Dataset, Sample, SampleRng};
 pub use keys::{epoch_key, order_key, sample_key, ORDER_DOMAIN, SAMPLE_DOMAIN};
 pub use loader::{DataLoader, EpochIter};

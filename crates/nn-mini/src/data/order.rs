@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use rng_gen::{Generator, Key};
-use tensor_core::Device;
+use tensor_core::{audit, Device};
 
 use super::keys::order_key;
 use crate::{NnError, Result};
@@ -82,7 +82,17 @@ pub fn epoch_order(loader: Key, epoch: u64, len: usize, shuffle: bool) -> Result
     }
     check_shuffled_len(len)?;
     let generator = Generator::from_key(Device::Cpu, order_key(loader, epoch));
-    let perm = rng_gen::randperm(len, Device::Cpu, Some(&generator))?;
+    // The loader computes an epoch's order when it first needs it, which with workers
+    // prefetching is earlier than without: the audit records it in a stream of its own.
+    let stream = || {
+        format!(
+            "loader/{:016x}.{}/e{epoch}/order",
+            loader.seed, loader.offset
+        )
+    };
+    let perm = audit::stream(stream, || {
+        rng_gen::randperm(len, Device::Cpu, Some(&generator))
+    })?;
     let perm: Arc<[usize]> = perm
         .to_vec::<i64>()?
         .into_iter()

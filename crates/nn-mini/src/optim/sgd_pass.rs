@@ -8,6 +8,7 @@
 
 use std::ops::{Add, Mul};
 
+use tensor_core::audit::OpRecorder;
 use tensor_core::{DType, Device, Element, Tensor};
 
 use super::SgdConfig;
@@ -32,11 +33,18 @@ pub(crate) fn momentum_step(
     if !(same(value) && same(buf) && same(grad)) {
         return Ok(false);
     }
+    if !matches!(value.dtype(), DType::F32 | DType::F64) {
+        return Ok(false);
+    }
+    // The pass writes raw buffers, so it records itself in the audit like a tensor op:
+    // inputs hashed before the update, the updated parameter as the output (the buffer
+    // shows up as an input of the next step).
+    let recorder = OpRecorder::begin("sgd_momentum_step", &[value, buf, grad]);
     match value.dtype() {
         DType::F32 => run::<f32>(value, buf, grad, config)?,
-        DType::F64 => run::<f64>(value, buf, grad, config)?,
-        _ => return Ok(false),
+        _ => run::<f64>(value, buf, grad, config)?,
     }
+    recorder.finish(value);
     Ok(true)
 }
 

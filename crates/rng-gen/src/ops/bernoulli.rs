@@ -17,6 +17,7 @@ use crate::{Generator, RngError};
 /// scalar probability), as 1.0 / 0.0 in a float dtype, 1 / 0 in U8, or true / false in
 /// Bool. Element `i` is 1 iff the f32 uniform of word `i` is `< p as f32`, so `p = 0`
 /// gives all zeros and `p = 1` all ones. Errors unless `p` is in [0, 1].
+#[track_caller]
 pub fn bernoulli(
     shape: &[usize],
     p: f64,
@@ -36,6 +37,7 @@ pub fn bernoulli(
 /// [`bernoulli`] into the existing tensor `t` (`torch.Tensor.bernoulli_(p)`), of a float
 /// dtype, U8 or Bool: the same values and consumption as `bernoulli(t.dims(), p,
 /// t.dtype(), t.device(), generator)`. `t` must be contiguous.
+#[track_caller]
 pub fn bernoulli_(t: &mut Tensor, p: f64, generator: Option<&Generator>) -> Result<(), RngError> {
     let dtype = t.dtype();
     let run = IntoTensor {
@@ -46,6 +48,7 @@ pub fn bernoulli_(t: &mut Tensor, p: f64, generator: Option<&Generator>) -> Resu
 }
 
 /// Checks `p` and `dtype`, and runs the sampler `dtype` gets.
+#[track_caller]
 fn bernoulli_sampler<R: RunSampler>(
     op: &'static str,
     p: f64,

@@ -10,6 +10,7 @@ use crate::{Generator, RngError};
 /// A U32 tensor of raw Philox words: element `i` is word `i` of the reserved stretch
 /// (`torch.func._random.bits`). For tests, hashing, and custom samplers that need the
 /// words themselves. Consumes one word per element.
+#[track_caller]
 pub fn bits(
     shape: &[usize],
     device: Device,
@@ -27,6 +28,7 @@ pub fn bits(
 /// [`bits`] into the existing U32 tensor `t`: the raw-bits fill that PyTorch's
 /// `Tensor.random_()` is for integer tensors, with ditto's words (the same values and
 /// consumption as `bits(t.dims(), t.device(), generator)`). `t` must be contiguous.
+#[track_caller]
 pub fn bits_(t: &mut Tensor, generator: Option<&Generator>) -> Result<(), RngError> {
     IntoTensor {
         out: t,

@@ -21,6 +21,7 @@ use crate::stream::f32math::{ln_positive_normal, sincospi_finite};
 use crate::{Generator, RngError};
 
 /// Standard normal samples (`torch.randn`): [`normal`] with mean 0 and std 1.
+#[track_caller]
 pub fn randn(
     shape: &[usize],
     dtype: DType,
@@ -44,6 +45,7 @@ pub fn randn(
 ///
 /// Errors unless `mean` is finite and `std` is finite and `>= 0` (in f32 for the f32,
 /// f16 and bf16 dtypes).
+#[track_caller]
 pub fn normal(
     shape: &[usize],
     mean: f64,
@@ -58,6 +60,7 @@ pub fn normal(
 /// [`normal`] into the existing float tensor `t` (`torch.Tensor.normal_(mean, std)`): the
 /// same values and consumption as `normal(t.dims(), mean, std, t.dtype(), t.device(),
 /// generator)`. `t` must be contiguous.
+#[track_caller]
 pub fn normal_(
     t: &mut Tensor,
     mean: f64,
@@ -73,6 +76,7 @@ pub fn normal_(
 }
 
 /// The allocating form, under the name `op`.
+#[track_caller]
 fn normal_new(
     op: &'static str,
     shape: &[usize],
@@ -92,6 +96,7 @@ fn normal_new(
 }
 
 /// Checks the parameters, and runs the sampler `dtype` gets.
+#[track_caller]
 fn normal_sampler<R: RunSampler>(
     op: &'static str,
     mean: f64,

@@ -18,6 +18,7 @@
 //! [`run`] is that sequence, in one function. Each op file only states its op: its
 //! parameters' checks, its [`Sampler`] (layout and body), and which sampler a dtype gets.
 
+use tensor_core::audit::{OpRecorder, RngRecord};
 use tensor_core::{Device, Element, Shape, Storage, Tensor, TensorError};
 
 use super::args::generator_for;
@@ -57,8 +58,8 @@ pub(crate) struct Ran {
 
 /// Step 3 for every random op: moves `generator` past the op's `blocks` and returns the
 /// key of the first. The one place an op reserves (ops that skip the computation, like
-/// dropout with `p = 0`, still come here), so it is also where a trace of random ops
-/// would record `(op, blocks, key, device)`.
+/// dropout with `p = 0`, still come here). The audit records the reservation in
+/// [`run_recorded`] (and dropout's `p = 0` path next to its call here).
 pub(crate) fn reserve(op: &'static str, generator: &Generator, blocks: u64) -> Key {
     let _ = op;
     generator.reserve_blocks(blocks)
@@ -76,8 +77,67 @@ pub(crate) fn blocks_for(op: &'static str, words: u128) -> Result<u64, RngError>
     })
 }
 
-/// Runs `op` into `target` with words from `stream`: steps 1 to 4 above.
+/// Runs `op` into `target` with words from `stream`: steps 1 to 4 above, recorded in the
+/// audit (tensor-core's `audit`) when a trace is open.
+#[track_caller]
 pub(crate) fn run<S: Sampler>(
+    op: S,
+    target: Target<'_>,
+    stream: Stream<'_>,
+) -> Result<Ran, RngError> {
+    run_recorded(op, target, stream, &[])
+}
+
+/// [`run`] for an op whose output also depends on tensors (`inputs`: dropout's `x`).
+/// With a trace open, the op records its call site (through `#[track_caller]` up to the
+/// public op), its inputs, its output and its reservation: the device, the key's seed and
+/// offset, and the blocks the op's words span (for a replay at a given key, the stretch
+/// it reads). Closed, this costs the audit's one relaxed load.
+#[track_caller]
+pub(crate) fn run_recorded<S: Sampler>(
+    op: S,
+    target: Target<'_>,
+    stream: Stream<'_>,
+    inputs: &[&Tensor],
+) -> Result<Ran, RngError> {
+    let mut recorder = OpRecorder::begin(op.name(), inputs);
+    if !recorder.is_recording() {
+        return run_unrecorded(op, target, stream);
+    }
+    let (name, layout) = (op.name(), op.layout());
+    let (n, device) = match &target {
+        Target::New { dims, device } | Target::HostFor { dims, device } => {
+            (dims.iter().product::<usize>(), *device)
+        }
+        Target::Existing(t) => (t.elem_count(), t.device()),
+    };
+    let blocks = blocks_for(name, layout.words_for(n as u64))?;
+    let record = |key: Key| RngRecord {
+        device,
+        seed: key.seed,
+        offset: key.offset,
+        blocks,
+    };
+    match target {
+        Target::Existing(t) => {
+            let ran = run_unrecorded(op, Target::Existing(&mut *t), stream)?;
+            recorder.rng(record(ran.key));
+            recorder.finish(t);
+            Ok(ran)
+        }
+        target => {
+            let ran = run_unrecorded(op, target, stream)?;
+            recorder.rng(record(ran.key));
+            if let Some(t) = &ran.tensor {
+                recorder.finish(t);
+            }
+            Ok(ran)
+        }
+    }
+}
+
+/// Steps 1 to 4, unrecorded.
+fn run_unrecorded<S: Sampler>(
     op: S,
     target: Target<'_>,
     stream: Stream<'_>,
@@ -278,6 +338,7 @@ pub(crate) trait RunSampler {
     /// What the op returns.
     type Out;
     /// Runs `op` through the pipeline.
+    #[track_caller]
     fn run<S: Sampler>(self, op: S) -> Result<Self::Out, RngError>;
 }
 
@@ -290,6 +351,7 @@ pub(crate) struct NewTensor<'a> {
 
 impl RunSampler for NewTensor<'_> {
     type Out = Tensor;
+    #[track_caller]
     fn run<S: Sampler>(self, op: S) -> Result<Tensor, RngError> {
         let target = Target::New {
             dims: self.dims,
@@ -308,6 +370,7 @@ pub(crate) struct IntoTensor<'a> {
 
 impl RunSampler for IntoTensor<'_> {
     type Out = Key;
+    #[track_caller]
     fn run<S: Sampler>(self, op: S) -> Result<Key, RngError> {
         Ok(run(op, Target::Existing(self.out), self.stream)?.key)
     }
@@ -318,6 +381,7 @@ impl RunSampler for IntoTensor<'_> {
 /// a downstream crate's [`Sampler`]. The generator advances by `ceil(words / 4)` blocks
 /// with `words = op.layout().words_for(n)`; the values do not depend on the thread
 /// count or the device.
+#[track_caller]
 pub fn sample<S: Sampler>(
     op: S,
     dims: &[usize],
@@ -335,6 +399,7 @@ pub fn sample<S: Sampler>(
 /// [`sample`] into the existing tensor `out` (contiguous, of dtype `S::Elem`, on any
 /// device; a strided view is a `NotContiguous` error). Returns the key the op's words
 /// started at (what a replay with [`sample_at`] needs).
+#[track_caller]
 pub fn sample_<S: Sampler>(
     op: S,
     out: &mut Tensor,
@@ -350,6 +415,7 @@ pub fn sample_<S: Sampler>(
 /// [`sample_`] with the words starting at `key`, touching no generator: recomputes an
 /// op's output from its key (as dropout's backward regenerates its mask), or fills a
 /// stretch the caller reserved (`Generator::reserve_blocks`).
+#[track_caller]
 pub fn sample_at<S: Sampler>(op: S, out: &mut Tensor, key: Key) -> Result<(), RngError> {
     IntoTensor {
         out,

@@ -12,6 +12,7 @@ use crate::stream::convert::below;
 use crate::{Generator, RngError};
 
 /// The number of values in `[low, high)`, computed without overflow (up to 2^64 - 1).
+#[track_caller]
 pub(crate) fn range_len(op: &'static str, low: i64, high: i64) -> Result<u64, RngError> {
     if low >= high {
         return Err(RngError::EmptyRange { op, low, high });
@@ -23,6 +24,7 @@ pub(crate) fn range_len(op: &'static str, low: i64, high: i64) -> Result<u64, Rn
 /// is `low + below(w_2i, w_2i+1, high - low)`, the high half of a 64x64-bit product.
 /// Two words per element and no rejection loop, so the consumption is fixed and the bias
 /// is below `(high - low) / 2^64`. Errors with `EmptyRange` unless `low < high`.
+#[track_caller]
 pub fn randint(
     low: i64,
     high: i64,
@@ -44,6 +46,7 @@ pub fn randint(
 /// [`randint`] into the existing I64 tensor `t` (`torch.Tensor.random_(low, high)`): the
 /// same values and consumption as `randint(low, high, t.dims(), t.device(), generator)`.
 /// Errors with `UnsupportedDType` for other dtypes; `t` must be contiguous.
+#[track_caller]
 pub fn random_(
     t: &mut Tensor,
     low: i64,

@@ -15,6 +15,7 @@ use crate::{Generator, RngError};
 /// ([`Draws`]), run through the pipeline like every other; the swaps that follow are a
 /// chain of dependent steps, so they run in order on the host (faster there than as a
 /// one-thread kernel) and a CUDA permutation is copied to the device at the end.
+#[track_caller]
 pub fn randperm(
     n: usize,
     device: Device,

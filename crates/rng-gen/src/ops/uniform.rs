@@ -21,6 +21,7 @@ use crate::{Generator, RngError};
 /// `torch.func._random.uniform` for the same key: f32, f16 and bf16 use one word per
 /// element (24, 11 and 8 random bits, all values exact multiples of 2^-24, 2^-11,
 /// 2^-8), f64 two words (53 bits).
+#[track_caller]
 pub fn rand(
     shape: &[usize],
     dtype: DType,
@@ -36,6 +37,7 @@ pub fn rand(
 /// Errors unless `low < high`, both finite and representable in `dtype`. Rounding can
 /// make a value equal `high` when the interval is wide relative to the precision, as in
 /// PyTorch.
+#[track_caller]
 pub fn uniform(
     shape: &[usize],
     low: f64,
@@ -48,6 +50,7 @@ pub fn uniform(
 }
 
 /// The allocating form, under the name `op`.
+#[track_caller]
 fn uniform_new(
     op: &'static str,
     shape: &[usize],
@@ -70,6 +73,7 @@ fn uniform_new(
 /// the same values and the same consumption as `uniform(t.dims(), low, high, t.dtype(),
 /// t.device(), generator)`. `t` must be contiguous (a strided view is a
 /// `NotContiguous` error: fill a contiguous tensor and `copy_from_` it).
+#[track_caller]
 pub fn uniform_(
     t: &mut Tensor,
     low: f64,
@@ -85,6 +89,7 @@ pub fn uniform_(
 }
 
 /// Checks `low`, `high` and `dtype`, and runs the sampler `dtype` gets.
+#[track_caller]
 fn uniform_sampler<R: RunSampler>(
     op: &'static str,
     low: f64,

@@ -29,7 +29,7 @@ pub static TENSOR_OPS: CudaSource = CudaSource {
 };
 
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 24] = [
+pub const TENSOR_OPS_KERNELS: [&str; 34] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -54,6 +54,16 @@ pub const TENSOR_OPS_KERNELS: [&str; 24] = [
     "ditto_finish_sums_f64",
     "ditto_max_dim_f64",
     "ditto_log_softmax_f64",
+    "ditto_index_add_atomic_f32",
+    "ditto_index_add_owner_f32",
+    "ditto_scatter_add_atomic_f32",
+    "ditto_scatter_add_owner_f32",
+    "ditto_sum_atomic_f32",
+    "ditto_index_add_atomic_f64",
+    "ditto_index_add_owner_f64",
+    "ditto_scatter_add_atomic_f64",
+    "ditto_scatter_add_owner_f64",
+    "ditto_sum_atomic_f64",
 ];
 
 /// Wraps a cudarc driver error with the device and the operation that failed.

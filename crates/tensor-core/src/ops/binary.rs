@@ -173,23 +173,27 @@ fn binary(name: &'static str, op: BinOp, lhs: &Tensor, rhs: &Tensor) -> Result<T
 
 impl Tensor {
     /// `self + rhs`, broadcasting.
+    #[track_caller]
     pub fn add(&self, rhs: &Tensor) -> Result<Tensor> {
-        binary("add", BinOp::Add, self, rhs)
+        audited!("add", [self, rhs], { binary("add", BinOp::Add, self, rhs) })
     }
 
     /// `self - rhs`, broadcasting.
+    #[track_caller]
     pub fn sub(&self, rhs: &Tensor) -> Result<Tensor> {
-        binary("sub", BinOp::Sub, self, rhs)
+        audited!("sub", [self, rhs], { binary("sub", BinOp::Sub, self, rhs) })
     }
 
     /// `self * rhs` elementwise, broadcasting.
+    #[track_caller]
     pub fn mul(&self, rhs: &Tensor) -> Result<Tensor> {
-        binary("mul", BinOp::Mul, self, rhs)
+        audited!("mul", [self, rhs], { binary("mul", BinOp::Mul, self, rhs) })
     }
 
     /// `self / rhs` elementwise, broadcasting (IEEE division: x/0 is ±inf or NaN).
+    #[track_caller]
     pub fn div(&self, rhs: &Tensor) -> Result<Tensor> {
-        binary("div", BinOp::Div, self, rhs)
+        audited!("div", [self, rhs], { binary("div", BinOp::Div, self, rhs) })
     }
 }
 

@@ -33,90 +33,102 @@ fn update<T: Element>(op: &'static str, t: &mut Tensor, f: impl Fn(T, usize) -> 
 impl Tensor {
     /// `self += alpha * x` in place (`torch.Tensor.add_(x, alpha=alpha)`). `x` must have
     /// the same dims, dtype and device.
+    #[track_caller]
     pub fn axpy_(&mut self, alpha: f64, x: &Tensor) -> Result<()> {
-        const OP: &str = "axpy_";
-        self.require_compatible(OP, x)?;
-        self.require_same_dims(OP, x)?;
-        on_cuda!(self => super::cuda::axpy_(self, alpha, x));
-        self.require_cpu(OP)?;
-        with_float_dtype!(self.dtype(), OP, T => {
-            let a = T::from_f64(alpha);
-            if self.is_contiguous() && x.is_contiguous() {
-                let xs = x.as_slice::<T>()?;
-                for (s, &x) in self.as_mut_slice::<T>()?.iter_mut().zip(xs) {
-                    *s += a * x;
+        audited_in_place!("axpy_", self, [x], {
+            const OP: &str = "axpy_";
+            self.require_compatible(OP, x)?;
+            self.require_same_dims(OP, x)?;
+            on_cuda!(self => super::cuda::axpy_(self, alpha, x));
+            self.require_cpu(OP)?;
+            with_float_dtype!(self.dtype(), OP, T => {
+                let a = T::from_f64(alpha);
+                if self.is_contiguous() && x.is_contiguous() {
+                    let xs = x.as_slice::<T>()?;
+                    for (s, &x) in self.as_mut_slice::<T>()?.iter_mut().zip(xs) {
+                        *s += a * x;
+                    }
+                    return Ok(());
                 }
-                return Ok(());
-            }
-            let xs = x.to_vec::<T>()?;
-            update::<T>(OP, self, |s, i| s + a * xs[i])
+                let xs = x.to_vec::<T>()?;
+                update::<T>(OP, self, |s, i| s + a * xs[i])
+            })
         })
     }
 
     /// `self += rhs` in place, `rhs` broadcast to this tensor's dims (the result must
     /// have this tensor's dims). The same values as [`Tensor::add`].
+    #[track_caller]
     pub fn add_(&mut self, rhs: &Tensor) -> Result<()> {
-        const OP: &str = "add_";
-        self.require_compatible(OP, rhs)?;
-        let out = super::binary::broadcast_dims(OP, self.dims(), rhs.dims())?;
-        if out != self.dims() {
-            return Err(crate::TensorError::ShapeMismatch {
-                op: OP,
-                lhs: self.dims().to_vec(),
-                rhs: rhs.dims().to_vec(),
+        audited_in_place!("add_", self, [rhs], {
+            const OP: &str = "add_";
+            self.require_compatible(OP, rhs)?;
+            let out = super::binary::broadcast_dims(OP, self.dims(), rhs.dims())?;
+            if out != self.dims() {
+                return Err(crate::TensorError::ShapeMismatch {
+                    op: OP,
+                    lhs: self.dims().to_vec(),
+                    rhs: rhs.dims().to_vec(),
+                });
+            }
+            on_cuda!(self => {
+                let sum = self.add(rhs)?;
+                super::cuda::write_into(self, &sum)
             });
-        }
-        on_cuda!(self => {
-            let sum = self.add(rhs)?;
-            super::cuda::write_into(self, &sum)
-        });
-        self.require_cpu(OP)?;
-        with_float_dtype!(self.dtype(), OP, T => {
-            let n = super::binary::suffix_len(rhs, &out);
-            if let (Some(n @ 1..), true) = (n, self.is_contiguous()) {
-                let b = rhs.as_slice::<T>()?;
-                let dst = self.as_mut_slice::<T>()?;
-                if let [s] = *b {
-                    dst.iter_mut().for_each(|x| *x += s);
+            self.require_cpu(OP)?;
+            with_float_dtype!(self.dtype(), OP, T => {
+                let n = super::binary::suffix_len(rhs, &out);
+                if let (Some(n @ 1..), true) = (n, self.is_contiguous()) {
+                    let b = rhs.as_slice::<T>()?;
+                    let dst = self.as_mut_slice::<T>()?;
+                    if let [s] = *b {
+                        dst.iter_mut().for_each(|x| *x += s);
+                        return Ok(());
+                    }
+                    for row in dst.chunks_exact_mut(n) {
+                        for (x, &y) in row.iter_mut().zip(b) {
+                            *x += y;
+                        }
+                    }
                     return Ok(());
                 }
-                for row in dst.chunks_exact_mut(n) {
-                    for (x, &y) in row.iter_mut().zip(b) {
-                        *x += y;
-                    }
-                }
-                return Ok(());
-            }
-            let sum = self.add(rhs)?;
-            self.copy_from_(&sum)
+                let sum = self.add(rhs)?;
+                self.copy_from_(&sum)
+            })
         })
     }
 
     /// `self *= s` in place.
+    #[track_caller]
     pub fn scale_(&mut self, s: f64) -> Result<()> {
-        const OP: &str = "scale_";
-        on_cuda!(self => {
-            let scaled = self.mul_scalar(s)?;
-            super::cuda::write_into(self, &scaled)
-        });
-        self.require_cpu(OP)?;
-        with_float_dtype!(self.dtype(), OP, T => {
-            let s = T::from_f64(s);
-            update::<T>(OP, self, |v, _| v * s)
+        audited_in_place!("scale_", self, [], {
+            const OP: &str = "scale_";
+            on_cuda!(self => {
+                let scaled = self.mul_scalar(s)?;
+                super::cuda::write_into(self, &scaled)
+            });
+            self.require_cpu(OP)?;
+            with_float_dtype!(self.dtype(), OP, T => {
+                let s = T::from_f64(s);
+                update::<T>(OP, self, |v, _| v * s)
+            })
         })
     }
 
     /// Overwrites this tensor's elements with `src`'s (same dims, dtype and device; any
     /// dtype).
+    #[track_caller]
     pub fn copy_from_(&mut self, src: &Tensor) -> Result<()> {
-        const OP: &str = "copy_from_";
-        self.require_compatible(OP, src)?;
-        self.require_same_dims(OP, src)?;
-        on_cuda!(self => super::cuda::write_into(self, src));
-        self.require_cpu(OP)?;
-        with_dtype!(self.dtype(), T => {
-            let xs = src.to_vec::<T>()?;
-            update::<T>(OP, self, |_, i| xs[i])
+        audited_in_place!("copy_from_", self, [src], {
+            const OP: &str = "copy_from_";
+            self.require_compatible(OP, src)?;
+            self.require_same_dims(OP, src)?;
+            on_cuda!(self => super::cuda::write_into(self, src));
+            self.require_cpu(OP)?;
+            with_dtype!(self.dtype(), T => {
+                let xs = src.to_vec::<T>()?;
+                update::<T>(OP, self, |_, i| xs[i])
+            })
         })
     }
 }

@@ -71,33 +71,36 @@ impl Tensor {
     /// tensor. Both must be 2-D, on one device, and share an f32 / f64 dtype. On CUDA
     /// this is cuBLAS (see the `ops::cuda` matmul docs for what that means for
     /// reproducibility across GPU models).
+    #[track_caller]
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
-        const OP: &str = "matmul";
-        self.require_compatible(OP, rhs)?;
-        for t in [self, rhs] {
-            if t.rank() != 2 {
-                return Err(TensorError::RankMismatch {
+        audited!("matmul", [self, rhs], {
+            const OP: &str = "matmul";
+            self.require_compatible(OP, rhs)?;
+            for t in [self, rhs] {
+                if t.rank() != 2 {
+                    return Err(TensorError::RankMismatch {
+                        op: OP,
+                        expected: 2,
+                        got: t.rank(),
+                    });
+                }
+            }
+            if self.dims()[1] != rhs.dims()[0] {
+                return Err(TensorError::ShapeMismatch {
                     op: OP,
-                    expected: 2,
-                    got: t.rank(),
+                    lhs: self.dims().to_vec(),
+                    rhs: rhs.dims().to_vec(),
                 });
             }
-        }
-        if self.dims()[1] != rhs.dims()[0] {
-            return Err(TensorError::ShapeMismatch {
-                op: OP,
-                lhs: self.dims().to_vec(),
-                rhs: rhs.dims().to_vec(),
-            });
-        }
-        on_cuda!(self => super::cuda::matmul(self, rhs));
-        self.require_cpu(OP)?;
-        let dims = [self.dims()[0], rhs.dims()[1]];
-        with_float_dtype!(self.dtype(), OP, T => {
-            let a = T::slice(self.cpu_storage()?).expect("dtype checked");
-            let b = T::slice(rhs.cpu_storage()?).expect("dtype checked");
-            let out = gemm_into::<T>(self, rhs, a, b)?;
-            Tensor::from_cpu_storage(T::into_storage(out), &dims)
+            on_cuda!(self => super::cuda::matmul(self, rhs));
+            self.require_cpu(OP)?;
+            let dims = [self.dims()[0], rhs.dims()[1]];
+            with_float_dtype!(self.dtype(), OP, T => {
+                let a = T::slice(self.cpu_storage()?).expect("dtype checked");
+                let b = T::slice(rhs.cpu_storage()?).expect("dtype checked");
+                let out = gemm_into::<T>(self, rhs, a, b)?;
+                Tensor::from_cpu_storage(T::into_storage(out), &dims)
+            })
         })
     }
 }

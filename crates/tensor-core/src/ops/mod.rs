@@ -27,15 +27,20 @@
 //! Scalar arguments are `f64` and are converted to the tensor's dtype (rounded to
 //! nearest) before use, so `x * s` in f32 means `x * (s as f32)`.
 
+pub(crate) mod accumulate;
+mod arrival_order;
 pub(crate) mod binary;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod float;
+mod grouped;
+pub(crate) mod index_add;
 mod inplace;
 pub(crate) mod kernel_layout;
 mod matmul;
 pub(crate) mod reduce;
 mod softmax;
+mod sum_with;
 pub(crate) mod unary;
 
 #[cfg(test)]
@@ -43,7 +48,10 @@ mod fast_path_tests;
 
 pub(crate) use float::Float;
 
+pub use grouped::INDEX_ADD_GROUP;
+pub use index_add::scatter_add_atomic_cpu;
 pub use reduce::REDUCE_BLOCK;
+pub use sum_with::SUM_FAST_MIN_LANE;
 
 use std::mem::MaybeUninit;
 
@@ -137,7 +145,7 @@ impl Tensor {
     }
 
     /// The elements in row-major order: borrowed when contiguous, copied otherwise.
-    pub(crate) fn values<T: Float>(&self) -> Result<std::borrow::Cow<'_, [T]>> {
+    pub(crate) fn values<T: Element>(&self) -> Result<std::borrow::Cow<'_, [T]>> {
         if self.is_contiguous() {
             return Ok(std::borrow::Cow::Borrowed(self.as_slice::<T>()?));
         }

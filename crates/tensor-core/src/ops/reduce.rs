@@ -215,94 +215,112 @@ pub(crate) fn check_nonempty(t: &Tensor, op: &'static str, dim: usize) -> Result
 
 impl Tensor {
     /// Sum along `dim` (kept as size 1 if `keepdim`), in the module's fixed order.
+    #[track_caller]
     pub fn sum_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
-        self.check_dim("sum_dim", dim)?;
-        on_cuda!(self => super::cuda::sum_dim("sum_dim", super::cuda::SumKind::Sum, self, Some(dim), keepdim));
-        self.require_cpu("sum_dim")?;
-        with_float_dtype!(self.dtype(), "sum_dim", T => {
-            if let Some(v) = sum_lanes_contiguous::<T>(self, dim, T::from_f64)? {
-                let d = reduced_dims(self.dims(), dim, keepdim);
-                return Tensor::from_cpu_storage(T::into_storage(v), &d);
-            }
-            let (v, d) = reduce_lanes::<T, T>(self, "sum_dim", dim, keepdim, |n, get| {
-                T::from_f64(blocked_sum(n, get))
-            })?;
-            Tensor::from_cpu_storage(T::into_storage(v), &d)
+        audited!("sum_dim", [self], {
+            self.check_dim("sum_dim", dim)?;
+            on_cuda!(self => super::cuda::sum_dim("sum_dim", super::cuda::SumKind::Sum, self, Some(dim), keepdim));
+            self.require_cpu("sum_dim")?;
+            with_float_dtype!(self.dtype(), "sum_dim", T => {
+                if let Some(v) = sum_lanes_contiguous::<T>(self, dim, T::from_f64)? {
+                    let d = reduced_dims(self.dims(), dim, keepdim);
+                    return Tensor::from_cpu_storage(T::into_storage(v), &d);
+                }
+                let (v, d) = reduce_lanes::<T, T>(self, "sum_dim", dim, keepdim, |n, get| {
+                    T::from_f64(blocked_sum(n, get))
+                })?;
+                Tensor::from_cpu_storage(T::into_storage(v), &d)
+            })
         })
     }
 
     /// Mean along `dim`: the f64 sum divided by the size, rounded once (NaN if empty).
+    #[track_caller]
     pub fn mean_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
-        self.check_dim("mean_dim", dim)?;
-        on_cuda!(self => super::cuda::sum_dim("mean_dim", super::cuda::SumKind::Mean, self, Some(dim), keepdim));
-        self.require_cpu("mean_dim")?;
-        with_float_dtype!(self.dtype(), "mean_dim", T => {
-            let n = self.dims()[dim] as f64;
-            if let Some(v) = sum_lanes_contiguous::<T>(self, dim, |s| T::from_f64(s / n))? {
-                let d = reduced_dims(self.dims(), dim, keepdim);
-                return Tensor::from_cpu_storage(T::into_storage(v), &d);
-            }
-            let (v, d) = reduce_lanes::<T, T>(self, "mean_dim", dim, keepdim, |n, get| {
-                T::from_f64(blocked_sum(n, get) / n as f64)
-            })?;
-            Tensor::from_cpu_storage(T::into_storage(v), &d)
+        audited!("mean_dim", [self], {
+            self.check_dim("mean_dim", dim)?;
+            on_cuda!(self => super::cuda::sum_dim("mean_dim", super::cuda::SumKind::Mean, self, Some(dim), keepdim));
+            self.require_cpu("mean_dim")?;
+            with_float_dtype!(self.dtype(), "mean_dim", T => {
+                let n = self.dims()[dim] as f64;
+                if let Some(v) = sum_lanes_contiguous::<T>(self, dim, |s| T::from_f64(s / n))? {
+                    let d = reduced_dims(self.dims(), dim, keepdim);
+                    return Tensor::from_cpu_storage(T::into_storage(v), &d);
+                }
+                let (v, d) = reduce_lanes::<T, T>(self, "mean_dim", dim, keepdim, |n, get| {
+                    T::from_f64(blocked_sum(n, get) / n as f64)
+                })?;
+                Tensor::from_cpu_storage(T::into_storage(v), &d)
+            })
         })
     }
 
     /// Sum of every element (row-major order) as a rank-0 tensor.
+    #[track_caller]
     pub fn sum_all(&self) -> Result<Tensor> {
-        on_cuda!(self => super::cuda::sum_dim("sum_all", super::cuda::SumKind::Sum, self, None, false));
-        self.require_cpu("sum_all")?;
-        with_float_dtype!(self.dtype(), "sum_all", T => {
-            let s = T::from_f64(blocked_sum_slice(&self.values::<T>()?));
-            Tensor::from_cpu_storage(T::into_storage(vec![s]), &[])
+        audited!("sum_all", [self], {
+            on_cuda!(self => super::cuda::sum_dim("sum_all", super::cuda::SumKind::Sum, self, None, false));
+            self.require_cpu("sum_all")?;
+            with_float_dtype!(self.dtype(), "sum_all", T => {
+                let s = T::from_f64(blocked_sum_slice(&self.values::<T>()?));
+                Tensor::from_cpu_storage(T::into_storage(vec![s]), &[])
+            })
         })
     }
 
     /// Mean of every element as a rank-0 tensor (NaN if empty).
+    #[track_caller]
     pub fn mean_all(&self) -> Result<Tensor> {
-        on_cuda!(self => super::cuda::sum_dim("mean_all", super::cuda::SumKind::Mean, self, None, false));
-        self.require_cpu("mean_all")?;
-        with_float_dtype!(self.dtype(), "mean_all", T => {
-            let v = self.values::<T>()?;
-            let m = T::from_f64(blocked_sum_slice(&v) / v.len() as f64);
-            Tensor::from_cpu_storage(T::into_storage(vec![m]), &[])
+        audited!("mean_all", [self], {
+            on_cuda!(self => super::cuda::sum_dim("mean_all", super::cuda::SumKind::Mean, self, None, false));
+            self.require_cpu("mean_all")?;
+            with_float_dtype!(self.dtype(), "mean_all", T => {
+                let v = self.values::<T>()?;
+                let m = T::from_f64(blocked_sum_slice(&v) / v.len() as f64);
+                Tensor::from_cpu_storage(T::into_storage(vec![m]), &[])
+            })
         })
     }
 
     /// Maximum along `dim` (values only; see [`Tensor::argmax`] for indices). Errors on
     /// an empty dimension.
+    #[track_caller]
     pub fn max_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
-        check_nonempty(self, "max_dim", dim)?;
-        on_cuda!(self => Ok(super::cuda::max_dim("max_dim", self, dim, keepdim)?.0));
-        self.require_cpu("max_dim")?;
-        with_float_dtype!(self.dtype(), "max_dim", T => {
-            if let Some(v) = last_dim_lanes::<T, T>(self, dim, |l| arg_max(l.len(), |i| l[i]).1)? {
-                let d = reduced_dims(self.dims(), dim, keepdim);
-                return Tensor::from_cpu_storage(T::into_storage(v), &d);
-            }
-            let (v, d) =
-                reduce_lanes::<T, T>(self, "max_dim", dim, keepdim, |n, get| arg_max(n, get).1)?;
-            Tensor::from_cpu_storage(T::into_storage(v), &d)
+        audited!("max_dim", [self], {
+            check_nonempty(self, "max_dim", dim)?;
+            on_cuda!(self => Ok(super::cuda::max_dim("max_dim", self, dim, keepdim)?.0));
+            self.require_cpu("max_dim")?;
+            with_float_dtype!(self.dtype(), "max_dim", T => {
+                if let Some(v) = last_dim_lanes::<T, T>(self, dim, |l| arg_max(l.len(), |i| l[i]).1)? {
+                    let d = reduced_dims(self.dims(), dim, keepdim);
+                    return Tensor::from_cpu_storage(T::into_storage(v), &d);
+                }
+                let (v, d) =
+                    reduce_lanes::<T, T>(self, "max_dim", dim, keepdim, |n, get| arg_max(n, get).1)?;
+                Tensor::from_cpu_storage(T::into_storage(v), &d)
+            })
         })
     }
 
     /// Index of the maximum along `dim` as an I64 tensor without that dim (first
     /// maximum on ties, first NaN if any). Errors on an empty dimension.
+    #[track_caller]
     pub fn argmax(&self, dim: usize) -> Result<Tensor> {
-        check_nonempty(self, "argmax", dim)?;
-        on_cuda!(self => Ok(super::cuda::max_dim("argmax", self, dim, false)?.1));
-        self.require_cpu("argmax")?;
-        with_float_dtype!(self.dtype(), "argmax", T => {
-            let last = last_dim_lanes::<T, i64>(self, dim, |l| arg_max(l.len(), |i| l[i]).0 as i64)?;
-            if let Some(v) = last {
-                let d = reduced_dims(self.dims(), dim, false);
-                return Tensor::from_cpu_storage(i64::into_storage(v), &d);
-            }
-            let (v, d) = reduce_lanes::<T, i64>(self, "argmax", dim, false, |n, get| {
-                arg_max(n, get).0 as i64
-            })?;
-            Tensor::from_cpu_storage(i64::into_storage(v), &d)
+        audited!("argmax", [self], {
+            check_nonempty(self, "argmax", dim)?;
+            on_cuda!(self => Ok(super::cuda::max_dim("argmax", self, dim, false)?.1));
+            self.require_cpu("argmax")?;
+            with_float_dtype!(self.dtype(), "argmax", T => {
+                let last = last_dim_lanes::<T, i64>(self, dim, |l| arg_max(l.len(), |i| l[i]).0 as i64)?;
+                if let Some(v) = last {
+                    let d = reduced_dims(self.dims(), dim, false);
+                    return Tensor::from_cpu_storage(i64::into_storage(v), &d);
+                }
+                let (v, d) = reduce_lanes::<T, i64>(self, "argmax", dim, false, |n, get| {
+                    arg_max(n, get).0 as i64
+                })?;
+                Tensor::from_cpu_storage(i64::into_storage(v), &d)
+            })
         })
     }
 }

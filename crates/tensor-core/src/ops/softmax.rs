@@ -48,36 +48,39 @@ impl Tensor {
     ///
     /// Subtracting the maximum keeps `exp` from overflowing; a lane of all `-inf` gives
     /// NaN (as in PyTorch).
+    #[track_caller]
     pub fn log_softmax(&self, dim: usize) -> Result<Tensor> {
-        const OP: &str = "log_softmax";
-        self.check_dim(OP, dim)?;
-        on_cuda!(self => super::cuda::log_softmax(self, dim));
-        self.require_cpu(OP)?;
-        with_float_dtype!(self.dtype(), OP, T => {
-            let dims = self.dims();
-            if dim + 1 == dims.len() && dims[dim] > 0 && self.is_contiguous() {
-                // Lanes are contiguous rows: write each output row in place.
-                let (x, n) = (self.as_slice::<T>()?, dims[dim]);
-                let min_len = PAR_MIN_LEN.max(n);
-                let out = build(x.len(), n, min_len, |start, dst| {
-                    let rows = x[start..].chunks_exact(n);
-                    for (d, x) in dst.chunks_exact_mut(n).zip(rows) {
-                        lane_into(x, d);
-                    }
-                })?;
-                return Tensor::from_cpu_storage(T::into_storage(out), dims);
-            }
-            let (lanes, _) = reduce_lanes::<T, Vec<T>>(self, OP, dim, true, lane::<T>)?;
-            let dims = self.dims();
-            let (size, inner) = (dims[dim], dims[dim + 1..].iter().product::<usize>());
-            let mut out = vec![T::ZERO; self.elem_count()];
-            for (lane_index, values) in lanes.into_iter().enumerate() {
-                let base = (lane_index / inner) * size * inner + lane_index % inner;
-                for (i, v) in values.into_iter().enumerate() {
-                    out[base + i * inner] = v;
+        audited!("log_softmax", [self], {
+            const OP: &str = "log_softmax";
+            self.check_dim(OP, dim)?;
+            on_cuda!(self => super::cuda::log_softmax(self, dim));
+            self.require_cpu(OP)?;
+            with_float_dtype!(self.dtype(), OP, T => {
+                let dims = self.dims();
+                if dim + 1 == dims.len() && dims[dim] > 0 && self.is_contiguous() {
+                    // Lanes are contiguous rows: write each output row in place.
+                    let (x, n) = (self.as_slice::<T>()?, dims[dim]);
+                    let min_len = PAR_MIN_LEN.max(n);
+                    let out = build(x.len(), n, min_len, |start, dst| {
+                        let rows = x[start..].chunks_exact(n);
+                        for (d, x) in dst.chunks_exact_mut(n).zip(rows) {
+                            lane_into(x, d);
+                        }
+                    })?;
+                    return Tensor::from_cpu_storage(T::into_storage(out), dims);
                 }
-            }
-            Tensor::from_cpu_storage(T::into_storage(out), dims)
+                let (lanes, _) = reduce_lanes::<T, Vec<T>>(self, OP, dim, true, lane::<T>)?;
+                let dims = self.dims();
+                let (size, inner) = (dims[dim], dims[dim + 1..].iter().product::<usize>());
+                let mut out = vec![T::ZERO; self.elem_count()];
+                for (lane_index, values) in lanes.into_iter().enumerate() {
+                    let base = (lane_index / inner) * size * inner + lane_index % inner;
+                    for (i, v) in values.into_iter().enumerate() {
+                        out[base + i * inner] = v;
+                    }
+                }
+                Tensor::from_cpu_storage(T::into_storage(out), dims)
+            })
         })
     }
 }

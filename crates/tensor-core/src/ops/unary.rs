@@ -44,79 +44,109 @@ macro_rules! unary {
 
 impl Tensor {
     /// `max(x, 0)`; NaN stays NaN (like PyTorch).
+    #[track_caller]
     pub fn relu(&self) -> Result<Tensor> {
-        unary!(self, "relu", Relu(0.0, 0.0), T => |x: T| if x > T::ZERO || x.is_nan() { x } else { T::ZERO })
+        audited!("relu", [self], {
+            unary!(self, "relu", Relu(0.0, 0.0), T => |x: T| if x > T::ZERO || x.is_nan() { x } else { T::ZERO })
+        })
     }
 
     /// The gradient of [`Tensor::relu`]: `grad` where `input > 0`, else 0. Both must
     /// have the same dims and dtype.
+    #[track_caller]
     pub fn relu_backward(grad: &Tensor, input: &Tensor) -> Result<Tensor> {
-        const OP: &str = "relu_backward";
-        grad.require_compatible(OP, input)?;
-        grad.require_same_dims(OP, input)?;
-        on_cuda!(grad => super::cuda::relu_backward(grad, input));
-        grad.require_cpu(OP)?;
-        with_float_dtype!(grad.dtype(), OP, T => {
-            let (g, x) = (grad.values::<T>()?, input.values::<T>()?);
-            let out = build(g.len(), 1, PAR_MIN_LEN, |start, dst| {
-                for ((d, &g), &x) in dst.iter_mut().zip(&g[start..]).zip(&x[start..]) {
-                    d.write(if x > T::ZERO { g } else { T::ZERO });
-                }
-            })?;
-            Tensor::from_cpu_storage(T::into_storage(out), grad.dims())
+        audited!("relu_backward", [grad, input], {
+            const OP: &str = "relu_backward";
+            grad.require_compatible(OP, input)?;
+            grad.require_same_dims(OP, input)?;
+            on_cuda!(grad => super::cuda::relu_backward(grad, input));
+            grad.require_cpu(OP)?;
+            with_float_dtype!(grad.dtype(), OP, T => {
+                let (g, x) = (grad.values::<T>()?, input.values::<T>()?);
+                let out = build(g.len(), 1, PAR_MIN_LEN, |start, dst| {
+                    for ((d, &g), &x) in dst.iter_mut().zip(&g[start..]).zip(&x[start..]) {
+                        d.write(if x > T::ZERO { g } else { T::ZERO });
+                    }
+                })?;
+                Tensor::from_cpu_storage(T::into_storage(out), grad.dims())
+            })
         })
     }
 
     /// `e^x` (platform libm: identical run to run on one machine and toolchain).
+    #[track_caller]
     pub fn exp(&self) -> Result<Tensor> {
-        unary!(self, "exp", Exp(0.0, 0.0), T => |x: T| x.exp())
+        audited!("exp", [self], {
+            unary!(self, "exp", Exp(0.0, 0.0), T => |x: T| x.exp())
+        })
     }
 
     /// Natural logarithm (platform libm); `log(0) = -inf`, negative inputs give NaN.
+    #[track_caller]
     pub fn log(&self) -> Result<Tensor> {
-        unary!(self, "log", Log(0.0, 0.0), T => |x: T| x.ln())
+        audited!("log", [self], {
+            unary!(self, "log", Log(0.0, 0.0), T => |x: T| x.ln())
+        })
     }
 
     /// Square root (correctly rounded IEEE-754).
+    #[track_caller]
     pub fn sqrt(&self) -> Result<Tensor> {
-        unary!(self, "sqrt", Sqrt(0.0, 0.0), T => |x: T| x.sqrt())
+        audited!("sqrt", [self], {
+            unary!(self, "sqrt", Sqrt(0.0, 0.0), T => |x: T| x.sqrt())
+        })
     }
 
     /// `x^exponent` (platform libm), the exponent rounded to the dtype.
+    #[track_caller]
     pub fn powf(&self, exponent: f64) -> Result<Tensor> {
-        unary!(self, "powf", Pow(exponent, 0.0), T => {
-            let e = T::from_f64(exponent);
-            move |x: T| x.powf(e)
+        audited!("powf", [self], {
+            unary!(self, "powf", Pow(exponent, 0.0), T => {
+                let e = T::from_f64(exponent);
+                move |x: T| x.powf(e)
+            })
         })
     }
 
     /// `-x` (flips the sign bit, so `-0.0` and NaN signs flip too).
+    #[track_caller]
     pub fn neg(&self) -> Result<Tensor> {
-        unary!(self, "neg", Neg(0.0, 0.0), T => |x: T| -x)
+        audited!("neg", [self], {
+            unary!(self, "neg", Neg(0.0, 0.0), T => |x: T| -x)
+        })
     }
 
     /// `x * mul + add`: a multiply then an add, each rounded (never fused), with `mul`
     /// and `add` rounded to the dtype first.
+    #[track_caller]
     pub fn affine(&self, mul: f64, add: f64) -> Result<Tensor> {
-        unary!(self, "affine", Affine(mul, add), T => {
-            let (m, a) = (T::from_f64(mul), T::from_f64(add));
-            move |x: T| x * m + a
+        audited!("affine", [self], {
+            unary!(self, "affine", Affine(mul, add), T => {
+                let (m, a) = (T::from_f64(mul), T::from_f64(add));
+                move |x: T| x * m + a
+            })
         })
     }
 
     /// `x * s` (unlike `affine(s, 0.0)`, keeps `-0.0`).
+    #[track_caller]
     pub fn mul_scalar(&self, s: f64) -> Result<Tensor> {
-        unary!(self, "mul_scalar", MulScalar(s, 0.0), T => {
-            let s = T::from_f64(s);
-            move |x: T| x * s
+        audited!("mul_scalar", [self], {
+            unary!(self, "mul_scalar", MulScalar(s, 0.0), T => {
+                let s = T::from_f64(s);
+                move |x: T| x * s
+            })
         })
     }
 
     /// `x + s`.
+    #[track_caller]
     pub fn add_scalar(&self, s: f64) -> Result<Tensor> {
-        unary!(self, "add_scalar", AddScalar(s, 0.0), T => {
-            let s = T::from_f64(s);
-            move |x: T| x + s
+        audited!("add_scalar", [self], {
+            unary!(self, "add_scalar", AddScalar(s, 0.0), T => {
+                let s = T::from_f64(s);
+                move |x: T| x + s
+            })
         })
     }
 }

@@ -9,7 +9,7 @@ use super::forward::{DropoutFloat, DropoutForward, MaskOut};
 use super::mask::{apply, mask_len};
 use super::DropoutState;
 use crate::ops::args::{check_float, probability};
-use crate::ops::pipeline::{run, Stream, Target};
+use crate::ops::pipeline::{run_recorded, Stream, Target};
 use crate::RngError;
 
 /// Backward of [`dropout`](super::dropout): `grad * scale` where the forward pass kept
@@ -17,6 +17,7 @@ use crate::RngError;
 /// from `state.key` (drawing nothing from any generator). Identity for eval mode and
 /// `p = 0`. Errors unless `grad` is a float tensor with the forward input's element
 /// count.
+#[track_caller]
 pub fn dropout_backward(grad: &Tensor, state: &DropoutState) -> Result<Tensor, RngError> {
     const OP: &str = "dropout_backward";
     check_float(OP, grad.dtype())?;
@@ -53,6 +54,7 @@ pub fn dropout_backward(grad: &Tensor, state: &DropoutState) -> Result<Tensor, R
 
 /// The forward sampler on `grad` at the forward's key: the same keep pattern, the same
 /// arithmetic, on the CPU or CUDA alike.
+#[track_caller]
 fn regenerate<T: DropoutFloat>(
     grad: &Tensor,
     p: f32,
@@ -78,11 +80,12 @@ fn regenerate<T: DropoutFloat>(
         dims: grad.dims(),
         device: grad.device(),
     };
-    let ran = run(sampler, target, Stream::At(state.key))?;
+    let ran = run_recorded(sampler, target, Stream::At(state.key), &[grad])?;
     Ok(ran.tensor.expect("a new target gives a tensor"))
 }
 
 /// `grad * scale` where `mask` keeps, +0 elsewhere, on the contiguous `grad`.
+#[track_caller]
 fn with_mask<T: DropoutFloat>(grad: &Tensor, mask: &[u32], scale: f32) -> Result<Tensor, RngError> {
     match grad.storage() {
         Storage::Cpu(_) => {
@@ -104,6 +107,7 @@ fn with_mask<T: DropoutFloat>(grad: &Tensor, mask: &[u32], scale: f32) -> Result
 
 /// [`with_mask`] on a CUDA gradient: the mask uploaded, the backward kernel reading it.
 #[cfg(feature = "cuda")]
+#[track_caller]
 fn with_mask_cuda(
     grad: &Tensor,
     storage: &tensor_core::cuda::CudaStorage,

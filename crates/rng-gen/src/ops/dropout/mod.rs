@@ -23,12 +23,13 @@ pub use backward::dropout_backward;
 use std::sync::atomic::AtomicU32;
 
 use half::{bf16, f16};
+use tensor_core::audit::{OpRecorder, RngRecord};
 use tensor_core::{DType, Storage, Tensor, TensorError};
 
 use self::forward::{DropoutFloat, DropoutForward, MaskOut};
 use self::mask::{all_kept, clear_tail, mask_len};
 use super::args::{check_float, generator_for, probability};
-use super::pipeline::{reserve, run, Stream, Target};
+use super::pipeline::{reserve, run_recorded, Stream, Target};
 use crate::stream::increment::{increment_for, RandomOp};
 use crate::stream::key::Key;
 use crate::{Generator, RngError};
@@ -71,6 +72,7 @@ impl DropoutState {
 /// is tuned. `p = 0` then returns `x` itself; `p = 1` returns zeros. With `train ==
 /// false` nothing is drawn and nothing reserved (eval mode uses no randomness) and `x`
 /// is returned as is. Errors unless `x` is a float tensor and `p` is in [0, 1].
+#[track_caller]
 pub fn dropout(
     x: &Tensor,
     p: f64,
@@ -83,6 +85,7 @@ pub fn dropout(
 
 /// [`dropout`] that also stores the packed keep-mask (n / 8 bytes) in the state, so
 /// backward reads it instead of recomputing Philox.
+#[track_caller]
 pub fn dropout_with_mask(
     x: &Tensor,
     p: f64,
@@ -97,6 +100,7 @@ pub fn dropout_with_mask(
 /// tensor `out` (`torch.nn.functional.dropout(x, out=...)` in spirit): the same values,
 /// state and consumption. `out` must have `x`'s dims, dtype and device and be contiguous
 /// (a strided view is a `NotContiguous` error); `x` may be any view.
+#[track_caller]
 pub fn dropout_into(
     x: &Tensor,
     p: f64,
@@ -128,6 +132,7 @@ pub fn dropout_into(
 /// The factor applied to kept elements for drop probability `p` (in [0, 1]):
 /// `1 / (1 - p)` in f32, computed once on the host; 0 for `p == 1`, where nothing is
 /// kept.
+#[track_caller]
 pub(crate) fn dropout_scale(p: f32) -> f32 {
     if p == 1.0 {
         0.0
@@ -137,6 +142,7 @@ pub(crate) fn dropout_scale(p: f32) -> f32 {
 }
 
 /// Forward into a new tensor (`out == None`, returned) or into `out`.
+#[track_caller]
 fn dropout_op(
     op: &'static str,
     x: &Tensor,
@@ -180,11 +186,17 @@ fn dropout_op(
             None => Some(x.clone()),
         };
         if train {
-            state.key = reserve(
-                op,
-                &generator,
-                increment_for(RandomOp::Dropout, x.dtype(), n as u64),
-            );
+            // Recorded like the computing path: the reservation is what a diff compares.
+            let mut recorder = OpRecorder::begin(op, &[x]);
+            let blocks = increment_for(RandomOp::Dropout, x.dtype(), n as u64);
+            state.key = reserve(op, &generator, blocks);
+            recorder.rng(RngRecord {
+                device,
+                seed: state.key.seed,
+                offset: state.key.offset,
+                blocks,
+            });
+            recorder.finish(x); // the identity: the output is `x`
         }
         state.packed_mask = mask;
         return Ok((result, state));
@@ -216,6 +228,7 @@ type Forwarded = (Option<Tensor>, Key, Option<Vec<u32>>);
 
 /// Runs [`DropoutForward`] on the contiguous `x` into `target`, with the packed mask
 /// when `want_mask`.
+#[track_caller]
 fn forward<T: DropoutFloat>(
     op: &'static str,
     x: &Tensor,
@@ -244,7 +257,7 @@ fn forward<T: DropoutFloat>(
                     MaskOut::None
                 },
             };
-            let ran = run(sampler, target, stream)?;
+            let ran = run_recorded(sampler, target, stream, &[x])?;
             let mask = want_mask.then(|| {
                 let mut mask: Vec<u32> =
                     mask_words.into_iter().map(AtomicU32::into_inner).collect();
@@ -272,7 +285,7 @@ fn forward<T: DropoutFloat>(
                     None => MaskOut::None,
                 },
             };
-            let ran = run(sampler, target, stream)?;
+            let ran = run_recorded(sampler, target, stream, &[x])?;
             let mask = match mask_words {
                 Some(m) => match m.to_cpu()? {
                     tensor_core::CpuStorage::U32(words) => Some(words),

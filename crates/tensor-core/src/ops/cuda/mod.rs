@@ -12,21 +12,22 @@
 //! are first gathered into a dense buffer by the `ditto_gather_*` kernels. Work is
 //! queued on the device's default stream and ordered after all earlier ditto work.
 
+mod accumulate;
 mod elementwise;
 mod layout;
 mod matmul;
 mod reduce;
 
 pub(crate) use crate::ops::unary::UnaryOp;
+pub(crate) use accumulate::{index_add, scatter_add};
 pub(crate) use elementwise::{axpy_, binary, relu_backward, unary};
 pub(crate) use layout::{contiguous, write_into};
 pub(crate) use matmul::matmul;
-pub(crate) use reduce::{log_softmax, max_dim, sum_dim, SumKind};
+pub(crate) use reduce::{log_softmax, max_dim, sum_atomic, sum_dim, SumKind};
 
 use cudarc::driver::{CudaFunction, CudaView, LaunchConfig};
 
 use crate::cuda::{module_cache, CudaStorage, TENSOR_OPS};
-use crate::grid::Launch;
 use crate::{Device, Result, Storage, Tensor, TensorError};
 
 /// The kernel `name` on device `ordinal`, compiling the tensor ops on first use.
@@ -34,10 +35,11 @@ pub(crate) fn kernel(ordinal: usize, name: &str) -> Result<CudaFunction> {
     module_cache::function(ordinal, &TENSOR_OPS, name)
 }
 
-/// The [`Launch::Auto`] grid for `items` independent work items on device `ordinal`
-/// (grid-stride loops do the rest, so the geometry never changes a value).
+/// The [`Launch::Auto`](crate::grid::Launch) grid for `items` independent work items on
+/// device `ordinal`, or the one a test forced (grid-stride loops do the rest, so the
+/// geometry never changes a value, except in the atomic fast paths' arrival order).
 pub(crate) fn launch_config(ordinal: usize, items: u64) -> Result<LaunchConfig> {
-    let grid = Launch::auto_grid(items, crate::cuda::sm_count(ordinal)?);
+    let grid = crate::grid::tensor_ops_grid(items, crate::cuda::sm_count(ordinal)?);
     Ok(LaunchConfig {
         grid_dim: (grid.blocks, 1, 1),
         block_dim: (grid.threads, 1, 1),

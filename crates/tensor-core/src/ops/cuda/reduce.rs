@@ -80,6 +80,70 @@ pub(crate) fn sum_dim(
     Ok(out)
 }
 
+/// Work items per thread of the one-pass atomic sum: few threads, so few atomics per
+/// lane (each thread adds one running sum per lane it touches).
+const ATOMIC_SUM_ITEMS_PER_THREAD: u64 = 4096;
+
+/// The one-pass atomic sum or mean along `dim` (`None`: everything): every thread adds
+/// its pieces of a lane into the lane's f64 total with `atomicAdd`, then one small
+/// kernel rounds the totals (divided by the lane length for a mean). Nondeterministic in
+/// the order the pieces arrive.
+pub(crate) fn sum_atomic(
+    name: &'static str,
+    kind: SumKind,
+    t: &Tensor,
+    dim: Option<usize>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    let suffix = float_suffix(name, t.dtype())?;
+    let x = dense(t)?;
+    let ordinal = storage_of(&x)?.1;
+    let (outer, size, inner) = lanes(t.dims(), dim);
+    let out_dims = dim.map_or_else(Vec::new, |d| reduced_dims(t.dims(), d, keepdim));
+    let mut out = empty(&out_dims, t.dtype(), ordinal)?;
+    if outer * inner == 0 {
+        return Ok(out);
+    }
+    let lanes_len = usize::try_from(outer * inner).unwrap_or(usize::MAX);
+    let mut totals = CudaStorage::alloc(ordinal, DType::F64, lanes_len)?;
+    let stream = totals.stream()?;
+    let count = outer * size * inner;
+    if count > 0 {
+        let kernel_name = format!("ditto_sum_atomic_{suffix}");
+        let func = kernel(ordinal, &kernel_name)?;
+        let cfg = launch_config(ordinal, count.div_ceil(ATOMIC_SUM_ITEMS_PER_THREAD))?;
+        let input = dense_view(&x)?;
+        let mut args = stream.launch_builder(&func);
+        args.arg(&count)
+            .arg(&size)
+            .arg(&inner)
+            .arg(&input)
+            .arg(totals.bytes_mut());
+        // SAFETY: matches `ditto_sum_atomic_<T>(u64 count, u64 size, u64 inner, const T*
+        // x, double* totals)`; `input` holds count dense elements, `totals` (zeroed)
+        // outer*inner doubles, and the walk covers every element for any grid.
+        unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    }
+    let kernel_name = format!("ditto_finish_sums_{suffix}");
+    let func = kernel(ordinal, &kernel_name)?;
+    let cfg = launch_config(ordinal, outer * inner)?;
+    let (one, mean) = (1u64, i32::from(kind == SumKind::Mean));
+    let dst = output_storage(&mut out)?;
+    let mut args = stream.launch_builder(&func);
+    args.arg(&outer)
+        .arg(&size)
+        .arg(&inner)
+        .arg(&one)
+        .arg(&mean)
+        .arg(totals.bytes())
+        .arg(dst.bytes_mut());
+    // SAFETY: matches `ditto_finish_sums_<T>(u64 outer, u64 size, u64 inner, u64 blocks,
+    // int mean, const double* partial, T* out)` with one block per lane: `totals` holds
+    // outer*inner doubles and `dst` outer*inner elements.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    Ok(out)
+}
+
 /// The maximum of each lane along `dim` and its index (first maximum; first NaN), as
 /// `(values, indices)`. The caller checked that the dimension is not empty.
 pub(crate) fn max_dim(

@@ -11,6 +11,10 @@
 //! Ops are named as the [`Tensor`] methods they mirror (`"add"`, `"relu"`, ...); an
 //! unknown name is an `InvalidArgument` error.
 
+mod accumulate;
+
+pub use accumulate::{index_add, scatter_add, sum_atomic, Body};
+
 use crate::ops::binary::BinOp;
 use crate::ops::kernel_layout::{binary_layout, kernel_shape, kernel_view, lanes};
 use crate::ops::kernel_layout::{KernelShape, KernelView};

@@ -1,0 +1,169 @@
+//! `Embedding`: a lookup table of rows, PyTorch's `nn.Embedding`, whose backward is an
+//! `index_add` and so has a nondeterministic fast path.
+//!
+//! The forward pass picks rows (`index_select`); the backward pass adds each position's
+//! output gradient into the row it came from. Tokens repeat within a batch, so several
+//! gradients land on one row: that accumulation is where PyTorch's embedding backward
+//! is nondeterministic on CUDA, and where ditto's [`Tensor::index_add_with`] offers a
+//! fast path (atomics on CUDA, threads in arrival order on the CPU) next to a
+//! deterministic one. The layer's [`Algorithm`] picks between them under the
+//! deterministic-algorithms switch.
+
+use rng_gen::Generator;
+use tensor_core::{Algorithm, DType, Device, Tensor};
+
+use crate::{Module, NnError, Parameter, Result};
+
+/// A table of `num_embeddings` rows of `embedding_dim` values. Input: an i64 tensor of
+/// row indices, any shape; output: that shape plus `[embedding_dim]`.
+///
+/// Initialisation is PyTorch's default, `N(0, 1)` ([`rng_gen::randn`] on the generator
+/// given), so the same generator state gives the same table on any device.
+#[derive(Debug)]
+pub struct Embedding {
+    weight: Parameter,
+    algorithm: Algorithm,
+    /// The flattened indices of the last training forward, on the weight's device.
+    saved_index: Option<(Tensor, Vec<usize>)>,
+}
+
+impl Embedding {
+    /// An f32 table on `generator`'s device, its backward on [`Algorithm::Auto`].
+    pub fn new(num_embeddings: usize, embedding_dim: usize, generator: &Generator) -> Result<Self> {
+        if num_embeddings == 0 || embedding_dim == 0 {
+            return Err(NnError::invalid(
+                "Embedding::new",
+                format!(
+                    "sizes must be positive, got num_embeddings = {num_embeddings}, \
+                     embedding_dim = {embedding_dim}"
+                ),
+            ));
+        }
+        let dims = [num_embeddings, embedding_dim];
+        let weight = rng_gen::randn(&dims, DType::F32, generator.device(), Some(generator))?;
+        Embedding::from_weight(weight)
+    }
+
+    /// A table with the given 2-D float weight `[num_embeddings, embedding_dim]`.
+    pub fn from_weight(weight: Tensor) -> Result<Self> {
+        if weight.rank() != 2 || !weight.dtype().is_float() {
+            return Err(NnError::invalid(
+                "Embedding::from_weight",
+                format!(
+                    "weight must be a 2-D float tensor [num_embeddings, embedding_dim], \
+                     got {:?} of {}",
+                    weight.dims(),
+                    weight.dtype()
+                ),
+            ));
+        }
+        Ok(Embedding {
+            weight: Parameter::new("weight", weight),
+            algorithm: Algorithm::Auto,
+            saved_index: None,
+        })
+    }
+
+    /// The same table with its backward's `index_add` on `algorithm`:
+    /// `Algorithm::Fast` asks for the arrival-order path (an error under
+    /// `DeterministicMode::Error`), `Deterministic` for the fixed order always.
+    #[must_use]
+    pub fn with_algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// The table `[num_embeddings, embedding_dim]`.
+    #[must_use]
+    pub fn weight(&self) -> &Parameter {
+        &self.weight
+    }
+
+    /// The input's indices, checked against the table, as `usize`.
+    fn indices(&self, input: &Tensor) -> Result<Vec<usize>> {
+        if input.dtype() != DType::I64 {
+            return Err(NnError::invalid(
+                "Embedding::forward",
+                format!(
+                    "expected an i64 tensor of row indices, got {}",
+                    input.dtype()
+                ),
+            ));
+        }
+        let rows = self.weight.value.dims()[0];
+        let values = input.to_vec::<i64>()?;
+        values
+            .iter()
+            .map(|&i| match usize::try_from(i) {
+                Ok(row) if row < rows => Ok(row),
+                _ => Err(NnError::invalid(
+                    "Embedding::forward",
+                    format!("index {i} is not a row of the table (expected 0 <= index < {rows})"),
+                )),
+            })
+            .collect()
+    }
+}
+
+impl Module for Embedding {
+    fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
+        let indices = self.indices(input)?;
+        let rows = self.weight.value.index_select(0, &indices)?;
+        let mut dims = input.dims().to_vec();
+        dims.push(self.weight.value.dims()[1]);
+        self.saved_index = if train {
+            let count = indices.len();
+            let as_i64 = indices.iter().map(|&i| i as i64).collect();
+            let index = Tensor::from_vec::<i64>(as_i64, &[count], Device::Cpu)?
+                .to_device(self.weight.value.device())?;
+            Some((index, dims.clone()))
+        } else {
+            None
+        };
+        Ok(rows.reshape(&dims)?)
+    }
+
+    /// Accumulates the table's gradient and returns zeros shaped like the input, in the
+    /// table's dtype: indices are discrete, so the loss does not change with them
+    /// (PyTorch returns no gradient there at all).
+    fn backward(&mut self, grad_output: &Tensor) -> Result<Tensor> {
+        let input_dims = match &self.saved_index {
+            Some((_, dims)) => dims[..dims.len() - 1].to_vec(),
+            None => return Err(NnError::BackwardWithoutForward { layer: "Embedding" }),
+        };
+        self.backward_params(grad_output)?;
+        let table = &self.weight.value;
+        Ok(Tensor::zeros(&input_dims, table.dtype(), table.device())?)
+    }
+
+    fn backward_params(&mut self, grad_output: &Tensor) -> Result<()> {
+        let (index, dims) = self
+            .saved_index
+            .take()
+            .ok_or(NnError::BackwardWithoutForward { layer: "Embedding" })?;
+        if grad_output.dims() != dims.as_slice() {
+            return Err(NnError::invalid(
+                "Embedding::backward",
+                format!(
+                    "grad_output must have the forward output's dims {dims:?}, got {:?}",
+                    grad_output.dims()
+                ),
+            ));
+        }
+        let table = &self.weight.value;
+        let grad = grad_output.reshape(&[index.elem_count(), table.dims()[1]])?;
+        // Rows used several times get several gradients: the accumulation whose order
+        // the algorithm (and the switch) decides.
+        let zeros = Tensor::zeros(table.dims(), table.dtype(), table.device())?;
+        let grad_weight = zeros.index_add_with(0, &index, &grad, 1.0, self.algorithm)?;
+        self.weight.accumulate_grad(grad_weight)
+    }
+
+    fn parameters(&self) -> Vec<&Parameter> {
+        vec![&self.weight]
+    }
+
+    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
+        vec![&mut self.weight]
+    }
+}
