@@ -1,0 +1,4 @@
+//! Helpers shared by the dist tests.
+#![allow(dead_code)]
+
+pub mod collectives;
