@@ -39,8 +39,10 @@
 //! - `fork`: [`fork_rng`], run code without disturbing the default generators.
 //! - `philox_rng`: [`PhiloxRng`], the stream as a `rand_core` RNG.
 //! - `ops`: the random tensor ops ([`rand`], [`randn`], [`uniform`], [`normal`],
-//!   [`bernoulli`], [`randint`], [`randperm`], [`bits`], [`dropout`]); CPU samplers fill
-//!   chunks of whole Philox blocks in parallel, CUDA goes through the `kernels` launchers.
+//!   [`bernoulli`], [`randint`], [`randperm`], [`bits`], [`dropout`], and
+//!   [`dropout_rows`] for some rows of a batch reserved once, as data parallel ranks
+//!   need); CPU samplers fill chunks of whole Philox blocks in parallel, CUDA goes
+//!   through the `kernels` launchers.
 //! - `error`: [`RngError`], the crate's one error type.
 
 #![warn(missing_docs)]
@@ -61,8 +63,8 @@ pub use fork::fork_rng;
 pub use generator::{Generator, DEFAULT_SEED};
 pub use kernels::RandomOp;
 pub use ops::{
-    bernoulli, bits, dropout, dropout_backward, dropout_with_mask, normal, rand, randint, randn,
-    randperm, uniform, DropoutState,
+    bernoulli, bits, dropout, dropout_backward, dropout_rows, dropout_with_mask, normal, rand,
+    randint, randn, randperm, uniform, DropoutState,
 };
 pub use philox_rng::PhiloxRng;
 pub use registry::{

@@ -98,7 +98,7 @@ fn dropout_op(
         state.packed_mask = want_mask.then(|| all_kept(n)).transpose()?;
         return Ok((x.clone(), state));
     }
-    state.scale = if p32 == 1.0 { 0.0 } else { 1.0 / (1.0 - p32) };
+    state.scale = dropout_scale(p32);
     if let Device::Cuda(ordinal) = device {
         let (out, mask) =
             cuda_dispatch::dropout(x, state.key, n as u64, p32, state.scale, want_mask, ordinal)?;
@@ -108,6 +108,17 @@ fn dropout_op(
     let (out, mask) = dropout_cpu(x, state.key, p32, state.scale, want_mask)?;
     state.packed_mask = mask;
     Ok((out, state))
+}
+
+/// The factor applied to kept elements for drop probability `p` (in [0, 1]):
+/// `1 / (1 - p)` in f32, computed once on the host; 0 for `p == 1`, where nothing is
+/// kept.
+pub(crate) fn dropout_scale(p: f32) -> f32 {
+    if p == 1.0 {
+        0.0
+    } else {
+        1.0 / (1.0 - p)
+    }
 }
 
 /// Backward of [`dropout`]: `grad * scale` where the forward pass kept the element, 0
