@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod ddp;
 mod error;
 mod group;
 mod host;
@@ -21,6 +22,7 @@ mod host;
 mod mpi;
 mod threads;
 
+pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
 pub use error::{DistError, Result};
 pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
 #[cfg(feature = "mpi")]
