@@ -18,13 +18,16 @@ pub mod ddp;
 mod error;
 mod group;
 mod host;
+mod launch_env;
 #[cfg(feature = "mpi")]
 mod mpi;
+pub mod rendezvous;
 mod threads;
 
 pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
 pub use error::{DistError, Result};
 pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
+pub use launch_env::LaunchEnv;
 #[cfg(feature = "mpi")]
 pub use mpi::MpiGroup;
 pub use threads::{ThreadGroup, DEFAULT_TIMEOUT};
