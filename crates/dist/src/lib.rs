@@ -21,6 +21,8 @@ mod host;
 mod launch_env;
 #[cfg(feature = "mpi")]
 mod mpi;
+#[cfg(feature = "nccl")]
+mod nccl;
 pub mod rendezvous;
 mod threads;
 
@@ -30,4 +32,15 @@ pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
 pub use launch_env::LaunchEnv;
 #[cfg(feature = "mpi")]
 pub use mpi::MpiGroup;
+#[cfg(feature = "nccl")]
+pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
 pub use threads::{ThreadGroup, DEFAULT_TIMEOUT};
+
+/// True when the NCCL library can be loaded. Always false in a build without the
+/// `nccl` feature (like `torch.distributed.is_nccl_available()` in a build without
+/// NCCL); never panics.
+#[cfg(not(feature = "nccl"))]
+#[must_use]
+pub fn is_nccl_available() -> bool {
+    false
+}
