@@ -1,8 +1,9 @@
 //! # ditto: reproducible randomness for tensors, on CPUs and CUDA GPUs
 //!
-//! The facade crate: it re-exports the four crates of the workspace so a user depends on
+//! The facade crate: it re-exports the five crates of the workspace so a user depends on
 //! one crate. See `README.md` and `DESIGN.md` for the random-stream contract.
 
+pub use dist;
 pub use kernels;
 pub use nn_mini;
 pub use rng_gen;

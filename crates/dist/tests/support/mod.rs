@@ -2,3 +2,4 @@
 #![allow(dead_code)]
 
 pub mod collectives;
+pub mod ddp_model;
