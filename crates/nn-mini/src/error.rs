@@ -8,8 +8,12 @@ use tensor_core::TensorError;
 pub type Result<T, E = NnError> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in a layer, loss, optimiser, data loader, checkpoint or
-/// training loop. Errors from tensor-core and rng-gen pass through unchanged (`#[from]`),
+/// training loop. Errors from tensor-core, rng-gen and checkpoints pass through unchanged,
 /// so a caller can still match on the precise low-level cause.
+///
+/// One error, one path: a [`TensorError`] always arrives as [`NnError::Tensor`], never
+/// wrapped in [`NnError::Rng`] or [`NnError::Checkpoint`] (the `From` conversions unwrap
+/// it), so `matches!(e, NnError::Tensor(..))` catches every tensor error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NnError {
@@ -18,10 +22,10 @@ pub enum NnError {
     Tensor(#[from] TensorError),
     /// A random op or generator rejected its input.
     #[error(transparent)]
-    Rng(#[from] RngError),
+    Rng(RngError),
     /// A checkpoint could not be written, read or applied.
     #[error(transparent)]
-    Checkpoint(#[from] CheckpointError),
+    Checkpoint(CheckpointError),
     /// A constructor or method argument outside its valid range.
     #[error("{op}: invalid argument: {message}")]
     InvalidArgument {
@@ -79,6 +83,25 @@ pub enum NnError {
         /// What does not match or parse.
         reason: String,
     },
+    /// A data-loader setting past one of its documented limits (see [`crate::data`]).
+    #[error("data loader: {what} is {value}, more than the limit of {limit} (nn_mini::data::{constant})")]
+    LoaderLimit {
+        /// The quantity.
+        what: &'static str,
+        /// Its value (wide enough that a product of two `usize`s never overflows).
+        value: u128,
+        /// The limit.
+        limit: u64,
+        /// The name of the constant holding the limit.
+        constant: &'static str,
+    },
+    /// The loader delivered the last batch of the last epoch (`u64::MAX - 1`), or was
+    /// restored to a state past it; epoch numbers do not wrap around.
+    #[error(
+        "data loader: every epoch up to u64::MAX - 1 has been delivered; epoch numbers do \
+         not wrap around to 0"
+    )]
+    EpochsExhausted,
     /// An I/O error outside checkpoints (e.g. writing a loss file).
     #[error("{context}: {source}")]
     Io {
@@ -90,6 +113,24 @@ pub enum NnError {
     },
 }
 
+impl From<RngError> for NnError {
+    fn from(e: RngError) -> Self {
+        match e {
+            RngError::Tensor(e) => NnError::Tensor(e),
+            e => NnError::Rng(e),
+        }
+    }
+}
+
+impl From<CheckpointError> for NnError {
+    fn from(e: CheckpointError) -> Self {
+        match e {
+            CheckpointError::Tensor(e) => NnError::Tensor(e),
+            e => NnError::Checkpoint(e),
+        }
+    }
+}
+
 impl NnError {
     /// An [`NnError::InvalidArgument`].
     pub(crate) fn invalid(op: &'static str, message: impl Into<String>) -> Self {
@@ -97,5 +138,52 @@ impl NnError {
             op,
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tensor error reaches `NnError` as `NnError::Tensor` whichever layer it passed.
+    #[test]
+    fn a_tensor_error_takes_one_path() {
+        let tensor = || TensorError::ShapeOverflow { dims: vec![0] };
+        let via_rng = NnError::from(RngError::Tensor(tensor()));
+        let via_checkpoint = NnError::from(CheckpointError::Tensor(tensor()));
+        let via_loader_entry = NnError::from(CheckpointError::loader(
+            "loader.state",
+            NnError::Tensor(tensor()),
+        ));
+        let via_generator_entry = NnError::from(CheckpointError::generator(
+            "rng.x",
+            RngError::Tensor(tensor()),
+        ));
+        for e in [
+            via_rng,
+            via_checkpoint,
+            via_loader_entry,
+            via_generator_entry,
+        ] {
+            assert!(matches!(e, NnError::Tensor(_)), "{e:?}");
+        }
+        // Other errors keep their layer, and their source (`transparent` forwards
+        // `source` to the checkpoint error's, rng-gen's error).
+        let e = NnError::from(CheckpointError::generator(
+            "rng.x",
+            RngError::WrongLength {
+                expected: 28,
+                got: 3,
+            },
+        ));
+        assert!(matches!(
+            e,
+            NnError::Checkpoint(CheckpointError::Generator { .. })
+        ));
+        let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<RngError>());
+        assert!(
+            matches!(source, Some(RngError::WrongLength { .. })),
+            "{e:?}"
+        );
     }
 }

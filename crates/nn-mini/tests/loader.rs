@@ -148,7 +148,13 @@ fn epochs_follow_the_documented_key_tree() {
             "the last batch keeps the remainder"
         );
         let order: Vec<usize> = batches.iter().flat_map(|b| b.indices.clone()).collect();
-        assert_eq!(order, epoch_order(key, epoch, len, true).unwrap());
+        assert_eq!(
+            order,
+            epoch_order(key, epoch, len, true)
+                .unwrap()
+                .to_vec()
+                .unwrap()
+        );
         let mut sorted = order.clone();
         sorted.sort_unstable();
         assert_eq!(

@@ -154,18 +154,23 @@ fn each_restored_piece_matters() {
     assert_eq!(resume_losses_after(&ck, |_| {}), expected);
 
     // Shuffle is on: a loader restarted from the seed instead of the saved position
-    // (epoch 0, batch 0 rather than epoch 0, batch 5) trains on other samples.
-    let forget_loader = |ck: &mut Checkpoint| {
-        let saved = LoaderState::from_bytes(&ck.bytes("loader.state").unwrap()).unwrap();
-        let restart = LoaderState {
-            epoch: 0,
-            position: 0,
-            ..saved
-        };
-        ck.insert_bytes("loader.state", &restart.to_bytes())
-            .unwrap();
+    // (epoch 0, batch 0 rather than epoch 0, batch 5) would train on other samples; the
+    // resume cross-checks the position against the step and refuses it.
+    let mut restarted = ck.clone();
+    let saved = restarted.loader_state("loader.state").unwrap();
+    let restart = LoaderState {
+        epoch: 0,
+        position: 0,
+        ..saved
     };
-    assert_ne!(resume_losses_after(&ck, forget_loader), expected);
+    restarted
+        .insert_bytes("loader.state", &restart.to_bytes())
+        .unwrap();
+    let err = Trainer::from_checkpoint(&restarted, None, None).unwrap_err();
+    assert!(
+        matches!(&err, NnError::Checkpoint(CheckpointError::Inconsistent { name, .. }) if name == "loader.state"),
+        "{err}"
+    );
 
     // The dropout generator restarted from its seed draws other masks.
     let fresh = Trainer::new(config()).unwrap();
@@ -175,11 +180,15 @@ fn each_restored_piece_matters() {
     };
     assert_ne!(resume_losses_after(&ck, forget_dropout), expected);
 
-    // Without momentum buffers the first resumed step is a plain SGD step.
-    let forget_momentum = |ck: &mut Checkpoint| {
-        ck.set_metadata("optim.momentum_buffers", "[]").unwrap();
-    };
-    assert_ne!(resume_losses_after(&ck, forget_momentum), expected);
+    // Without momentum buffers the first resumed step would be a plain SGD step; the
+    // resume knows every parameter has one after step 5 and refuses.
+    let mut forgot = ck.clone();
+    forgot.set_metadata("optim.momentum_buffers", "[]").unwrap();
+    let err = Trainer::from_checkpoint(&forgot, None, None).unwrap_err();
+    assert!(
+        matches!(&err, NnError::Checkpoint(CheckpointError::Inconsistent { name, .. }) if name == "optim.momentum_buffers"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -36,7 +36,8 @@
 //! - `registry`: the default generator per device and the process-wide seeding
 //!   functions ([`manual_seed`], [`seed`], [`get_rng_state`], ...); [`cuda`]: their
 //!   `torch.cuda` counterparts.
-//! - `fork`: [`fork_rng`], run code without disturbing the default generators.
+//! - `fork`: [`fork_rng`], run code without disturbing the default generators (a
+//!   thread-local fork; [`fork_rng_all_threads`] is PyTorch's process-wide rewind).
 //! - `philox_rng`: [`PhiloxRng`], the stream as a `rand_core` RNG.
 //! - `ops`: the random tensor ops ([`rand`], [`randn`], [`uniform`], [`normal`],
 //!   [`bernoulli`], [`randint`], [`randperm`], [`bits`], [`dropout`], and
@@ -59,7 +60,7 @@ pub mod stream;
 mod widest_simd;
 
 pub use error::RngError;
-pub use fork::fork_rng;
+pub use fork::{fork_rng, fork_rng_all_threads};
 pub use generator::{Generator, DEFAULT_SEED};
 pub use kernels::RandomOp;
 pub use ops::{

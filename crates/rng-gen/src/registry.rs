@@ -3,6 +3,9 @@
 //!
 //! Ops called without an explicit generator draw from their device's default
 //! generator, so seeding once at the top of a program makes every such op reproducible.
+//! Inside [`fork_rng`](crate::fork_rng), "the default generator" of a forked device is
+//! the calling thread's copy: every function here resolves it through
+//! [`default_generator`], so seeding and state calls inside a fork act on the copy.
 //! The CPU generator always exists; the generator of CUDA device `i` is created on first
 //! use, and only if device `i` exists.
 
@@ -39,16 +42,25 @@ fn cpu_generator() -> &'static Generator {
     CPU.get_or_init(|| Generator::new(Device::Cpu))
 }
 
+/// The CPU default generator as this thread sees it (the fork's copy inside a fork).
+fn current_cpu() -> Generator {
+    crate::fork::forked(Device::Cpu).unwrap_or_else(|| cpu_generator().clone())
+}
+
 /// The default generator of `device` (a shared handle: seeding it affects every op on
-/// `device` that is not given a generator). Errors with `NoSuchDevice` for a CUDA
-/// device that does not exist, including every CUDA device in a build without the
-/// `cuda` feature.
+/// `device` that is not given a generator). Inside a [`fork_rng`](crate::fork_rng) that
+/// lists `device`, on the thread running it, this is the fork's copy instead. Errors
+/// with `NoSuchDevice` for a CUDA device that does not exist, including every CUDA
+/// device in a build without the `cuda` feature.
 pub fn default_generator(device: Device) -> Result<Generator, RngError> {
+    check_device(device)?;
+    if let Some(copy) = crate::fork::forked(device) {
+        return Ok(copy);
+    }
     static CUDA: OnceLock<Mutex<HashMap<usize, Generator>>> = OnceLock::new();
     match device {
         Device::Cpu => Ok(cpu_generator().clone()),
         Device::Cuda(index) => {
-            check_device(device)?;
             let map = CUDA.get_or_init(|| Mutex::new(HashMap::new()));
             // One insert at a time: a poisoned map is still consistent.
             let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
@@ -63,7 +75,7 @@ pub fn default_generator(device: Device) -> Result<Generator, RngError> {
 /// Seeds the CPU generator and every CUDA device's generator with `seed` (offset 0),
 /// like `torch.manual_seed`: the one call that makes a program reproducible.
 pub fn manual_seed(seed: u64) {
-    cpu_generator().manual_seed(seed);
+    current_cpu().manual_seed(seed);
     crate::cuda::manual_seed_all(seed);
 }
 
@@ -78,17 +90,17 @@ pub fn seed() -> u64 {
 /// The seed of the CPU default generator (`torch.initial_seed`).
 #[must_use]
 pub fn initial_seed() -> u64 {
-    cpu_generator().initial_seed()
+    current_cpu().initial_seed()
 }
 
 /// The CPU default generator's state bytes (`torch.get_rng_state`), for checkpoints.
 #[must_use]
 pub fn get_rng_state() -> Vec<u8> {
-    cpu_generator().get_state()
+    current_cpu().get_state()
 }
 
 /// Restores the CPU default generator from [`get_rng_state`] bytes (or any generator's
 /// state: states are device-free). On error the generator is unchanged.
 pub fn set_rng_state(state: &[u8]) -> Result<(), RngError> {
-    cpu_generator().set_state(state)
+    current_cpu().set_state(state)
 }

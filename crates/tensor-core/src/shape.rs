@@ -11,14 +11,26 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// A shape from its dimensions; errors if the element count overflows `usize`.
+    /// A shape from its dimensions; errors if the product of its non-zero dimensions
+    /// overflows `usize`.
+    ///
+    /// Why ignore zeros? A shape such as `[0, usize::MAX, 2]` has no elements, but its
+    /// contiguous strides (`[2 * usize::MAX, 2, 1]`) still overflow, and whether a shape
+    /// is accepted must not depend on where its zero sits (`[usize::MAX, 2, 0]` and
+    /// `[0, usize::MAX, 2]` are refused alike).
     pub fn new(dims: &[usize]) -> Result<Self> {
-        let elem_count = dims
-            .iter()
+        let overflow = || TensorError::ShapeOverflow {
+            dims: dims.to_vec(),
+        };
+        dims.iter()
+            .filter(|&&d| d != 0)
             .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| TensorError::ShapeOverflow {
-                dims: dims.to_vec(),
-            })?;
+            .ok_or_else(overflow)?;
+        let elem_count = if dims.contains(&0) {
+            0
+        } else {
+            dims.iter().product()
+        };
         Ok(Shape {
             dims: dims.to_vec(),
             elem_count,
@@ -73,5 +85,15 @@ mod tests {
     fn overflow_is_an_error() {
         let err = Shape::new(&[usize::MAX, 2]).unwrap_err();
         assert!(matches!(err, TensorError::ShapeOverflow { .. }));
+        // Zero elements, but strides that overflow: refused wherever the zero sits.
+        for dims in [[usize::MAX, 2, 0], [0, usize::MAX, 2], [usize::MAX, 0, 2]] {
+            assert!(
+                matches!(Shape::new(&dims), Err(TensorError::ShapeOverflow { .. })),
+                "{dims:?}"
+            );
+        }
+        let empty = Shape::new(&[0, usize::MAX]).unwrap();
+        assert_eq!(empty.elem_count(), 0);
+        assert_eq!(empty.contiguous_strides(), vec![usize::MAX, 1]);
     }
 }

@@ -5,12 +5,17 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::stale::{remove_stale_temp_files, temp_name};
 use super::CheckpointError;
 
 /// Writes `bytes` to `path` so that, at every instant, `path` is either the old file or
 /// the complete new one: write a temporary file in the same directory, fsync it, rename
 /// it over `path` (atomic within one file system), then fsync the directory so the
-/// rename itself survives a power cut. On failure the temporary file is removed.
+/// rename itself survives a power cut. On failure the temporary file is removed; a
+/// process killed mid-save cannot remove it, so each save first removes the temporary
+/// files of `path` that dead writers left (see `stale.rs`). The writer holds an
+/// exclusive lock on its temporary file until the rename, which is how a cleaner
+/// elsewhere knows it is still in use.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
     write_atomically_with(path, bytes, || Ok(()))
 }
@@ -34,24 +39,30 @@ pub(crate) fn write_atomically_with(
         path: path.to_path_buf(),
         source: io::Error::new(io::ErrorKind::InvalidInput, "not a file path"),
     })?;
+    let name = name.to_string_lossy();
+    remove_stale_temp_files(&dir, &name);
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}-{}",
-        name.to_string_lossy(),
+    let tmp = dir.join(temp_name(
+        &name,
         std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
+        COUNTER.fetch_add(1, Ordering::Relaxed),
     ));
     let written = (|| {
         let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        file.lock()?;
         file.write_all(bytes)?;
         file.sync_all()?;
-        drop(file);
-        before_rename()
+        before_rename()?;
+        Ok(file)
     })();
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(io_error(&tmp)(e));
-    }
+    // The open file (and its lock) lives until after the rename.
+    let _locked = match written {
+        Ok(file) => file,
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_error(&tmp)(e));
+        }
+    };
     if let Err(e) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);
         return Err(io_error(path)(e));

@@ -6,7 +6,8 @@ use std::path::Path;
 use tensor_core::{DType, Device, Tensor};
 
 use super::atomic::write_atomically;
-use super::format::{self, CHECKSUM_KEY, FORMAT_KEY, VERSION_KEY};
+use super::format::{self, Accept, CHECKSUM_KEY, FORMAT_KEY, FORMAT_VERSION, VERSION_KEY};
+use super::stale::parse_temp_name;
 use super::CheckpointError;
 
 /// The contents of one checkpoint file: tensors by name and metadata strings.
@@ -15,10 +16,23 @@ use super::CheckpointError;
 /// in `parts.rs` ([`put_module`](Self::put_module), [`restore_module`](Self::restore_module),
 /// and the optimiser, generator and loader twins); the format itself is described in
 /// [`format`](mod@super::format) and is plain safetensors, so the file opens in PyTorch.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Checkpoint {
     tensors: BTreeMap<String, Tensor>,
     metadata: BTreeMap<String, String>,
+    /// The format version the contents were read from ([`FORMAT_VERSION`] when built
+    /// in memory).
+    format_version: u32,
+}
+
+impl Default for Checkpoint {
+    fn default() -> Self {
+        Checkpoint {
+            tensors: BTreeMap::new(),
+            metadata: BTreeMap::new(),
+            format_version: FORMAT_VERSION,
+        }
+    }
 }
 
 impl Checkpoint {
@@ -26,6 +40,15 @@ impl Checkpoint {
     #[must_use]
     pub fn new() -> Self {
         Checkpoint::default()
+    }
+
+    /// The format version the checkpoint was read from: [`FORMAT_VERSION`] for one
+    /// built in memory or read from a current file, 1 for one read with
+    /// [`load_allowing_v1`](Self::load_allowing_v1) from an old file. Saving always
+    /// writes [`FORMAT_VERSION`].
+    #[must_use]
+    pub fn format_version(&self) -> u32 {
+        self.format_version
     }
 
     /// Stores `tensor` under `name` (replacing any tensor of that name). The checkpoint
@@ -135,25 +158,62 @@ impl Checkpoint {
         format::encode(&self.tensors, &self.metadata)
     }
 
-    /// Parses and verifies file contents: structure, format version, checksum.
+    /// Parses and verifies file contents: structure, format version (2; version 1 is
+    /// refused with [`CheckpointError::WeakFormatVersion`]), SHA-256 checksum.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, CheckpointError> {
-        let (tensors, metadata) = format::decode(bytes)?;
-        Ok(Checkpoint { tensors, metadata })
+        Checkpoint::decode(bytes, Accept::Current)
+    }
+
+    /// [`from_bytes`](Self::from_bytes) that also reads format version 1, verified with
+    /// its weaker CRC-32 (see [`format`](mod@super::format)): for converting old files.
+    pub fn from_bytes_allowing_v1(bytes: &[u8]) -> Result<Self, CheckpointError> {
+        Checkpoint::decode(bytes, Accept::CurrentOrV1)
+    }
+
+    fn decode(bytes: &[u8], accept: Accept) -> Result<Self, CheckpointError> {
+        let ((tensors, metadata), format_version) = format::decode(bytes, accept)?;
+        Ok(Checkpoint {
+            tensors,
+            metadata,
+            format_version,
+        })
     }
 
     /// Writes the checkpoint to `path` atomically: after a crash at any point, `path`
-    /// holds either the previous file or this one, never a mix.
+    /// holds either the previous file or this one, never a mix. Temporary files of
+    /// `path` left by killed processes are removed first (never a live writer's).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), CheckpointError> {
         write_atomically(path.as_ref(), &self.to_bytes()?)
     }
 
-    /// Reads and verifies `path`.
+    /// Reads and verifies `path` (format version 2). A path naming the temporary file
+    /// of an unfinished save is refused with [`CheckpointError::TemporaryFile`], even
+    /// when its contents are complete: the save it belongs to never finished.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
-        let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| CheckpointError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Checkpoint::from_bytes(&bytes)
+        Checkpoint::from_bytes(&read_checkpoint_file(path.as_ref())?)
     }
+
+    /// [`load`](Self::load) that also reads format version 1 (CRC-32 only). Convert an
+    /// old file you trust with `Checkpoint::load_allowing_v1(old)?.save(new)`.
+    pub fn load_allowing_v1(path: impl AsRef<Path>) -> Result<Self, CheckpointError> {
+        Checkpoint::from_bytes_allowing_v1(&read_checkpoint_file(path.as_ref())?)
+    }
+}
+
+/// The bytes of `path`, unless its name is a save's temporary file.
+fn read_checkpoint_file(path: &Path) -> Result<Vec<u8>, CheckpointError> {
+    let temp = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_temp_name);
+    if let Some((target, _)) = temp {
+        return Err(CheckpointError::TemporaryFile {
+            path: path.to_path_buf(),
+            target: path.with_file_name(target),
+        });
+    }
+    std::fs::read(path).map_err(|source| CheckpointError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }

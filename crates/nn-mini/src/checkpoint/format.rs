@@ -2,9 +2,9 @@
 //!
 //! ```text
 //! [u64 LE header length n][n bytes of JSON header, space-padded to a multiple of 8][data]
-//! header = {"__metadata__": {"ditto.checksum": "crc32:1a2b3c4d",
+//! header = {"__metadata__": {"ditto.checksum": "sha256:<64 hex digits>",
 //!                            "ditto.format": "ditto-checkpoint",
-//!                            "ditto.format_version": "1", ...user keys...},
+//!                            "ditto.format_version": "2", ...user keys...},
 //!           "<name>": {"dtype": "F32", "shape": [256, 64], "data_offsets": [b, e]}, ...}
 //! ```
 //!
@@ -15,20 +15,36 @@
 //! then name, which keeps every tensor aligned): the same training state always gives
 //! the same bytes.
 //!
-//! The checksum (version 1) is CRC-32 (IEEE) over, each string or byte run preceded by
-//! its length as u64 LE: every metadata `key, value` pair except `ditto.checksum`, in key
-//! order; then every tensor's `name, dtype name, [rank u64, dims u64...], data bytes`,
-//! in name order. It covers names, shapes and dtypes as well as the data.
+//! # Versions
+//!
+//! - **2** (written by this build): the checksum is SHA-256 over a canonical,
+//!   length-prefixed encoding of every metadata pair and every tensor's name, dtype,
+//!   shape and bytes (`checkpoint/digest.rs` spells out the encoding and why SHA-256).
+//!   Swapping, splicing or editing any entry is refused with
+//!   [`CheckpointError::ChecksumMismatch`].
+//! - **1** (written by earlier builds): the same encoding without the two counts,
+//!   under CRC-32. CRC-32 cannot see generator or loader states that were swapped or
+//!   spliced in from another checkpoint (each ends in its own CRC, which makes it
+//!   invisible to an outer CRC), so [`Checkpoint::load`](super::Checkpoint::load) refuses
+//!   version 1 with [`CheckpointError::WeakFormatVersion`], whose message says how to
+//!   convert: [`Checkpoint::load_allowing_v1`](super::Checkpoint::load_allowing_v1)
+//!   verifies the CRC-32 and loads it, and saving the result writes version 2. Convert
+//!   only files you trust: whatever a version-1 file holds is sealed as it is.
+//! - anything else: [`CheckpointError::UnsupportedVersion`].
 
 use std::collections::BTreeMap;
 
 use safetensors::tensor::{Dtype, SafeTensors};
-use tensor_core::{bf16, f16, DType, Device, Tensor};
+use tensor_core::{bf16, f16, DType, Device, Shape, Tensor};
 
+use super::digest::{self, crc32_checksum, sha256_checksum, CRC32_PREFIX, SHA256_PREFIX};
 use super::CheckpointError;
 
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes (and reads by default).
+pub const FORMAT_VERSION: u32 = 2;
+/// The older format version this build still reads, on request only (see the module
+/// docs).
+pub const LEGACY_FORMAT_VERSION: u32 = 1;
 /// Metadata key naming the format, so a random safetensors file is not taken for a
 /// checkpoint.
 pub const FORMAT_KEY: &str = "ditto.format";
@@ -36,7 +52,8 @@ pub const FORMAT_KEY: &str = "ditto.format";
 pub const FORMAT_NAME: &str = "ditto-checkpoint";
 /// Metadata key holding the format version.
 pub const VERSION_KEY: &str = "ditto.format_version";
-/// Metadata key holding the checksum, `crc32:` and 8 lowercase hex digits.
+/// Metadata key holding the checksum: `sha256:` and 64 lowercase hex digits (version 2),
+/// `crc32:` and 8 (version 1).
 pub const CHECKSUM_KEY: &str = "ditto.checksum";
 
 /// safetensors' name for a dtype.
@@ -136,35 +153,6 @@ impl LeElement for bf16 {}
 impl LeElement for i64 {}
 impl LeElement for u32 {}
 
-/// The version-1 checksum; see the module docs.
-fn checksum<'a>(
-    metadata: &BTreeMap<String, String>,
-    tensors: impl IntoIterator<Item = (&'a str, &'a str, &'a [usize], &'a [u8])>,
-) -> u32 {
-    let mut hasher = crc32fast::Hasher::new();
-    let mut put = |bytes: &[u8]| {
-        hasher.update(&(bytes.len() as u64).to_le_bytes());
-        hasher.update(bytes);
-    };
-    for (key, value) in metadata.iter().filter(|(k, _)| *k != CHECKSUM_KEY) {
-        put(key.as_bytes());
-        put(value.as_bytes());
-    }
-    let mut sorted: Vec<_> = tensors.into_iter().collect();
-    sorted.sort_by(|a, b| a.0.cmp(b.0));
-    for (name, dtype, dims, data) in sorted {
-        put(name.as_bytes());
-        put(dtype.as_bytes());
-        let shape: Vec<u8> = std::iter::once(dims.len() as u64)
-            .chain(dims.iter().map(|&d| d as u64))
-            .flat_map(u64::to_le_bytes)
-            .collect();
-        put(&shape);
-        put(data);
-    }
-    hasher.finalize()
-}
-
 /// The file bytes of `tensors` (already on the CPU) with `metadata` plus the format keys.
 pub(crate) fn encode(
     tensors: &BTreeMap<String, Tensor>,
@@ -183,13 +171,13 @@ pub(crate) fn encode(
     let mut metadata = user_metadata.clone();
     metadata.insert(FORMAT_KEY.into(), FORMAT_NAME.into());
     metadata.insert(VERSION_KEY.into(), FORMAT_VERSION.to_string());
-    let crc = checksum(
+    let checksum = sha256_checksum(
         &metadata,
         entries
             .iter()
             .map(|(n, d, dims, data)| (*n, dtype_name(*d), *dims, data.as_slice())),
     );
-    metadata.insert(CHECKSUM_KEY.into(), format!("crc32:{crc:08x}"));
+    metadata.insert(CHECKSUM_KEY.into(), checksum);
 
     let json = |s: &str| serde_json::to_string(s).expect("strings always serialise");
     let mut header = String::from("{\"__metadata__\":{");
@@ -228,9 +216,18 @@ pub(crate) fn encode(
 /// Tensors and metadata parsed from checkpoint bytes.
 pub(crate) type Decoded = (BTreeMap<String, Tensor>, BTreeMap<String, String>);
 
+/// Which format versions [`decode`] accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Accept {
+    /// Version 2 only (the default).
+    Current,
+    /// Version 2, or version 1 verified with its CRC-32 (for converting old files).
+    CurrentOrV1,
+}
+
 /// Parses and verifies checkpoint bytes: safetensors structure, then format and
-/// version, then the checksum, then the tensors.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, CheckpointError> {
+/// version, then the checksum, then the tensors. Returns the version read too.
+pub(crate) fn decode(bytes: &[u8], accept: Accept) -> Result<(Decoded, u32), CheckpointError> {
     check_lengths(bytes)?;
     let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| parse_error(bytes, &e))?;
     let file = SafeTensors::deserialize(bytes).map_err(|e| parse_error(bytes, &e))?;
@@ -246,22 +243,35 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, CheckpointError> {
             ),
         });
     }
-    let version = metadata.get(VERSION_KEY).cloned().unwrap_or_default();
-    if version != FORMAT_VERSION.to_string() {
-        return Err(CheckpointError::UnsupportedVersion {
-            found: version,
-            supported: FORMAT_VERSION,
-        });
-    }
+    let version_text = metadata.get(VERSION_KEY).cloned().unwrap_or_default();
+    let version = match version_text.as_str() {
+        "2" => FORMAT_VERSION,
+        "1" if accept == Accept::CurrentOrV1 => LEGACY_FORMAT_VERSION,
+        "1" => {
+            return Err(CheckpointError::WeakFormatVersion {
+                found: LEGACY_FORMAT_VERSION,
+            })
+        }
+        _ => {
+            return Err(CheckpointError::UnsupportedVersion {
+                found: version_text,
+                supported: FORMAT_VERSION,
+            })
+        }
+    };
+    let (prefix, digits) = if version == FORMAT_VERSION {
+        (SHA256_PREFIX, 64)
+    } else {
+        (CRC32_PREFIX, 8)
+    };
     let stored = metadata
         .get(CHECKSUM_KEY)
-        .and_then(|v| v.strip_prefix("crc32:"))
-        // Lowercase only: accepting "D" for "d" would let a flipped case bit pass.
-        .filter(|hex| hex.len() == 8 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
-        .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+        .filter(|v| digest::is_well_formed(v, prefix, digits))
+        .cloned()
         .ok_or_else(|| CheckpointError::Malformed {
             reason: format!(
-                "metadata key {CHECKSUM_KEY:?} is missing or not \"crc32:<8 hex digits>\""
+                "metadata key {CHECKSUM_KEY:?} is missing or not \"{prefix}<{digits} lowercase hex digits>\" \
+                 (format version {version})"
             ),
         })?;
     let views = file.tensors();
@@ -275,12 +285,14 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, CheckpointError> {
         })?;
         typed.push((name.as_str(), dtype, view.shape(), view.data()));
     }
-    let computed = checksum(
-        &metadata,
-        typed
-            .iter()
-            .map(|(n, d, dims, data)| (*n, dtype_name(*d), *dims, *data)),
-    );
+    let entries = typed
+        .iter()
+        .map(|(n, d, dims, data)| (*n, dtype_name(*d), *dims, *data));
+    let computed = if version == FORMAT_VERSION {
+        sha256_checksum(&metadata, entries)
+    } else {
+        crc32_checksum(&metadata, entries)
+    };
     if computed != stored {
         return Err(CheckpointError::ChecksumMismatch {
             expected: stored,
@@ -290,6 +302,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, CheckpointError> {
     let tensors = typed
         .into_iter()
         .map(|(name, dtype, dims, data)| {
+            // safetensors accepts [0, usize::MAX, 2] (zero elements); tensor-core does
+            // not (its strides overflow). Name the tensor rather than the shape alone.
+            Shape::new(dims).map_err(|e| CheckpointError::Malformed {
+                reason: format!("tensor {name:?}: {e}"),
+            })?;
             Ok((name.to_string(), bytes_tensor(name, dtype, dims, data)?))
         })
         .collect::<Result<_, CheckpointError>>()?;
@@ -297,7 +314,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded, CheckpointError> {
         .into_iter()
         .filter(|(k, _)| ![FORMAT_KEY, VERSION_KEY, CHECKSUM_KEY].contains(&k.as_str()))
         .collect();
-    Ok((tensors, user_metadata))
+    Ok(((tensors, user_metadata), version))
 }
 
 /// Truncation caught before parsing: too short for the length prefix, or a header

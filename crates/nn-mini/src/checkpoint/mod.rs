@@ -4,18 +4,23 @@
 //! What goes in (see [`crate::train::Trainer`] for the full list a run saves):
 //! parameters (`model.*`), optimiser buffers (`optim.*`), generator states (`rng.*`,
 //! U8), the loader state (`loader.state`, U8), the step and the loss history
-//! (`train.*`). Metadata carries the format name, version and a CRC-32 ([`format`](mod@format)).
+//! (`train.*`). Metadata carries the format name, version and a SHA-256 checksum over
+//! every entry ([`format`](mod@format)), so a flipped bit, an edited value, or entries
+//! swapped or spliced in from another checkpoint are all refused.
 //!
 //! Loading never panics on a bad file: truncation, corruption, another version, a
 //! missing tensor or one of the wrong shape each give their own [`CheckpointError`].
+//! Saving is atomic and cleans up after saves that were killed (`stale.rs`).
 
 mod atomic;
+mod digest;
 mod error;
 mod file;
 pub mod format;
 mod parts;
+mod stale;
 
 pub use error::CheckpointError;
 pub use file::Checkpoint;
-pub use format::FORMAT_VERSION;
-pub use parts::{default_cuda_rng_name, DEFAULT_CPU_RNG};
+pub use format::{FORMAT_VERSION, LEGACY_FORMAT_VERSION};
+pub use parts::{default_cuda_rng_name, default_rng_name, DEFAULT_CPU_RNG};

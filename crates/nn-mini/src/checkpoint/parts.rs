@@ -22,8 +22,35 @@ pub fn default_cuda_rng_name(index: usize) -> String {
     format!("rng.default.cuda:{index}")
 }
 
-/// Metadata key holding how many CUDA default-generator states were saved.
-const CUDA_COUNT_KEY: &str = "rng.default.cuda_count";
+/// Name of `device`'s default generator state: [`DEFAULT_CPU_RNG`] or
+/// [`default_cuda_rng_name`].
+#[must_use]
+pub fn default_rng_name(device: Device) -> String {
+    match device {
+        Device::Cpu => DEFAULT_CPU_RNG.to_string(),
+        Device::Cuda(index) => default_cuda_rng_name(index),
+    }
+}
+
+/// Generator names that would land in the default generators' entries (`rng.default`
+/// and `rng.default.*`) are refused, so a user generator can never overwrite them.
+fn check_generator_name(name: &str) -> Result<(), CheckpointError> {
+    if name == "default" || name.starts_with("default.") {
+        return Err(CheckpointError::ReservedGeneratorName { name: name.into() });
+    }
+    Ok(())
+}
+
+/// `devices` without repeats, in the order given.
+fn distinct(devices: &[Device]) -> Vec<Device> {
+    let mut out: Vec<Device> = Vec::with_capacity(devices.len());
+    for &device in devices {
+        if !out.contains(&device) {
+            out.push(device);
+        }
+    }
+    out
+}
 
 /// An [`CheckpointError::InvalidEntry`].
 fn invalid(name: &str, reason: impl ToString) -> CheckpointError {
@@ -75,7 +102,11 @@ impl Checkpoint {
     }
 
     /// Restores the momentum buffers saved by [`put_sgd`](Self::put_sgd), checking each
-    /// against the shape and dtype of the parameter of `module` it belongs to.
+    /// against the shape and dtype of the parameter of `module` it belongs to, and the
+    /// stored buffers against their list (none unlisted, none listed twice). A
+    /// parameter without a buffer is legitimate here (it never had a gradient); callers
+    /// that know every parameter must have one (the [`Trainer`](crate::train::Trainer)
+    /// after its first step) check the count themselves.
     pub fn restore_sgd(
         &self,
         prefix: &str,
@@ -90,6 +121,31 @@ impl Checkpoint {
             .into_iter()
             .map(|(n, p)| (n, &p.value))
             .collect();
+        // Every stored buffer must be listed, once: a list edited to leave buffers out
+        // would silently restart their momentum.
+        let stored_prefix = format!("{prefix}momentum_buffer.");
+        let stored: Vec<&str> = self
+            .names()
+            .filter_map(|n| n.strip_prefix(stored_prefix.as_str()))
+            .collect();
+        let listed: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        if listed.len() != names.len() {
+            return Err(CheckpointError::Inconsistent {
+                name: key,
+                reason: format!("the list {names:?} names a parameter twice"),
+            });
+        }
+        if let Some(unlisted) = stored.iter().find(|n| !listed.contains(*n)) {
+            return Err(CheckpointError::Inconsistent {
+                name: key,
+                reason: format!(
+                    "momentum buffer {stored_prefix}{unlisted} is stored but not listed \
+                     ({} stored, {} listed)",
+                    stored.len(),
+                    names.len()
+                ),
+            });
+        }
         let mut buffers = BTreeMap::new();
         for name in names {
             let value = params
@@ -106,21 +162,16 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Stores the state of the default CPU generator, of every CUDA device's default
-    /// generator when `cuda` is set (a run on a GPU), and of each named generator the
-    /// training loop owns, as `rng.{name}`.
+    /// Stores the state of each generator the training loop owns as `rng.{name}`.
+    /// Names `default` and `default.*` are refused
+    /// ([`CheckpointError::ReservedGeneratorName`]): the default generators have their
+    /// own entries, written only by [`put_default_generators`](Self::put_default_generators).
     pub fn put_generators(
         &mut self,
         generators: &[(&str, &Generator)],
-        cuda: bool,
     ) -> Result<(), CheckpointError> {
-        self.insert_bytes(DEFAULT_CPU_RNG, &rng_gen::get_rng_state())?;
-        if cuda {
-            let states = rng_gen::cuda::get_rng_state_all();
-            for (i, state) in states.iter().enumerate() {
-                self.insert_bytes(default_cuda_rng_name(i), state)?;
-            }
-            self.set_metadata(CUDA_COUNT_KEY, states.len().to_string())?;
+        for (name, _) in generators {
+            check_generator_name(name)?;
         }
         for (name, g) in generators {
             self.insert_bytes(format!("rng.{name}"), &g.get_state())?;
@@ -128,49 +179,78 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Restores what [`put_generators`](Self::put_generators) stored. Every state is
+    /// Restores what [`put_generators`](Self::put_generators) stored, into exactly the
+    /// generators listed (the default generators are untouched). Every state is
     /// validated (length, magic, version, checksum) before any generator changes.
     pub fn restore_generators(
         &self,
         generators: &[(&str, &Generator)],
-        cuda: bool,
     ) -> Result<(), CheckpointError> {
-        let scratch = Generator::new(Device::Cpu);
-        let checked = |name: &str| -> Result<Vec<u8>, CheckpointError> {
-            let bytes = self.bytes(name)?;
-            scratch.set_state(&bytes).map_err(|e| invalid(name, e))?;
-            Ok(bytes)
-        };
-        let cpu = checked(DEFAULT_CPU_RNG)?;
-        let mut cuda_states = Vec::new();
-        if cuda {
-            let count: usize = self
-                .require_metadata(CUDA_COUNT_KEY)?
-                .parse()
-                .map_err(|e| invalid(CUDA_COUNT_KEY, e))?;
-            for i in 0..count {
-                cuda_states.push(checked(&default_cuda_rng_name(i))?);
-            }
+        let mut checked = Vec::with_capacity(generators.len());
+        for (name, g) in generators {
+            check_generator_name(name)?;
+            checked.push((self.generator_state(&format!("rng.{name}"))?, *g));
         }
-        let named = generators
-            .iter()
-            .map(|(name, g)| Ok((checked(&format!("rng.{name}"))?, *g)))
-            .collect::<Result<Vec<_>, CheckpointError>>()?;
-        if cuda {
-            rng_gen::cuda::set_rng_state_all(&cuda_states)
-                .map_err(|e| invalid(&default_cuda_rng_name(0), e))?;
-        }
-        rng_gen::set_rng_state(&cpu).map_err(|e| invalid(DEFAULT_CPU_RNG, e))?;
-        for (bytes, g) in named {
-            g.set_state(&bytes).map_err(|e| invalid("rng", e))?;
+        for (key, g) in checked {
+            g.set_key(key);
         }
         Ok(())
+    }
+
+    /// Stores the state of the default generator of each device in `devices` (as
+    /// [`default_rng_name`]), like saving `torch.get_rng_state()` and
+    /// `torch.cuda.get_rng_state(i)` next to a model. Explicit on purpose: which
+    /// process-wide generators a checkpoint carries is the caller's decision. Errors
+    /// with [`CheckpointError::Generator`] (source `NoSuchDevice`) for a CUDA device
+    /// that does not exist. Inside [`rng_gen::fork_rng`] the calling thread's forked
+    /// copies are what is saved.
+    pub fn put_default_generators(&mut self, devices: &[Device]) -> Result<(), CheckpointError> {
+        let mut states = Vec::new();
+        for device in distinct(devices) {
+            let name = default_rng_name(device);
+            let generator = rng_gen::default_generator(device)
+                .map_err(|e| CheckpointError::generator(&name, e))?;
+            states.push((name, generator.get_state()));
+        }
+        for (name, state) in states {
+            self.insert_bytes(name, &state)?;
+        }
+        Ok(())
+    }
+
+    /// Restores the default generators of exactly the devices listed from what
+    /// [`put_default_generators`](Self::put_default_generators) stored. All states are
+    /// validated, and all devices looked up, before any generator changes.
+    pub fn restore_default_generators(&self, devices: &[Device]) -> Result<(), CheckpointError> {
+        let mut checked = Vec::new();
+        for device in distinct(devices) {
+            let name = default_rng_name(device);
+            let key = self.generator_state(&name)?;
+            let generator = rng_gen::default_generator(device)
+                .map_err(|e| CheckpointError::generator(&name, e))?;
+            checked.push((key, generator));
+        }
+        for (key, generator) in checked {
+            generator.set_key(key);
+        }
+        Ok(())
+    }
+
+    /// The key in generator state entry `name`, validated.
+    fn generator_state(&self, name: &str) -> Result<rng_gen::Key, CheckpointError> {
+        let scratch = Generator::new(Device::Cpu);
+        scratch
+            .set_state(&self.bytes(name)?)
+            .map_err(|e| CheckpointError::generator(name, e))?;
+        Ok(scratch.key())
     }
 
     /// Stores the loader's [`LoaderState`] bytes under `name`; errors if the loader
     /// delivered out of order and has no exact position (see [`DataLoader::state`]).
     pub fn put_loader(&mut self, name: &str, loader: &DataLoader) -> Result<(), CheckpointError> {
-        let state = loader.state().map_err(|e| invalid(name, e))?;
+        let state = loader
+            .state()
+            .map_err(|e| CheckpointError::loader(name, e))?;
         self.insert_bytes(name, &state.to_bytes())
     }
 
@@ -181,7 +261,15 @@ impl Checkpoint {
         name: &str,
         loader: &mut DataLoader,
     ) -> Result<(), CheckpointError> {
-        let state = LoaderState::from_bytes(&self.bytes(name)?).map_err(|e| invalid(name, e))?;
-        loader.set_state(&state).map_err(|e| invalid(name, e))
+        let state = self.loader_state(name)?;
+        loader
+            .set_state(&state)
+            .map_err(|e| CheckpointError::loader(name, e))
+    }
+
+    /// The [`LoaderState`] stored under `name`, parsed and checked, without applying
+    /// it (to cross-check it against a run before restoring anything).
+    pub fn loader_state(&self, name: &str) -> Result<LoaderState, CheckpointError> {
+        LoaderState::from_bytes(&self.bytes(name)?).map_err(|e| CheckpointError::loader(name, e))
     }
 }

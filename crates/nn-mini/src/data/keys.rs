@@ -1,9 +1,6 @@
 //! The key derivation tree of the data loader (see the module docs of [`crate::data`]).
 
-use rng_gen::{fold_in, Generator, Key};
-use tensor_core::Device;
-
-use crate::Result;
+use rng_gen::{fold_in, Key};
 
 /// Domain of the epoch's shuffle order under the epoch key.
 pub const ORDER_DOMAIN: u64 = 0;
@@ -27,19 +24,4 @@ pub fn order_key(loader: Key, epoch: u64) -> Key {
 #[must_use]
 pub fn sample_key(loader: Key, epoch: u64, index: u64) -> Key {
     fold_in(fold_in(epoch_key(loader, epoch), SAMPLE_DOMAIN), index)
-}
-
-/// The order in which epoch `epoch` visits the dataset: `randperm(len)` drawn by a
-/// generator placed at [`order_key`] when shuffling, `0..len` otherwise.
-pub fn epoch_order(loader: Key, epoch: u64, len: usize, shuffle: bool) -> Result<Vec<usize>> {
-    if !shuffle {
-        return Ok((0..len).collect());
-    }
-    let generator = Generator::from_key(Device::Cpu, order_key(loader, epoch));
-    let perm = rng_gen::randperm(len, Device::Cpu, Some(&generator))?;
-    Ok(perm
-        .to_vec::<i64>()?
-        .into_iter()
-        .map(|i| i as usize)
-        .collect())
 }

@@ -4,171 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use rng_gen::{fold_in, Generator, Key};
-use tensor_core::Device;
+use rng_gen::Key;
 
 use super::batch::{load_batch_guarded, Batch};
-use super::keys::epoch_order;
+use super::builder::{batches_per_epoch, Settings};
+use super::order::{EpochOrder, OrderCache};
 use super::workers::{Job, WorkerPool};
 use super::{Dataset, LoaderState};
 use crate::{NnError, Result};
-
-/// Where the loader's root key comes from.
-enum KeySource {
-    Key(Key),
-    Generator(Generator),
-}
-
-/// Configures a [`DataLoader`]; defaults follow `torch.utils.data.DataLoader`
-/// (batch size 1, no shuffle, keep the last batch, no workers, prefetch factor 2).
-pub struct DataLoaderBuilder {
-    dataset: Arc<dyn Dataset>,
-    batch_size: usize,
-    shuffle: bool,
-    drop_last: bool,
-    num_workers: usize,
-    prefetch_factor: usize,
-    key: Option<KeySource>,
-    in_order: bool,
-}
-
-impl DataLoaderBuilder {
-    /// Samples per batch (> 0).
-    #[must_use]
-    pub fn batch_size(mut self, batch_size: usize) -> Self {
-        self.batch_size = batch_size;
-        self
-    }
-
-    /// Visits each epoch in its own random order.
-    #[must_use]
-    pub fn shuffle(mut self, shuffle: bool) -> Self {
-        self.shuffle = shuffle;
-        self
-    }
-
-    /// Drops the last batch of an epoch when it would be smaller than `batch_size`.
-    #[must_use]
-    pub fn drop_last(mut self, drop_last: bool) -> Self {
-        self.drop_last = drop_last;
-        self
-    }
-
-    /// Worker threads loading batches ahead (0 loads on the calling thread). Changes
-    /// speed only, never the batches.
-    #[must_use]
-    pub fn num_workers(mut self, num_workers: usize) -> Self {
-        self.num_workers = num_workers;
-        self
-    }
-
-    /// Batches in flight per worker (> 0); bounds memory used by prefetching.
-    #[must_use]
-    pub fn prefetch_factor(mut self, prefetch_factor: usize) -> Self {
-        self.prefetch_factor = prefetch_factor;
-        self
-    }
-
-    /// Uses `Key::new(seed)` as the loader's root key.
-    #[must_use]
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.key = Some(KeySource::Key(Key::new(seed)));
-        self
-    }
-
-    /// Uses `key` as the loader's root key (e.g. one derived from a run seed with
-    /// [`fold_in`]).
-    #[must_use]
-    pub fn key(mut self, key: Key) -> Self {
-        self.key = Some(KeySource::Key(key));
-        self
-    }
-
-    /// Derives the root key from `generator`, like `DataLoader(generator=g)`: at `build`
-    /// one block is reserved from it and the key is `fold_in(reserved, 0)`. The generator
-    /// advances by one block; the loader never touches it again, so its later ops do
-    /// not depend on how many batches were drawn.
-    #[must_use]
-    pub fn generator(mut self, generator: &Generator) -> Self {
-        self.key = Some(KeySource::Generator(generator.clone()));
-        self
-    }
-
-    /// `false` lets a loader with workers hand out each batch as soon as any worker
-    /// finishes it, instead of waiting for the next one in sampling order (PyTorch's
-    /// `DataLoader(in_order=False)`): faster when batch times vary, but the order then
-    /// depends on thread timing. It is the loader's nondeterministic fast path, so
-    /// `build` consults [`tensor_core::use_deterministic_algorithms`]: in `Error` mode it
-    /// refuses, in `Warn` mode it warns. Each batch's *content* is still a pure function
-    /// of (key, epoch, batch index); only the delivery order varies. Default `true`.
-    #[must_use]
-    pub fn in_order(mut self, in_order: bool) -> Self {
-        self.in_order = in_order;
-        self
-    }
-
-    /// Checks the options, derives the key and starts the workers. Without `seed`, `key`
-    /// or `generator`, the key comes from the default CPU generator (as PyTorch's loader
-    /// draws from the global generator), so `manual_seed` makes it reproducible.
-    pub fn build(self) -> Result<DataLoader> {
-        if self.batch_size == 0 {
-            return Err(NnError::invalid("DataLoader", "batch_size must be > 0"));
-        }
-        if self.prefetch_factor == 0 {
-            return Err(NnError::invalid(
-                "DataLoader",
-                "prefetch_factor must be > 0",
-            ));
-        }
-        let len = self.dataset.len();
-        let batches = batches_per_epoch(len, self.batch_size, self.drop_last);
-        if batches == 0 {
-            return Err(NnError::invalid(
-                "DataLoader",
-                format!(
-                    "a dataset of {len} samples with batch_size {} and drop_last = {} has no batches",
-                    self.batch_size, self.drop_last
-                ),
-            ));
-        }
-        let in_order = self.in_order || self.num_workers == 0;
-        if !in_order {
-            tensor_core::determinism::check_nondeterministic(
-                "DataLoader(in_order = false)",
-                "DataLoader::builder(..).in_order(true), which delivers batches in sampling order",
-            )?;
-        }
-        let key = match self.key {
-            Some(KeySource::Key(key)) => key,
-            Some(KeySource::Generator(g)) => fold_in(g.reserve_blocks(1), 0),
-            None => fold_in(
-                rng_gen::default_generator(Device::Cpu)?.reserve_blocks(1),
-                0,
-            ),
-        };
-        let pool = match self.num_workers {
-            0 => None,
-            n => Some(WorkerPool::spawn(n, Arc::clone(&self.dataset))?),
-        };
-        let mut loader = DataLoader {
-            dataset: self.dataset,
-            batch_size: self.batch_size,
-            shuffle: self.shuffle,
-            drop_last: self.drop_last,
-            num_workers: self.num_workers,
-            prefetch_factor: self.prefetch_factor,
-            in_order,
-            key,
-            epoch: 0,
-            position: 0,
-            orders: OrderCache::default(),
-            pool,
-            pipeline: Pipeline::at(0, 0, 0),
-        };
-        loader.restart_pipeline();
-        Ok(loader)
-    }
-}
 
 /// Batches over a [`Dataset`], reproducibly: which samples form batch `b` of epoch `e`,
 /// and every random number their loading draws, depend only on the loader's key, `e`,
@@ -181,6 +24,8 @@ impl DataLoaderBuilder {
 /// mid-epoch included.
 pub struct DataLoader {
     dataset: Arc<dyn Dataset>,
+    /// The dataset's length when the loader was built.
+    len: usize,
     batch_size: usize,
     shuffle: bool,
     drop_last: bool,
@@ -189,7 +34,8 @@ pub struct DataLoader {
     /// False only with workers and `in_order(false)`: deliver in arrival order.
     in_order: bool,
     key: Key,
-    /// Epoch of the next batch to deliver.
+    /// Epoch of the next batch to deliver. `u64::MAX` means every epoch has been
+    /// delivered (see [`DataLoader::next_batch`]).
     epoch: u64,
     /// Index within `epoch` of the next batch to deliver.
     position: u64,
@@ -204,37 +50,6 @@ impl std::fmt::Debug for DataLoader {
             .field("state", &self.state().ok())
             .field("num_workers", &self.num_workers)
             .finish()
-    }
-}
-
-/// Batches of an epoch: `len / batch_size` when dropping the last partial batch,
-/// `ceil(len / batch_size)` otherwise.
-fn batches_per_epoch(len: usize, batch_size: usize, drop_last: bool) -> usize {
-    if drop_last {
-        len / batch_size
-    } else {
-        len.div_ceil(batch_size)
-    }
-}
-
-/// The permutations of the (at most two) epochs in use: the one being delivered and the
-/// one prefetching may run into.
-#[derive(Default)]
-struct OrderCache {
-    entries: Vec<(u64, Arc<Vec<usize>>)>,
-}
-
-impl OrderCache {
-    fn get(&mut self, key: Key, epoch: u64, len: usize, shuffle: bool) -> Result<Arc<Vec<usize>>> {
-        if let Some((_, order)) = self.entries.iter().find(|(e, _)| *e == epoch) {
-            return Ok(Arc::clone(order));
-        }
-        let order = Arc::new(epoch_order(key, epoch, len, shuffle)?);
-        if self.entries.len() >= 2 {
-            self.entries.remove(0);
-        }
-        self.entries.push((epoch, Arc::clone(&order)));
-        Ok(order)
     }
 }
 
@@ -269,25 +84,32 @@ impl Pipeline {
 }
 
 impl DataLoader {
-    /// Starts configuring a loader over `dataset`.
-    #[must_use]
-    pub fn builder(dataset: Arc<dyn Dataset>) -> DataLoaderBuilder {
-        DataLoaderBuilder {
-            dataset,
-            batch_size: 1,
-            shuffle: false,
-            drop_last: false,
-            num_workers: 0,
-            prefetch_factor: 2,
-            in_order: true,
-            key: None,
-        }
+    /// A loader at epoch 0, batch 0 (called by [`DataLoaderBuilder::build`](super::DataLoaderBuilder::build)).
+    pub(super) fn start(settings: Settings, key: Key, pool: Option<WorkerPool>) -> Self {
+        let mut loader = DataLoader {
+            dataset: settings.dataset,
+            len: settings.len,
+            batch_size: settings.batch_size,
+            shuffle: settings.shuffle,
+            drop_last: settings.drop_last,
+            num_workers: settings.num_workers,
+            prefetch_factor: settings.prefetch_factor,
+            in_order: settings.in_order,
+            key,
+            epoch: 0,
+            position: 0,
+            orders: OrderCache::default(),
+            pool,
+            pipeline: Pipeline::at(0, 0, 0),
+        };
+        loader.restart_pipeline();
+        loader
     }
 
     /// Batches per epoch.
     #[must_use]
     pub fn batches_per_epoch(&self) -> usize {
-        batches_per_epoch(self.dataset.len(), self.batch_size, self.drop_last)
+        batches_per_epoch(self.len, self.batch_size, self.drop_last)
     }
 
     /// The epoch of the next batch.
@@ -337,7 +159,7 @@ impl DataLoader {
             key: self.key,
             epoch: self.epoch,
             position: self.position,
-            dataset_len: self.dataset.len() as u64,
+            dataset_len: self.len as u64,
             batch_size: self.batch_size as u64,
             shuffle: self.shuffle,
             drop_last: self.drop_last,
@@ -390,11 +212,19 @@ impl DataLoader {
     /// in flight) and may finish in any order; they are handed out strictly in order.
     /// An error (the dataset failed or panicked) leaves the position on the failed
     /// batch, so [`state`](Self::state) still describes a consistent point.
+    ///
+    /// Epochs are numbered `0 ..= u64::MAX - 1`; after the last batch of epoch
+    /// `u64::MAX - 1` (or after restoring a state at epoch `u64::MAX`) every call
+    /// errors with [`NnError::EpochsExhausted`] instead of wrapping to epoch 0.
     pub fn next_batch(&mut self) -> Result<Batch> {
-        let len = self.dataset.len();
+        if self.epoch == u64::MAX {
+            return Err(NnError::EpochsExhausted);
+        }
         if self.pool.is_none() {
-            let order = self.orders.get(self.key, self.epoch, len, self.shuffle)?;
-            let indices = self.batch_indices(&order, self.position);
+            let order = self
+                .orders
+                .get(self.key, self.epoch, self.len, self.shuffle)?;
+            let indices = self.batch_indices(&order, self.position)?;
             let batch = load_batch_guarded(
                 &*self.dataset,
                 None,
@@ -475,17 +305,23 @@ impl DataLoader {
         }
     }
 
-    /// Sample indices of batch `position` of an epoch with `order`.
-    fn batch_indices(&self, order: &[usize], position: u64) -> Vec<usize> {
-        let start = position as usize * self.batch_size;
-        let end = (start + self.batch_size).min(order.len());
-        order[start..end].to_vec()
+    /// Sample indices of batch `position` of an epoch with `order`. `position` is below
+    /// `batches_per_epoch`, so `position * batch_size` is below the dataset length.
+    fn batch_indices(&self, order: &EpochOrder, position: u64) -> Result<Vec<usize>> {
+        let start = usize::try_from(position)
+            .ok()
+            .and_then(|p| p.checked_mul(self.batch_size))
+            .ok_or_else(|| NnError::InvalidLoaderState {
+                reason: format!("batch {position} starts past the end of the dataset"),
+            })?;
+        order.indices(start, self.batch_size)
     }
 
-    /// `(epoch, position)` of the batch after `(epoch, position)`.
+    /// `(epoch, position)` of the batch after `(epoch, position)`. After the last epoch
+    /// this is `(u64::MAX, 0)`, the exhausted position `next_batch` refuses to go past.
     fn successor(&self, epoch: u64, position: u64) -> (u64, u64) {
         if position + 1 >= self.batches_per_epoch() as u64 {
-            (epoch + 1, 0)
+            (epoch.saturating_add(1), 0)
         } else {
             (epoch, position + 1)
         }
@@ -504,24 +340,24 @@ impl DataLoader {
         self.pipeline = Pipeline::at(generation, self.epoch, self.position);
     }
 
-    /// Hands out jobs until `prefetch_factor * num_workers` batches are in flight.
+    /// Hands out jobs until `prefetch_factor * num_workers` batches are in flight (a
+    /// product `build` checked against `MAX_IN_FLIGHT`), never past the last epoch.
     fn fill_pipeline(&mut self) -> Result<()> {
         let capacity = (self.prefetch_factor * self.num_workers) as u64;
-        let len = self.dataset.len();
         let in_flight = |p: &Pipeline| p.dispatched - p.delivered - p.delivered_ahead.len() as u64;
-        while in_flight(&self.pipeline) < capacity {
+        while in_flight(&self.pipeline) < capacity && self.pipeline.dispatch_epoch != u64::MAX {
             let (epoch, position) = (
                 self.pipeline.dispatch_epoch,
                 self.pipeline.dispatch_position,
             );
-            let order = self.orders.get(self.key, epoch, len, self.shuffle)?;
+            let order = self.orders.get(self.key, epoch, self.len, self.shuffle)?;
             let job = Job {
                 generation: self.pipeline.generation,
                 ticket: self.pipeline.dispatched,
                 key: self.key,
                 epoch,
                 batch: position,
-                indices: self.batch_indices(&order, position),
+                indices: self.batch_indices(&order, position)?,
             };
             if let Some(pool) = &self.pool {
                 pool.submit(job)?;

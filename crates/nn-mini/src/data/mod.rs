@@ -29,15 +29,33 @@
 //! nondeterministic fast path that DESIGN.md §4's `use_deterministic_algorithms` switch
 //! governs; ditto's loader does not offer it, so the switch has nothing to do here.
 
+//!
+//! # Limits
+//!
+//! Nothing the loader is given can make it panic or abort; sizes past these documented
+//! limits are typed errors ([`NnError::LoaderLimit`](crate::NnError::LoaderLimit)) from
+//! `build`, before anything is allocated:
+//!
+//! - unshuffled datasets: none. The order is the identity, computed per batch (position
+//!   `i` is sample `i`), so a loader over `usize::MAX` samples costs nothing up front.
+//! - shuffled datasets: at most [`MAX_SHUFFLED_LEN`] samples (the permutation is stored).
+//! - `prefetch_factor * num_workers`: at most [`MAX_IN_FLIGHT`] batches in flight.
+//! - epochs: `0 ..= u64::MAX - 1`; a loader past the last one errors with
+//!   [`NnError::EpochsExhausted`](crate::NnError::EpochsExhausted) instead of wrapping.
+
 mod batch;
+mod builder;
 mod dataset;
 mod keys;
 mod loader;
+mod order;
 mod state;
 mod workers;
 
 pub use batch::Batch;
+pub use builder::{DataLoaderBuilder, MAX_IN_FLIGHT};
 pub use dataset::{Dataset, Sample, SampleRng};
-pub use keys::{epoch_key, epoch_order, order_key, sample_key, ORDER_DOMAIN, SAMPLE_DOMAIN};
-pub use loader::{DataLoader, DataLoaderBuilder, EpochIter};
+pub use keys::{epoch_key, order_key, sample_key, ORDER_DOMAIN, SAMPLE_DOMAIN};
+pub use loader::{DataLoader, EpochIter};
+pub use order::{epoch_order, EpochOrder, MAX_SHUFFLED_LEN};
 pub use state::{LoaderState, LOADER_STATE_VERSION};

@@ -59,13 +59,39 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
-    /// Errors on values that cannot make a run.
+    /// The most parameters (weights and biases together) a run's model may have: 2^30,
+    /// 4 GiB of f32, which the run holds three times over (values, gradients, momentum).
+    /// A guard against typos and crafted checkpoints (`layers: [64, 4000000000, 10]`
+    /// would ask for about 10^12 bytes), checked before anything is allocated; build a
+    /// larger model with the layers directly.
+    pub const MAX_PARAMETERS: u64 = 1 << 30;
+
+    /// Errors on values that cannot make a run, before anything is allocated.
     pub fn validate(&self) -> Result<()> {
         let bad = |message: String| Err(NnError::invalid("TrainConfig", message));
         if self.layers.len() < 2 || self.layers.contains(&0) {
             return bad(format!(
                 "layers must list at least input and output widths, all > 0, got {:?}",
                 self.layers
+            ));
+        }
+        let count = self.parameter_count();
+        if count.is_none_or(|n| n > Self::MAX_PARAMETERS) {
+            return bad(format!(
+                "layers {:?} make a model of {} parameters, more than the limit of {} \
+                 (TrainConfig::MAX_PARAMETERS)",
+                self.layers,
+                count.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+                Self::MAX_PARAMETERS
+            ));
+        }
+        let centres = (self.layers[0] as u64).checked_mul(*self.layers.last().unwrap_or(&0) as u64);
+        if centres.is_none_or(|n| n > Self::MAX_PARAMETERS) {
+            return bad(format!(
+                "the synthetic dataset's {} classes x {} features exceed {} values",
+                self.layers.last().unwrap_or(&0),
+                self.layers[0],
+                Self::MAX_PARAMETERS
             ));
         }
         if self.batch_size == 0 || self.dataset_size == 0 {
@@ -75,6 +101,31 @@ impl TrainConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The names and dims of the model's parameters, in the order the model lists them
+    /// (`"0.weight"` `[out, in]`, `"0.bias"` `[out]`, then `"3.weight"`, ...: each hidden
+    /// layer is `Linear, ReLU, Dropout`), computed without building the model, so a
+    /// checkpoint can be checked against its configuration before anything is
+    /// allocated.
+    #[must_use]
+    pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let mut shapes = Vec::new();
+        for (i, pair) in self.layers.windows(2).enumerate() {
+            let index = 3 * i;
+            shapes.push((format!("{index}.weight"), vec![pair[1], pair[0]]));
+            shapes.push((format!("{index}.bias"), vec![pair[1]]));
+        }
+        shapes
+    }
+
+    /// Weights and biases of the model, or `None` when the count overflows `u64`.
+    #[must_use]
+    pub fn parameter_count(&self) -> Option<u64> {
+        self.layers.windows(2).try_fold(0u64, |total, pair| {
+            let (inputs, outputs) = (pair[0] as u64, pair[1] as u64);
+            total.checked_add(inputs.checked_add(1)?.checked_mul(outputs)?)
+        })
     }
 
     /// The JSON stored in checkpoints (`num_workers` and `device` included for the
@@ -157,5 +208,31 @@ mod tests {
         assert_eq!(TrainConfig::from_json(&config.to_json()).unwrap(), config);
         assert!(TrainConfig::from_json("{}").is_err());
         assert!(TrainConfig::from_json("not json").is_err());
+    }
+
+    #[test]
+    fn huge_models_are_refused_before_anything_is_allocated() {
+        for layers in [
+            vec![64, 4_000_000_000, 10],
+            vec![usize::MAX, usize::MAX, 2],
+            vec![1 << 20, 1 << 11],
+            vec![2, 2, 1 << 40],
+        ] {
+            let config = TrainConfig {
+                layers: layers.clone(),
+                ..TrainConfig::default()
+            };
+            let err = config.validate().unwrap_err();
+            assert!(
+                err.to_string().contains("MAX_PARAMETERS") || err.to_string().contains("exceed"),
+                "{layers:?}: {err}"
+            );
+            assert!(TrainConfig::from_json(&config.to_json()).is_err());
+        }
+        let demo = TrainConfig::default();
+        assert_eq!(
+            demo.parameter_count(),
+            Some(64 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10)
+        );
     }
 }

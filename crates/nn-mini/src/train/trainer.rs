@@ -7,6 +7,7 @@ use rng_gen::{fold_in, Generator, Key};
 use tensor_core::{DType, Device, Tensor};
 
 use super::{GaussianClusters, TrainConfig};
+use crate::data::LoaderState;
 use crate::{
     cross_entropy, Checkpoint, CheckpointError, DataLoader, Dropout, Linear, Module, ReLU, Result,
     Sequential, Sgd, SgdConfig,
@@ -156,7 +157,8 @@ impl Trainer {
         let mut ck = Checkpoint::new();
         ck.put_module("model.", &self.model)?;
         ck.put_sgd("optim.", &self.optimizer)?;
-        ck.put_generators(&[(DROPOUT_RNG, &self.dropout_generator)], self.uses_cuda())?;
+        ck.put_generators(&[(DROPOUT_RNG, &self.dropout_generator)])?;
+        ck.put_default_generators(&self.default_generator_devices())?;
         ck.put_loader(LOADER, &self.loader)?;
         ck.insert(
             STEP,
@@ -182,7 +184,17 @@ impl Trainer {
     /// Rebuilds the saved run. `num_workers` and `device`, when given, replace the saved
     /// ones (neither changes results); every other setting comes from the checkpoint.
     /// Restores parameters, momentum buffers, the dropout generator, the default
-    /// generators, the loader position, the step and the loss history.
+    /// generators of the devices the run uses (the CPU, and its GPU on a CUDA run), the
+    /// loader position, the step and the loss history.
+    ///
+    /// Before anything is allocated or changed, what can be cross-checked is: the model
+    /// tensors' shapes against the configuration's layers (a crafted `layers` cannot make
+    /// it allocate a huge model), the loss history's length against the step, the loader
+    /// state's key against the one the configuration's seed derives and its position
+    /// against the step, and the momentum buffers against the model's parameters (all of
+    /// them once a step has run, none before). Each mismatch is a
+    /// [`CheckpointError::Inconsistent`] (or the shape / missing-tensor error) naming
+    /// the entry.
     pub fn from_checkpoint(
         ck: &Checkpoint,
         num_workers: Option<usize>,
@@ -191,12 +203,7 @@ impl Trainer {
         let mut config = Trainer::config_of(ck)?;
         config.num_workers = num_workers.unwrap_or(config.num_workers);
         config.device = device.unwrap_or(config.device);
-        let mut trainer = Trainer::new(config)?;
-        ck.restore_module("model.", &mut trainer.model)?;
-        ck.restore_sgd("optim.", &mut trainer.optimizer, &trainer.model)?;
-        let cuda = trainer.uses_cuda();
-        ck.restore_generators(&[(DROPOUT_RNG, &trainer.dropout_generator)], cuda)?;
-        ck.restore_loader(LOADER, &mut trainer.loader)?;
+        check_model_shapes(ck, &config)?;
         let step = ck.tensor_like(STEP, &[], DType::I64)?.to_scalar::<i64>()?;
         let step = u64::try_from(step)
             .map_err(|_| invalid_entry(STEP, format!("negative step {step}")))?;
@@ -209,6 +216,14 @@ impl Trainer {
                 invalid_entry(LOSSES, format!("{} losses for {step} steps", losses.len())).into(),
             );
         }
+        let mut trainer = Trainer::new(config)?;
+        trainer.check_loader_state(&ck.loader_state(LOADER)?, step)?;
+        trainer.check_momentum_buffers(ck, step)?;
+        ck.restore_module("model.", &mut trainer.model)?;
+        ck.restore_sgd("optim.", &mut trainer.optimizer, &trainer.model)?;
+        ck.restore_generators(&[(DROPOUT_RNG, &trainer.dropout_generator)])?;
+        ck.restore_default_generators(&trainer.default_generator_devices())?;
+        ck.restore_loader(LOADER, &mut trainer.loader)?;
         trainer.step = step;
         trainer.losses = losses;
         Ok(trainer)
@@ -223,9 +238,104 @@ impl Trainer {
         Trainer::from_checkpoint(&Checkpoint::load(path)?, num_workers, device)
     }
 
-    fn uses_cuda(&self) -> bool {
-        self.config.device.is_cuda()
+    /// The devices whose default generators a checkpoint carries: the CPU always, and
+    /// the run's GPU on a CUDA run. The loop itself never draws from them; they are
+    /// saved so that code around it which does (like a script after
+    /// `torch.manual_seed`) resumes reproducibly too.
+    fn default_generator_devices(&self) -> Vec<Device> {
+        match self.config.device {
+            Device::Cpu => vec![Device::Cpu],
+            gpu => vec![Device::Cpu, gpu],
+        }
     }
+
+    /// A fresh trainer's loader has this run's key; a saved loader of the same run has
+    /// the same key and sits where `step` batches from the start leave it.
+    fn check_loader_state(&self, saved: &LoaderState, step: u64) -> Result<()> {
+        let inconsistent = |reason: String| CheckpointError::Inconsistent {
+            name: LOADER.into(),
+            reason,
+        };
+        let expected = self.loader.key();
+        if saved.key != expected {
+            return Err(inconsistent(format!(
+                "its key {:?} is not the key {expected:?} that the configuration's seed {} \
+                 derives: the loader state belongs to another run",
+                saved.key, self.config.seed
+            ))
+            .into());
+        }
+        let per_epoch = self.loader.batches_per_epoch() as u64;
+        let (epoch, position) = (step / per_epoch, step % per_epoch);
+        if (saved.epoch, saved.position) != (epoch, position) {
+            return Err(inconsistent(format!(
+                "it is at epoch {}, batch {}, but after {step} steps of {per_epoch} batches \
+                 per epoch the loader is at epoch {epoch}, batch {position}",
+                saved.epoch, saved.position
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Every step updates every parameter, so after the first step each one has a
+    /// momentum buffer (when momentum is on) and before it none has.
+    fn check_momentum_buffers(&self, ck: &Checkpoint, step: u64) -> Result<()> {
+        let key = "optim.momentum_buffers";
+        let listed: Vec<String> = serde_json::from_str(ck.require_metadata(key)?)
+            .map_err(|e| invalid_entry(key, e.to_string()))?;
+        let mut listed: Vec<&str> = listed.iter().map(String::as_str).collect();
+        listed.sort_unstable();
+        let mut expected: Vec<String> = if step > 0 && self.config.momentum != 0.0 {
+            self.model
+                .named_parameters()
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        expected.sort_unstable();
+        if listed != expected {
+            return Err(CheckpointError::Inconsistent {
+                name: key.into(),
+                reason: format!(
+                    "{} momentum buffers {listed:?} are listed, but after {step} steps with \
+                     momentum {} the model's {} parameters have {} buffers {expected:?}",
+                    listed.len(),
+                    self.config.momentum,
+                    self.model.named_parameters().len(),
+                    expected.len()
+                ),
+            }
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// The `model.*` tensors must be exactly the configuration's parameters, shape for
+/// shape: checked on the checkpoint's own tensors before the model is built, so a
+/// configuration edited to describe a huge model fails here instead of allocating.
+fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
+    config.validate()?;
+    let expected = config.parameter_shapes();
+    for (name, dims) in &expected {
+        ck.tensor_like(&format!("model.{name}"), dims, DType::F32)?;
+    }
+    let stored = ck.names().filter(|n| n.starts_with("model.")).count();
+    if stored != expected.len() {
+        return Err(CheckpointError::Inconsistent {
+            name: CONFIG_KEY.into(),
+            reason: format!(
+                "layers {:?} make {} parameter tensors, the checkpoint holds {stored} model.* tensors",
+                config.layers,
+                expected.len()
+            ),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// An [`CheckpointError::InvalidEntry`].
