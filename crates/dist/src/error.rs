@@ -73,6 +73,15 @@ pub enum DistError {
         /// The first failure.
         reason: String,
     },
+    /// Another rank failed at a step every rank takes part in (rank 0 writing or reading
+    /// the checkpoint); the others learn it through the group and report it.
+    #[error("rank {rank} failed: {message}")]
+    RemoteFailure {
+        /// The rank that failed.
+        rank: usize,
+        /// What it failed to do.
+        message: String,
+    },
     /// A backend was asked for that this build or machine does not have.
     #[error("the {backend} backend is not available: {reason}")]
     BackendUnavailable {
@@ -123,5 +132,13 @@ impl DistError {
             op,
             message: message.into(),
         }
+    }
+}
+
+impl From<nn_mini::CheckpointError> for DistError {
+    /// A checkpoint error arrives the way nn-mini reports it (inside [`NnError`]), so a
+    /// caller matches one path whether it came from nn-mini or from here.
+    fn from(e: nn_mini::CheckpointError) -> Self {
+        DistError::Nn(e.into())
     }
 }

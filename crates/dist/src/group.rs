@@ -79,6 +79,10 @@ pub trait ProcessGroup: Send + Sync {
     /// The engine.
     fn backend(&self) -> Backend;
 
+    /// The device whose tensors the collectives move: the CPU for threads and MPI, the
+    /// rank's GPU for NCCL.
+    fn device(&self) -> Device;
+
     /// Replaces `tensor` on every rank with the element-wise reduction of every rank's
     /// `tensor` (same dtype and element count everywhere). Dtypes: f32, f64, i64.
     fn all_reduce(&self, tensor: &mut Tensor, op: ReduceOp) -> Result<()>;

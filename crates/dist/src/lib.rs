@@ -25,6 +25,7 @@ mod mpi;
 mod nccl;
 pub mod rendezvous;
 mod threads;
+mod trainer;
 
 pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
 pub use error::{DistError, Result};
@@ -35,6 +36,7 @@ pub use mpi::MpiGroup;
 #[cfg(feature = "nccl")]
 pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
 pub use threads::{ThreadGroup, DEFAULT_TIMEOUT};
+pub use trainer::{DdpTrainer, MODE_KEY, WORLD_SIZE_KEY};
 
 /// True when the NCCL library can be loaded. Always false in a build without the
 /// `nccl` feature (like `torch.distributed.is_nccl_available()` in a build without

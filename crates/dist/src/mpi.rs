@@ -223,6 +223,10 @@ impl ProcessGroup for MpiGroup {
         self.world_size
     }
 
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+
     fn backend(&self) -> Backend {
         Backend::Mpi
     }

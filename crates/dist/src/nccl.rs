@@ -176,12 +176,6 @@ impl NcclGroup {
         })
     }
 
-    /// The GPU this rank drives.
-    #[must_use]
-    pub fn device(&self) -> Device {
-        Device::Cuda(self.ordinal)
-    }
-
     fn comm(&self) -> MutexGuard<'_, Comm> {
         self.comm.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -243,6 +237,11 @@ impl ProcessGroup for NcclGroup {
 
     fn backend(&self) -> Backend {
         Backend::Nccl
+    }
+
+    /// The GPU this rank drives (`LOCAL_RANK`).
+    fn device(&self) -> Device {
+        Device::Cuda(self.ordinal)
     }
 
     fn all_reduce(&self, tensor: &mut Tensor, op: ReduceOp) -> Result<()> {

@@ -51,6 +51,41 @@ pub enum ReduceMode {
     },
 }
 
+impl std::fmt::Display for ReduceMode {
+    /// `fast` or `invariant:<micro_shards>`, the form checkpoints store.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReduceMode::Fast => write!(f, "fast"),
+            ReduceMode::Invariant { micro_shards } => write!(f, "invariant:{micro_shards}"),
+        }
+    }
+}
+
+impl std::str::FromStr for ReduceMode {
+    type Err = DistError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            DistError::invalid(
+                "ReduceMode::from_str",
+                format!("{s:?} is not a mode; expected fast or invariant:<power of two>"),
+            )
+        };
+        match s.split_once(':') {
+            None if s == "fast" => Ok(ReduceMode::Fast),
+            Some(("invariant", n)) => {
+                let micro_shards: usize = n.parse().map_err(|_| bad())?;
+                if micro_shards.is_power_of_two() {
+                    Ok(ReduceMode::Invariant { micro_shards })
+                } else {
+                    Err(bad())
+                }
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
 /// Options of [`DistributedDataParallel`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DdpConfig {

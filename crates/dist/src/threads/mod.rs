@@ -231,6 +231,10 @@ impl ProcessGroup for ThreadGroup {
         self.hub.world()
     }
 
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+
     fn backend(&self) -> Backend {
         Backend::Threads
     }
