@@ -53,3 +53,24 @@ fn the_backend_name_still_parses() {
         reason: String::new(),
     };
 }
+
+/// With the library (e.g. `scripts/install_cuda_wheels.sh --nccl`) but without a GPU:
+/// the version and a unique id come from NCCL itself, and joining a group is a typed
+/// error from the CUDA side, not a panic.
+#[cfg(feature = "nccl")]
+#[test]
+fn with_the_library_but_no_gpu_joining_is_a_typed_error() {
+    if !is_nccl_available() {
+        println!("no NCCL library here; nothing to check");
+        return;
+    }
+    let version = dist::nccl_version().unwrap();
+    println!("NCCL version {version}");
+    assert!(version >= 2_00_00, "{version}");
+    let id = dist::unique_id().unwrap();
+    assert!(id.iter().any(|&b| b != 0), "an id carries rank 0's address");
+    if !tensor_core::cuda::is_available() {
+        let e = dist::NcclGroup::new(0, 1, 0, &id).unwrap_err();
+        assert!(matches!(e, DistError::Tensor(_)), "{e}");
+    }
+}
