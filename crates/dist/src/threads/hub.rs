@@ -134,22 +134,27 @@ impl Hub {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Posts `post` as `rank`'s contribution to the current round and waits (at most
+    /// Posts `post` as `rank`'s contribution to the current round (its collective number
+    /// `call`, counting from 0) and waits (at most
     /// `timeout`) until every rank has posted. Fails, and marks the group broken for
     /// every rank, when a rank that has not posted left or the time runs out.
     pub(crate) fn exchange(
         &self,
         rank: usize,
+        call: u64,
         post: Post,
         timeout: Duration,
     ) -> Result<Arc<Round>> {
         let op = post.op;
         let started = Instant::now();
         let mut state = self.lock();
+        // `call` counts this rank's collectives: a rank arriving for the round that
+        // failed (after the failure was seen by another) gets the same error.
         if let Some(failure) = &state.broken {
-            return Err(failure.error(u64::MAX));
+            return Err(failure.error(call));
         }
         let mine = state.round;
+        debug_assert_eq!(mine, call, "ranks complete rounds together");
         state.posts[rank] = Some(post);
         state.posted += 1;
         if state.posted == self.world {

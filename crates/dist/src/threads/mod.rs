@@ -9,6 +9,7 @@
 mod hub;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +36,8 @@ pub struct ThreadGroup {
     rank: usize,
     hub: Arc<Hub>,
     timeout: Duration,
+    /// Collectives this rank has called (its round number).
+    calls: AtomicU64,
 }
 
 impl ThreadGroup {
@@ -52,6 +55,7 @@ impl ThreadGroup {
                 rank,
                 hub: Arc::clone(&hub),
                 timeout: DEFAULT_TIMEOUT,
+                calls: AtomicU64::new(0),
             })
             .collect())
     }
@@ -99,9 +103,10 @@ impl ThreadGroup {
 
     /// Posts this rank's part of a collective and waits for the round.
     fn exchange(&self, op: &'static str, data: Tensor, args: Args) -> Result<Arc<Round>> {
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
         let round = self
             .hub
-            .exchange(self.rank, Post { op, data, args }, self.timeout)?;
+            .exchange(self.rank, call, Post { op, data, args }, self.timeout)?;
         agree(op, &round)?;
         Ok(round)
     }
