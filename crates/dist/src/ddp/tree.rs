@@ -56,10 +56,11 @@ pub fn subtree_sum(
     if m >= leaf_level {
         return leaf(c);
     }
-    let mut left = subtree_sum(c, 2 * m, leaf_level, leaf)?;
+    let left = subtree_sum(c, 2 * m, leaf_level, leaf)?;
     let right = subtree_sum(c + m, 2 * m, leaf_level, leaf)?;
-    left.add_(&right)?;
-    Ok(left)
+    // `add`, not `add_`: leaves are often views into a larger received buffer, and an
+    // in-place add would first copy that whole shared buffer (copy-on-write).
+    Ok(left.add(&right)?)
 }
 
 /// The shards rank `rank` of `world_size` holds, in the order its subtree visits them
