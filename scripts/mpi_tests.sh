@@ -12,7 +12,7 @@ if ! command -v mpirun >/dev/null; then
     exit 1
 fi
 # cargo prints one JSON line per built artifact; keep the executables of mpi_* tests.
-bins=$(cargo test -p dist --features mpi --no-run --message-format=json "$@" \
+bins=$(cargo test -p dist --features mpi --no-run --test 'mpi_*' --message-format=json "$@" \
     | grep -o '"executable":"[^"]*/mpi_[^"]*"' | cut -d'"' -f4)
 if [ -z "$bins" ]; then
     echo "mpi_tests: no mpi_* test binaries were built" >&2

@@ -11,6 +11,26 @@
 //!      ^          DistributedSampler, world-size-invariant gradient sums
 //! ditto        facade: re-exports; examples, tests, benches
 //! ```
+//!
+//! PyTorch's data parallel pieces, and where they are here:
+//!
+//! | PyTorch | ditto |
+//! |---|---|
+//! | `init_process_group("gloo")` in one process, for tests | [`ThreadGroup`] (ranks are threads) |
+//! | `init_process_group("mpi")` under `mpirun` | `MpiGroup` (feature `mpi`) |
+//! | `init_process_group("nccl")` under `torchrun` | `NcclGroup::from_env` (feature `nccl`), [`rendezvous`] for the id |
+//! | `dist.is_nccl_available()` | [`is_nccl_available`] |
+//! | `all_reduce`, `broadcast`, `all_gather`, `all_to_all_single`, `barrier` | [`ProcessGroup`] |
+//! | `DistributedDataParallel` | [`DistributedDataParallel`] ([`ddp`]) |
+//! | `DistributedSampler` + `set_epoch` | [`nn_mini::data::DistributedSampler`], epoch from the loader |
+//!
+//! What differs is the promise: the loss curve does not depend on the number of ranks.
+//! Random layers draw every row at its position in the global batch
+//! ([`nn_mini::GlobalRows`]), and [`ReduceMode::Invariant`] sums fixed micro-shards in
+//! one fixed tree ([`ddp::tree`]), so 1, 2 and 4 ranks give bit-identical parameters;
+//! [`DdpTrainer`] is the demo's training loop built from these pieces, with checkpoints
+//! that resume on another world size. Each backend's collectives are tested against a
+//! serial reference; the MPI tests run under `mpirun` (`scripts/mpi_tests.sh`).
 
 #![warn(missing_docs)]
 

@@ -20,7 +20,7 @@ pub struct LocalRows<'a> {
     pub input: &'a Tensor,
     /// `[rows, ...]` targets, as the loss function takes them.
     pub target: &'a Tensor,
-    /// The global row index of each input row (see [`crate::DistributedSampler`]).
+    /// The global row index of each input row (see [`DistributedSampler`](nn_mini::data::DistributedSampler)).
     pub rows: &'a [u64],
     /// Rows in the whole global batch (all ranks together).
     pub batch_rows: u64,
@@ -38,7 +38,7 @@ impl<M: Module> DistributedDataParallel<M> {
     /// different sizes (the last batch of an epoch) still give the global mean.
     ///
     /// In invariant mode, rank `r` of `W` must hold exactly the global rows `i` with
-    /// `i % W == r` (what [`crate::DistributedSampler`] deals out).
+    /// `i % W == r` (what [`DistributedSampler`](nn_mini::data::DistributedSampler) deals out).
     pub fn forward_backward<F>(&mut self, local: LocalRows<'_>, mut loss_fn: F) -> Result<Tensor>
     where
         F: FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)>,
