@@ -128,6 +128,12 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
         config.num_workers,
         config.device
     );
+    if let tensor_core::Device::Cuda(ordinal) = config.device {
+        // The driver's name for the device, so that a log of a run on the host-executed
+        // CUDA stand-in (docs/cuda-standin.md) never passes for a GPU run.
+        let name = tensor_core::cuda::get_device_name(ordinal)?;
+        println!("{}: {name}", config.device);
+    }
 
     // 2. Train. Each step: next batch, forward with dropout, cross-entropy, backward,
     //    SGD. `--save-at` checkpoints after that step and stops, as if the job had been

@@ -16,6 +16,16 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUNDLE="$ROOT/gpu-bundle"
 cd "$ROOT"
 
+# ---- CUDA stand-in guard (issue 9) ----
+# The bundle is for real GPUs. Built or run with the host-executed CUDA stand-in on the
+# library path, its results would be the stand-in's, so refuse.
+if [ -n "${DITTO_CUDA_STANDIN:-}" ] || [[ "${LD_LIBRARY_PATH:-}" == *cuda-standin* ]]; then
+  echo "gpu_bundle.sh: the CUDA stand-in (host-executed) is in this environment" \
+       "(DITTO_CUDA_STANDIN / LD_LIBRARY_PATH); run this from a shell without it" >&2
+  exit 2
+fi
+# ---- end CUDA stand-in guard ----
+
 # Prints the executables of the artifacts cargo reports in its JSON messages.
 executables() {
   python3 -c '
@@ -33,6 +43,7 @@ for line in sys.stdin:
 echo "building GPU test binaries (release)..." >&2
 tests=$(cargo test --release --no-run --message-format=json \
           -p ditto --test gpu_random --test gpu_tensor_ops --test gpu_train_resume \
+          --test gpu_multi_device --test cuda_driver_checks \
           -p kernels --test nvrtc_compile \
           -p tensor-core --test cuda --test nvrtc_tensor_ops | executables)
 echo "building the training demo (release)..." >&2
@@ -71,6 +82,11 @@ find_cuda_lib() {
   return 1
 }
 
+# Real GPUs only: never the host-executed CUDA stand-in (scripts/cuda_standin.sh).
+if [ -n "${DITTO_CUDA_STANDIN:-}" ] || [[ "${LD_LIBRARY_PATH:-}" == *cuda-standin* ]]; then
+  echo "the CUDA stand-in (host-executed) is in this environment; run from a shell without it" >&2
+  exit 2
+fi
 LIB="$(find_cuda_lib)" || { echo "no nvidia/cu13/lib with libnvrtc.so.13 found; set DITTO_CUDA_LIB" >&2; LIB=""; }
 # The nvidia-nccl-cu13 wheel puts libnccl.so.2 in nvidia/nccl/lib, beside nvidia/cu13.
 if [ -n "$LIB" ] && [ ! -e "$LIB/libnccl.so.2" ] && [ -e "$LIB/../../nccl/lib/libnccl.so.2" ]; then

@@ -44,6 +44,18 @@ DITTO_HD float ditto_abs(float x) {
 // f32 -> f16, round to nearest even.
 DITTO_HD uint16_t ditto_f32_to_f16(float value) {
     const uint32_t x = ditto_f32_to_bits(value);
+#ifdef __CUDA_ARCH__
+    // The GPU's conversion instruction rounds to nearest even, makes subnormals and
+    // overflows to infinity exactly as the integer code below, in one instruction instead
+    // of about twenty (the f16 random ops ran at a third of f32's speed on an H100
+    // without it). Only NaN differs: the instruction returns the canonical 0x7FFF, while
+    // the `half` crate keeps the payload's top bits, so NaNs take the integer path.
+    if ((x & 0x7FFFFFFFu) <= 0x7F800000u) {
+        unsigned short h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(value));
+        return (uint16_t)h;
+    }
+#endif
     const uint32_t sign = x & 0x80000000u;
     const uint32_t exp = x & 0x7F800000u;
     const uint32_t man = x & 0x007FFFFFu;
@@ -80,6 +92,15 @@ DITTO_HD uint16_t ditto_f32_to_f16(float value) {
 
 // f16 -> f32, exact.
 DITTO_HD float ditto_f16_to_f32(uint16_t h) {
+#ifdef __CUDA_ARCH__
+    // Exact in hardware for every non-NaN (subnormals included, with no loop); NaNs keep
+    // the integer path's payload rule.
+    if ((h & 0x7FFFu) <= 0x7C00u) {
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
+        return f;
+    }
+#endif
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     const uint32_t exp = h & 0x7C00u;
     uint32_t man = h & 0x03FFu;

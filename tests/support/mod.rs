@@ -23,7 +23,10 @@ pub fn no_gpu_reason() -> Option<String> {
 /// `scripts/gpu_bundle.sh`).
 pub fn gpu() -> bool {
     match no_gpu_reason() {
-        None => true,
+        None => {
+            announce_device();
+            true
+        }
         Some(reason) => {
             assert!(
                 std::env::var("REQUIRE_GPU").as_deref() != Ok("1"),
@@ -83,12 +86,27 @@ pub fn bits_of(t: &Tensor) -> Vec<u64> {
     }
 }
 
-/// `got` has `want`'s dims, dtype and every element's bits.
+/// Which elements are NaN (none, for integer dtypes).
+fn nan_mask(t: &Tensor) -> Vec<bool> {
+    if !t.dtype().is_float() {
+        return vec![false; t.elem_count()];
+    }
+    let t = t.to_device(Device::Cpu).unwrap();
+    let wide = t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+    wide.into_iter().map(f64::is_nan).collect()
+}
+
+/// `got` has `want`'s dims, dtype and every element's bits, except that any NaN equals
+/// any NaN. IEEE 754 leaves the sign and payload of a NaN an operation creates to the
+/// hardware: `0.0 / 0.0` is `0xffc00000` on x86, `0x7fffffff` on an NVIDIA GPU (seen on
+/// an H100) and `0x7fc00000` on Arm. ditto's contract covers values, and "not a number"
+/// is the value; the random ops never produce NaN, so for them this is plain bit equality.
 pub fn assert_same(what: &str, got: &Tensor, want: &Tensor) {
     assert_eq!(got.dims(), want.dims(), "{what}: shape");
     assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
     let (g, w) = (bits_of(got), bits_of(want));
-    if let Some(i) = (0..g.len()).find(|&i| g[i] != w[i]) {
+    let (g_nan, w_nan) = (nan_mask(got), nan_mask(want));
+    if let Some(i) = (0..g.len()).find(|&i| g[i] != w[i] && !(g_nan[i] && w_nan[i])) {
         panic!(
             "{what}: element {i} of {}: bits {:#x}, expected {:#x}",
             g.len(),
@@ -96,4 +114,52 @@ pub fn assert_same(what: &str, got: &Tensor, want: &Tensor) {
             w[i]
         );
     }
+}
+
+/// The label every result from the host-executed CUDA stand-in carries (docs/cuda-standin.md).
+pub const STANDIN_LABEL: &str = "CUDA stand-in (host-executed)";
+
+/// True when device 0 is the CUDA stand-in rather than a GPU: its driver says so in the
+/// device name. Results are then labelled [`STANDIN_LABEL`], never GPU results.
+pub fn on_standin() -> bool {
+    cuda::get_device_name(0).is_ok_and(|name| name.contains(STANDIN_LABEL))
+}
+
+/// Prints (once per test binary) where GPU results come from: the stand-in or a GPU.
+fn announce_device() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let names: Vec<String> = (0..cuda::device_count())
+            .map(|i| cuda::get_device_name(i).unwrap_or_else(|e| e.to_string()))
+            .collect();
+        if on_standin() {
+            println!("results from the {STANDIN_LABEL}, not a GPU: {names:?}");
+        } else {
+            println!("GPU results from {names:?}");
+        }
+    });
+}
+
+/// True when a test needing `n` CUDA devices can run; otherwise prints why it skipped.
+/// Skipping fails under `REQUIRE_GPU=1` when there is no GPU at all, and under
+/// `REQUIRE_GPUS=<k>` (k >= n) when fewer than `n` devices exist: CI runs the
+/// multi-device tests on the stand-in's two devices with both set.
+pub fn gpus(n: usize) -> bool {
+    if !gpu() {
+        return false;
+    }
+    let count = cuda::device_count();
+    if count >= n {
+        return true;
+    }
+    let required = std::env::var("REQUIRE_GPUS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    assert!(
+        required < n,
+        "REQUIRE_GPUS={required} but this test needs {n} CUDA devices and {count} exist"
+    );
+    println!("skipping: needs {n} CUDA devices, {count} present");
+    false
 }

@@ -27,3 +27,8 @@ pub fn is_available() -> bool {
 pub fn synchronize(ordinal: usize) -> Result<()> {
     Err(disabled(ordinal))
 }
+
+/// Always `CudaUnavailable`: this build has no CUDA support.
+pub fn get_device_name(ordinal: usize) -> Result<String> {
+    Err(disabled(ordinal))
+}

@@ -195,3 +195,41 @@ fn gpu_storage_api() {
     assert!(cuda::default_stream(0).is_ok());
     cuda::synchronize(0).unwrap();
 }
+
+/// A tensor is `Send`: dropping it on a thread that never used CUDA must free its memory
+/// and leave the device usable. (Found by the CUDA stand-in: cudarc frees with
+/// `cuMemFreeAsync` on the calling thread's current context; with none current the free
+/// failed with CUDA_ERROR_INVALID_CONTEXT, the buffer leaked, and the error resurfaced
+/// on the next unrelated call on that device.)
+#[cfg(feature = "cuda")]
+#[test]
+fn gpu_tensors_dropped_on_another_thread_are_freed() {
+    if !gpu_or_skip() {
+        return;
+    }
+    // 64 MiB, so a leak shows however much other tests allocate meanwhile (they run in
+    // parallel threads; the slack below covers them).
+    const ELEMENTS: usize = 1 << 24;
+    const SLACK: usize = 16 << 20;
+    for ordinal in 0..cuda::device_count().min(2) {
+        let device = Device::Cuda(ordinal);
+        let context = cuda::context(ordinal).unwrap();
+        let free = || {
+            // A pool releases freed memory to the device at a synchronisation.
+            context.synchronize().unwrap();
+            context.mem_get_info().unwrap().0
+        };
+        let free_before = free();
+        let t = Tensor::zeros(&[ELEMENTS], DType::F32, device).unwrap();
+        std::thread::spawn(move || drop(t)).join().unwrap();
+        let u = Tensor::ones(&[4], DType::F32, device).unwrap();
+        assert_eq!(u.add(&u).unwrap().to_vec::<f32>().unwrap(), vec![2.0; 4]);
+        drop(u);
+        let free_after = free();
+        assert!(
+            free_after + SLACK >= free_before,
+            "cuda:{ordinal}: {} bytes not freed",
+            free_before - free_after
+        );
+    }
+}

@@ -14,7 +14,9 @@ mod registry;
 mod storage;
 
 pub use module_cache::CudaSource;
-pub use registry::{context, default_stream, device_count, is_available, sm_count, synchronize};
+pub use registry::{
+    context, default_stream, device_count, get_device_name, is_available, sm_count, synchronize,
+};
 pub use storage::CudaStorage;
 
 use crate::TensorError;

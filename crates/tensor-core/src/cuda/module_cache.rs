@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaFunction, CudaModule};
 
+use super::registry::guarded;
 use super::{context, driver_error, nvrtc};
-use crate::Result;
+use crate::{Result, TensorError};
 
 /// A CUDA translation unit that ditto compiles at run time.
 #[derive(Debug)]
@@ -42,21 +43,46 @@ fn module(ordinal: usize, source: &CudaSource) -> Result<Arc<CudaModule>> {
         .map_err(driver_error(ordinal, "compute_capability"))?;
     let arch = nvrtc::arch_for(major, minor)?;
     let ptx = nvrtc::compile(&(source.text)(), source.file_name, &arch)?;
-    let loaded = context
-        .load_module(ptx)
-        .map_err(driver_error(ordinal, "load module"))?;
+    let loaded = guarded(ordinal, || {
+        context
+            .load_module(ptx)
+            .map_err(driver_error(ordinal, "load module"))
+    })?;
     map.insert(key, loaded.clone());
     Ok(loaded)
+}
+
+/// Errors unless the driver can launch kernels: cudarc looks `cuLaunchKernel` up on
+/// first use and panics if it is missing, and every function handed out here is about to
+/// be launched, so a driver without it is refused now, with a typed error.
+fn ensure_launchable(ordinal: usize) -> Result<()> {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: only looks the symbol up in the already-loaded driver library; calls nothing.
+    let present = *PRESENT.get_or_init(|| unsafe {
+        cudarc::driver::sys::culib()
+            .get::<unsafe extern "C" fn()>(b"cuLaunchKernel\0")
+            .is_ok()
+    });
+    if present {
+        Ok(())
+    } else {
+        Err(TensorError::CudaUnavailable {
+            ordinal,
+            reason: "the CUDA driver library has no cuLaunchKernel (half-installed?)".into(),
+        })
+    }
 }
 
 /// The kernel `name` of `source` on device `ordinal`, compiling the source first if
 /// this device has not used it yet.
 pub fn function(ordinal: usize, source: &CudaSource, name: &str) -> Result<CudaFunction> {
-    module(ordinal, source)?
-        .load_function(name)
-        .map_err(|e| crate::TensorError::Cuda {
+    let module = module(ordinal, source)?;
+    ensure_launchable(ordinal)?;
+    guarded(ordinal, || {
+        module.load_function(name).map_err(|e| TensorError::Cuda {
             ordinal,
             op: "load kernel",
             message: format!("{name}: {e}"),
         })
+    })
 }

@@ -31,7 +31,7 @@ fn driver_present() -> bool {
 
 /// Runs a cudarc call that could panic on a half-installed driver (a missing symbol),
 /// turning the panic into `CudaUnavailable`.
-fn guarded<T>(ordinal: usize, f: impl FnOnce() -> Result<T>) -> Result<T> {
+pub(crate) fn guarded<T>(ordinal: usize, f: impl FnOnce() -> Result<T>) -> Result<T> {
     if !driver_present() {
         return Err(TensorError::CudaUnavailable {
             ordinal,
@@ -121,6 +121,16 @@ pub fn synchronize(ordinal: usize) -> Result<()> {
         context
             .synchronize()
             .map_err(driver_error(ordinal, "synchronize"))
+    })
+}
+
+/// The name the driver gives device `ordinal` (`torch.cuda.get_device_name`), e.g.
+/// "NVIDIA H100 80GB HBM3", or "CUDA stand-in (host-executed) #0 (132 SMs)" when the
+/// host-executed stand-in (scripts/cuda_standin.sh) plays the driver.
+pub fn get_device_name(ordinal: usize) -> Result<String> {
+    let context = context(ordinal)?;
+    guarded(ordinal, || {
+        context.name().map_err(driver_error(ordinal, "device name"))
     })
 }
 

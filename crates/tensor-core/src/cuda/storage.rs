@@ -6,6 +6,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::copy::{download_range, host_bytes};
+use super::registry::guarded;
 use super::{default_stream, driver_error};
 use crate::{CpuStorage, DType, Device, Result, TensorError};
 
@@ -38,9 +39,12 @@ impl CudaStorage {
     pub fn alloc(ordinal: usize, dtype: DType, len: usize) -> Result<Self> {
         let n_bytes = Self::byte_len(ordinal, dtype, len)?;
         let stream = default_stream(ordinal)?;
-        let bytes = stream
-            .alloc_zeros::<u8>(n_bytes.max(1))
-            .map_err(driver_error(ordinal, "alloc"))?;
+        // Guarded, like every driver call here: a driver lacking a symbol is a typed error.
+        let bytes = guarded(ordinal, || {
+            stream
+                .alloc_zeros::<u8>(n_bytes.max(1))
+                .map_err(driver_error(ordinal, "alloc"))
+        })?;
         Ok(CudaStorage {
             bytes,
             dtype,
@@ -53,14 +57,17 @@ impl CudaStorage {
     pub fn from_cpu(cpu: &CpuStorage, ordinal: usize) -> Result<Self> {
         let data = host_bytes(cpu);
         let stream = default_stream(ordinal)?;
-        let mut bytes = stream
-            .alloc_zeros::<u8>(data.len().max(1))
-            .map_err(driver_error(ordinal, "from_cpu"))?;
-        if !data.is_empty() {
-            stream
-                .memcpy_htod(&*data, &mut bytes)
+        let bytes = guarded(ordinal, || {
+            let mut bytes = stream
+                .alloc_zeros::<u8>(data.len().max(1))
                 .map_err(driver_error(ordinal, "from_cpu"))?;
-        }
+            if !data.is_empty() {
+                stream
+                    .memcpy_htod(&*data, &mut bytes)
+                    .map_err(driver_error(ordinal, "from_cpu"))?;
+            }
+            Ok(bytes)
+        })?;
         Ok(CudaStorage {
             bytes,
             dtype: cpu.dtype(),
@@ -87,15 +94,18 @@ impl CudaStorage {
             });
         }
         let stream = self.bytes.stream().clone();
-        download_range(&stream, &self.bytes, self.dtype, self.ordinal, start, len)
+        guarded(self.ordinal, || {
+            download_range(&stream, &self.bytes, self.dtype, self.ordinal, start, len)
+        })
     }
 
     /// A deep copy on the same device, reporting allocation failure as an error.
     pub fn try_clone(&self) -> Result<Self> {
-        let bytes = self
-            .bytes
-            .try_clone()
-            .map_err(driver_error(self.ordinal, "clone"))?;
+        let bytes = guarded(self.ordinal, || {
+            self.bytes
+                .try_clone()
+                .map_err(driver_error(self.ordinal, "clone"))
+        })?;
         Ok(CudaStorage { bytes, ..*self })
     }
 
@@ -137,6 +147,19 @@ impl CudaStorage {
     /// The stream this buffer is ordered on (the device's default stream).
     pub fn stream(&self) -> Result<Arc<CudaStream>> {
         Ok(self.bytes.stream().clone())
+    }
+}
+
+/// Frees the buffer from any thread. cudarc frees on the calling thread's current
+/// context (`cuMemFreeAsync` on its default stream where the device has memory pools), so
+/// a tensor dropped on a thread that never used this device would fail to free, leak,
+/// and leave the error for the device's next call; binding the buffer's context first
+/// makes the free valid wherever the last reference goes.
+impl Drop for CudaStorage {
+    fn drop(&mut self) {
+        // An error here (a device already in a failed state) is recorded by cudarc on the
+        // context and reported by its next call, which is all a destructor can do.
+        let _ = self.bytes.context().bind_to_thread();
     }
 }
 

@@ -1,0 +1,201 @@
+// The driver's allocation, memset and copy calls, checked against the memory registry.
+//
+// "Async" calls finish before they return (the stand-in has no queue), which is one of
+// the orders a GPU may run them in. Device ranges must lie inside one live allocation;
+// host ranges must not be device memory, and a host address that faults while copying
+// is an error, not a crash. With unified addressing a copy may name any device's memory
+// (the driver infers the device from the pointer); kernels may not (see launch.cpp).
+#include <cinttypes>
+#include <cstring>
+
+#include "context.h"
+#include "errors.h"
+#include "fault_trap.h"
+#include "memory.h"
+
+using namespace standin;
+
+namespace {
+
+// The current context (live) for a synchronous call, or the stream's for an async one.
+CUresult context_for(CUstream stream, bool async, const char* call, Context** ctx) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    return async ? resolve_stream(stream, call, true, ctx) : require_current(call, ctx);
+}
+
+CUresult check_host(const void* host, size_t bytes, const char* call, const char* what) {
+    if (bytes > 0 && host == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, call, "%s is NULL", what);
+    if (bytes > 0 && overlaps_device_memory(host, bytes)) {
+        return fail(CUDA_ERROR_INVALID_VALUE, call, "%s %p is device memory, not host memory", what, host);
+    }
+    return CUDA_SUCCESS;
+}
+
+// memcpy under the fault trap: an unreadable or unwritable host range is an error.
+CUresult copy_bytes(void* dst, const void* src, size_t bytes, const char* call) {
+    const Fault fault = trapped([&] { std::memcpy(dst, src, bytes); });
+    if (fault.signal != 0) {
+        return fail(CUDA_ERROR_INVALID_VALUE, call, "the host buffer faulted at %#" PRIxPTR " (signal %d)",
+                    fault.address, fault.signal);
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream stream, bool async, const char* call) {
+    if (out == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, call, "NULL pointer");
+    Context* ctx = nullptr;
+    const CUresult ok = context_for(stream, async, call, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    return device_alloc(ctx->device, bytes, call, out);
+}
+
+CUresult free_ptr(CUdeviceptr ptr, CUstream stream, bool async, const char* call) {
+    Context* ctx = nullptr;
+    const CUresult ok = context_for(stream, async, call, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    return device_free(ptr, call, nullptr);
+}
+
+// Fills `count` elements of `width` bytes with `value`'s low bytes.
+CUresult memset_n(CUdeviceptr dst, unsigned value, size_t width, size_t count, CUstream stream,
+                  bool async, const char* call) {
+    Context* ctx = nullptr;
+    CUresult ok = context_for(stream, async, call, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    if (count == 0) return CUDA_SUCCESS;
+    if (dst % width != 0) {
+        return fail(CUDA_ERROR_INVALID_VALUE, call, "destination %#" PRIx64 " is not %zu-byte aligned",
+                    (uint64_t)dst, width);
+    }
+    ok = check_device_range(dst, count * width, call, "destination", nullptr);
+    if (ok != CUDA_SUCCESS) return ok;
+    unsigned char* p = reinterpret_cast<unsigned char*>(dst);
+    for (size_t i = 0; i < count; ++i) std::memcpy(p + i * width, &value, width);
+    return CUDA_SUCCESS;
+}
+
+CUresult htod(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool async, const char* call) {
+    Context* ctx = nullptr;
+    CUresult ok = context_for(stream, async, call, &ctx);
+    if (ok == CUDA_SUCCESS) ok = check_device_range(dst, bytes, call, "destination", nullptr);
+    if (ok == CUDA_SUCCESS) ok = check_host(src, bytes, call, "source");
+    if (ok != CUDA_SUCCESS || bytes == 0) return ok;
+    return copy_bytes(reinterpret_cast<void*>(dst), src, bytes, call);
+}
+
+CUresult dtoh(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async, const char* call) {
+    Context* ctx = nullptr;
+    CUresult ok = context_for(stream, async, call, &ctx);
+    if (ok == CUDA_SUCCESS) ok = check_device_range(src, bytes, call, "source", nullptr);
+    if (ok == CUDA_SUCCESS) ok = check_host(dst, bytes, call, "destination");
+    if (ok != CUDA_SUCCESS || bytes == 0) return ok;
+    return copy_bytes(dst, reinterpret_cast<const void*>(src), bytes, call);
+}
+
+CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async, const char* call) {
+    Context* ctx = nullptr;
+    CUresult ok = context_for(stream, async, call, &ctx);
+    if (ok == CUDA_SUCCESS) ok = check_device_range(dst, bytes, call, "destination", nullptr);
+    if (ok == CUDA_SUCCESS) ok = check_device_range(src, bytes, call, "source", nullptr);
+    if (ok != CUDA_SUCCESS || bytes == 0) return ok;
+    std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    return CUDA_SUCCESS;
+}
+
+// A peer copy names both contexts; each pointer must belong to its context's device.
+CUresult peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes,
+              CUstream stream, bool async, const char* call) {
+    Context* ctx = nullptr;
+    CUresult ok = context_for(stream, async, call, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    {
+        std::lock_guard<std::mutex> guard(state_lock());
+        ok = require_live(dst_ctx, call);
+        if (ok == CUDA_SUCCESS) ok = require_live(src_ctx, call);
+    }
+    Allocation d, s;
+    if (ok == CUDA_SUCCESS) ok = check_device_range(dst, bytes, call, "destination", &d);
+    if (ok == CUDA_SUCCESS) ok = check_device_range(src, bytes, call, "source", &s);
+    if (ok != CUDA_SUCCESS) return ok;
+    if (d.device != dst_ctx->device || s.device != src_ctx->device) {
+        return fail(CUDA_ERROR_INVALID_VALUE, call,
+                    "destination is on device %d (context of device %d given), source on device %d "
+                    "(context of device %d given)",
+                    d.device, dst_ctx->device, s.device, src_ctx->device);
+    }
+    if (bytes > 0) std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuMemAlloc_v2(CUdeviceptr* out, size_t bytes) { return alloc(out, bytes, nullptr, false, "cuMemAlloc_v2"); }
+
+CUresult cuMemAllocAsync(CUdeviceptr* out, size_t bytes, CUstream stream) {
+    return alloc(out, bytes, stream, true, "cuMemAllocAsync");
+}
+
+CUresult cuMemFree_v2(CUdeviceptr ptr) { return free_ptr(ptr, nullptr, false, "cuMemFree_v2"); }
+
+CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream stream) { return free_ptr(ptr, stream, true, "cuMemFreeAsync"); }
+
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+    if (free_bytes == nullptr || total_bytes == nullptr) {
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuMemGetInfo_v2", "NULL pointer");
+    }
+    Context* ctx = nullptr;
+    const CUresult ok = context_for(nullptr, false, "cuMemGetInfo_v2", &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    *total_bytes = devices()[ctx->device].total_memory;
+    *free_bytes = *total_bytes - used_on_device(ctx->device);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
+    return memset_n(dst, v, 1, n, nullptr, false, "cuMemsetD8_v2");
+}
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+    return memset_n(dst, v, 1, n, s, true, "cuMemsetD8Async");
+}
+CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short v, size_t n) {
+    return memset_n(dst, v, 2, n, nullptr, false, "cuMemsetD16_v2");
+}
+CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s) {
+    return memset_n(dst, v, 2, n, s, true, "cuMemsetD16Async");
+}
+CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n) {
+    return memset_n(dst, v, 4, n, nullptr, false, "cuMemsetD32_v2");
+}
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+    return memset_n(dst, v, 4, n, s, true, "cuMemsetD32Async");
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+    return htod(dst, src, bytes, nullptr, false, "cuMemcpyHtoD_v2");
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CUstream s) {
+    return htod(dst, src, bytes, s, true, "cuMemcpyHtoDAsync_v2");
+}
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+    return dtoh(dst, src, bytes, nullptr, false, "cuMemcpyDtoH_v2");
+}
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream s) {
+    return dtoh(dst, src, bytes, s, true, "cuMemcpyDtoHAsync_v2");
+}
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    return dtod(dst, src, bytes, nullptr, false, "cuMemcpyDtoD_v2");
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
+    return dtod(dst, src, bytes, s, true, "cuMemcpyDtoDAsync_v2");
+}
+CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t bytes) {
+    return peer(dst, dc, src, sc, bytes, nullptr, false, "cuMemcpyPeer");
+}
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t bytes,
+                           CUstream s) {
+    return peer(dst, dc, src, sc, bytes, s, true, "cuMemcpyPeerAsync");
+}
+
+}  // extern "C"

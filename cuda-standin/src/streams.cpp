@@ -1,0 +1,186 @@
+// Streams and events. Work runs when it is issued, in issue order, so a stream is only a
+// context plus flags and an event is complete as soon as it is recorded; what remains is
+// checking handles the way the driver does (a destroyed stream, an event recorded on
+// another context's stream).
+#include <set>
+
+#include "context.h"
+#include "errors.h"
+
+namespace standin {
+namespace {
+
+std::set<Stream*>& streams() {
+    static std::set<Stream*> all;
+    return all;
+}
+
+std::set<Event*>& events() {
+    static std::set<Event*> all;
+    return all;
+}
+
+bool is_default(CUstream s) {
+    return s == nullptr || s == STANDIN_STREAM_LEGACY || s == STANDIN_STREAM_PER_THREAD;
+}
+
+CUresult live_event(CUevent event, const char* call) {
+    if (events().count(event) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, call, "not a live event");
+    if (event->generation != event->ctx->generation) {
+        return fail(CUDA_ERROR_INVALID_HANDLE, call, "the context of the event was destroyed");
+    }
+    return require_live(event->ctx, call);
+}
+
+}  // namespace
+
+CUresult resolve_stream(CUstream stream, const char* call, bool current_only, Context** out) {
+    if (is_default(stream)) return require_current(call, out);
+    if (streams().count(stream) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, call, "not a live stream");
+    Context* ctx = stream->ctx;
+    if (stream->generation != ctx->generation) {
+        return fail(CUDA_ERROR_INVALID_HANDLE, call, "the context of the stream was destroyed");
+    }
+    const CUresult ok = require_live(ctx, call);
+    if (ok != CUDA_SUCCESS) return ok;
+    if (current_only && ctx != current_context()) {
+        return fail(CUDA_ERROR_INVALID_HANDLE, call,
+                    "the stream belongs to the context of device %d, which is not current", ctx->device);
+    }
+    *out = ctx;
+    return CUDA_SUCCESS;
+}
+
+}  // namespace standin
+
+using namespace standin;
+
+extern "C" {
+
+static CUresult create_stream(CUstream* out, unsigned flags, const char* call) {
+    if (out == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, call, "NULL pointer");
+    if (flags > 1) return fail(CUDA_ERROR_INVALID_VALUE, call, "unknown flags %#x", flags);
+    std::lock_guard<std::mutex> guard(state_lock());
+    Context* ctx = nullptr;
+    const CUresult ok = require_current(call, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    Stream* s = new Stream{ctx, ctx->generation, flags};
+    streams().insert(s);
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
+    return create_stream(out, flags, "cuStreamCreate");
+}
+
+CUresult cuStreamCreateWithPriority(CUstream* out, unsigned int flags, int /*priority*/) {
+    return create_stream(out, flags, "cuStreamCreateWithPriority");
+}
+
+CUresult cuStreamDestroy_v2(CUstream stream) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    if (is_default(stream) || streams().count(stream) == 0) {
+        return fail(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy_v2", "not a stream this process created");
+    }
+    streams().erase(stream);
+    delete stream;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream stream) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    Context* ctx = nullptr;
+    return resolve_stream(stream, "cuStreamSynchronize", false, &ctx);
+}
+
+CUresult cuStreamQuery(CUstream stream) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    Context* ctx = nullptr;
+    return resolve_stream(stream, "cuStreamQuery", false, &ctx);
+}
+
+CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
+    if (flags > 1) return fail(CUDA_ERROR_INVALID_VALUE, "cuStreamWaitEvent", "unknown flags %#x", flags);
+    std::lock_guard<std::mutex> guard(state_lock());
+    Context* ctx = nullptr;
+    const CUresult ok = resolve_stream(stream, "cuStreamWaitEvent", false, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    return live_event(event, "cuStreamWaitEvent");
+}
+
+CUresult cuStreamGetCtx(CUstream stream, CUcontext* pctx) {
+    if (pctx == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, "cuStreamGetCtx", "NULL pointer");
+    std::lock_guard<std::mutex> guard(state_lock());
+    return resolve_stream(stream, "cuStreamGetCtx", false, pctx);
+}
+
+CUresult cuEventCreate(CUevent* out, unsigned int flags) {
+    if (out == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, "cuEventCreate", "NULL pointer");
+    if (flags > 0xF) return fail(CUDA_ERROR_INVALID_VALUE, "cuEventCreate", "unknown flags %#x", flags);
+    std::lock_guard<std::mutex> guard(state_lock());
+    Context* ctx = nullptr;
+    const CUresult ok = require_current("cuEventCreate", &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    Event* e = new Event{ctx, ctx->generation, flags};
+    events().insert(e);
+    *out = e;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(CUevent event) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    if (events().count(event) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventDestroy_v2", "not a live event");
+    events().erase(event);
+    delete event;
+    return CUDA_SUCCESS;
+}
+
+// An event may only be recorded on a stream of its own context (the driver's rule).
+CUresult cuEventRecord(CUevent event, CUstream stream) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    CUresult ok = live_event(event, "cuEventRecord");
+    if (ok != CUDA_SUCCESS) return ok;
+    Context* ctx = nullptr;
+    ok = resolve_stream(stream, "cuEventRecord", false, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    if (ctx != event->ctx) {
+        return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventRecord",
+                    "event of device %d recorded on a stream of device %d", event->ctx->device, ctx->device);
+    }
+    event->recorded = true;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventSynchronize(CUevent event) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    return live_event(event, "cuEventSynchronize");
+}
+
+CUresult cuEventQuery(CUevent event) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    return live_event(event, "cuEventQuery");
+}
+
+// The host runs kernels one thread at a time: no time it measured would mean anything.
+static CUresult elapsed(float* ms, CUevent start, CUevent end, const char* call) {
+    if (ms == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, call, "NULL pointer");
+    std::lock_guard<std::mutex> guard(state_lock());
+    CUresult ok = live_event(start, call);
+    if (ok == CUDA_SUCCESS) ok = live_event(end, call);
+    if (ok != CUDA_SUCCESS) return ok;
+    if (((start->flags | end->flags) & 0x2) != 0) {
+        return fail(CUDA_ERROR_INVALID_HANDLE, call, "an event was created with CU_EVENT_DISABLE_TIMING");
+    }
+    return not_supported(call, "a host-executed stand-in has no GPU time to report");
+}
+
+CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+    return elapsed(ms, start, end, "cuEventElapsedTime");
+}
+
+CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
+    return elapsed(ms, start, end, "cuEventElapsedTime_v2");
+}
+
+}  // extern "C"
