@@ -5,7 +5,10 @@
 //! size timed the same way (CUDA events around `ITERS` back-to-back calls after a
 //! warm-up). A random kernel that writes at copy speed is as fast as it can be; the
 //! ratio column shows how close each op gets. `benches/compare_torch.py` prints the same
-//! table for PyTorch on the same GPU.
+//! table for PyTorch on the same GPU. The launcher rows time the kernels alone; the
+//! rows marked "(public, in place)" time the public in-place ops (`uniform_`, `normal_`,
+//! `dropout_into`) on a CUDA tensor, i.e. the kernel plus the pipeline's host work
+//! (validation, the generator's reservation, the launch), like `torch`'s `uniform_`.
 //!
 //! Run: `cargo bench --bench gpu_bench` (or the binary from `scripts/gpu_bundle.sh`).
 //! Without a GPU it prints `skipping: <reason>` and exits 0 (1 under `REQUIRE_GPU=1`).
@@ -13,10 +16,11 @@
 use std::sync::Arc;
 
 use cudarc::driver::{sys::CUevent_flags, CudaStream};
-use ditto::kernels::{self, increment_for, launch, Launch, RandomOp};
+use ditto::kernels::{self, launch, Launch};
+use ditto::rng_gen::{self, increment_for, Generator, Key, RandomOp};
 use ditto::tensor_core::cuda::{self, CudaStorage};
 use ditto::tensor_core::cudarc;
-use ditto::tensor_core::DType;
+use ditto::tensor_core::{DType, Device, Tensor};
 
 const N: usize = 1 << 26;
 const WARMUP: usize = 3;
@@ -160,7 +164,50 @@ fn bench(ordinal: usize) -> BenchResult<Vec<Row>> {
             bytes_out: bytes + N / 8,
             copy_gbs,
         });
+        rows.extend(public_in_place_rows(ordinal, &stream, dtype, copy_gbs)?);
     }
+    Ok(rows)
+}
+
+/// The public in-place ops on a CUDA tensor of `N` elements of `dtype`: what a user's
+/// `x.uniform_()` costs, host work included.
+fn public_in_place_rows(
+    ordinal: usize,
+    stream: &Arc<CudaStream>,
+    dtype: DType,
+    copy_gbs: f64,
+) -> BenchResult<Vec<Row>> {
+    let device = Device::Cuda(ordinal);
+    let bytes = N * dtype.size_in_bytes();
+    let g = Generator::from_key(device, Key::new(1));
+    let x = Tensor::ones(&[N], dtype, device)?;
+    let mut out = Tensor::zeros(&[N], dtype, device)?;
+    let mut rows = Vec::new();
+    let row = |op: &str, ms: f64, bytes_out: usize| Row {
+        op: format!("{op} (public, in place)"),
+        dtype,
+        ms,
+        bytes_out,
+        copy_gbs,
+    };
+    let ms = time_ms(stream, |_| {
+        Ok(rng_gen::uniform_(&mut out, 0.0, 1.0, Some(&g))?)
+    })?;
+    rows.push(row("uniform_", ms, bytes));
+    let ms = time_ms(stream, |_| {
+        Ok(rng_gen::normal_(&mut out, 0.0, 1.0, Some(&g))?)
+    })?;
+    rows.push(row("normal_", ms, bytes));
+    let ms = time_ms(stream, |_| {
+        rng_gen::dropout_into(&x, 0.1, true, &mut out, Some(&g), false)?;
+        Ok(())
+    })?;
+    rows.push(row("dropout_into p=0.1", ms, bytes));
+    let ms = time_ms(stream, |_| {
+        rng_gen::dropout_into(&x, 0.1, true, &mut out, Some(&g), true)?;
+        Ok(())
+    })?;
+    rows.push(row("dropout_into p=0.1 + 1-bit mask", ms, bytes + N / 8));
     Ok(rows)
 }
 

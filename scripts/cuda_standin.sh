@@ -15,7 +15,9 @@
 # nothing is installed system-wide. A rebuild happens only when an input changed.
 # Kernels are compiled as C++17 with -ffp-contract=off -fno-fast-math (DESIGN.md §1),
 # each .cu its own translation unit, and found from the sources: every `__global__` in
-# kernels/cuda/*.cu and crates/tensor-core/cuda/*.cu, so new kernels are picked up.
+# kernels/cuda/*.cu and crates/tensor-core/cuda/*.cu, so new kernels are picked up, and
+# in the custom random op example's examples/custom_random_op/*.cu (which includes
+# ditto's headers by name, as a downstream kernel does: kernels/cuda is on its path).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -44,7 +46,8 @@ CUDARC="$(cudarc_dir)" || { (cd "$ROOT" && cargo fetch >&2); CUDARC="$(cudarc_di
   echo "cudarc's sources are not in the cargo registry (cargo fetch failed?)" >&2; exit 1; }
 
 shopt -s nullglob
-KERNEL_SOURCES=("$ROOT"/kernels/cuda/*.cu "$ROOT"/crates/tensor-core/cuda/*.cu)
+KERNEL_SOURCES=("$ROOT"/kernels/cuda/*.cu "$ROOT"/crates/tensor-core/cuda/*.cu
+                "$ROOT"/examples/custom_random_op/*.cu)
 shopt -u nullglob
 [ "${#KERNEL_SOURCES[@]}" -gt 0 ] || { echo "no kernel sources found" >&2; exit 1; }
 
@@ -57,7 +60,7 @@ stamp() {
     echo "${CXXFLAGS[*]}"; "$CXX" --version | head -1
     cat "$0" "$SRC"/generate.py "$SRC"/src/* "$SRC"/shim/* "$CUDARC"/src/driver/sys/mod.rs "$CUDARC"/src/cublas/sys/mod.rs
     for f in "${KERNEL_SOURCES[@]}"; do echo "$f"; done
-    cat "$ROOT"/kernels/cuda/* "$ROOT"/crates/tensor-core/cuda/*
+    cat "$ROOT"/kernels/cuda/* "$ROOT"/crates/tensor-core/cuda/* "$ROOT"/examples/custom_random_op/*
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -74,7 +77,7 @@ build() {
     rel="${cu#"$ROOT"/}"
     unit="$gen/kernels_$(echo "$rel" | tr '/.-' '___').cpp"
     "$CXX" -std=c++17 -E -P -D__global__=__standin_global__ -include "$SRC/shim/cuda_host_shim.h" \
-      -x c++ "$cu" -o "$unit.i"
+      -I"$ROOT/kernels/cuda" -x c++ "$cu" -o "$unit.i"
     python3 "$SRC/generate.py" kernels "$unit.i" "$rel" "$cu" "$unit"
     units+=("$unit")
   done
@@ -85,7 +88,7 @@ build() {
   printf '%s\n' "$SRC"/src/*.cpp "${units[@]}" | xargs -P "$jobs" -I{} sh -c '
     f="$1"; shift; out="$1"; shift
     exec "$@" -c "$f" -o "$out/$(basename "$f" .cpp).o"' _ {} "$obj" \
-    "$CXX" "${CXXFLAGS[@]}" -I"$SRC/src" -I"$SRC/shim" -I"$gen"
+    "$CXX" "${CXXFLAGS[@]}" -I"$SRC/src" -I"$SRC/shim" -I"$gen" -I"$ROOT/kernels/cuda"
 
   # Stubs for the rest of cudarc's surface, then one library.
   nm --defined-only -g "$obj"/*.o | awk 'NF == 3 { print $3 }' | sort -u > "$gen/defined.txt"

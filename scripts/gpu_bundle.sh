@@ -42,7 +42,7 @@ for line in sys.stdin:
 
 echo "building GPU test binaries (release)..." >&2
 tests=$(cargo test --release --no-run --message-format=json \
-          -p ditto --test gpu_random --test gpu_tensor_ops --test gpu_train_resume \
+          -p ditto --test gpu_random --test gpu_custom_op --test gpu_tensor_ops --test gpu_train_resume \
           --test gpu_multi_device --test cuda_driver_checks \
           -p kernels --test nvrtc_compile \
           -p tensor-core --test cuda --test nvrtc_tensor_ops | executables)

@@ -3,6 +3,8 @@
 //! The facade crate: it re-exports the five crates of the workspace so a user depends on
 //! one crate. See `README.md` and `DESIGN.md` for the random-stream contract.
 
+#![warn(missing_docs)]
+
 pub use dist;
 pub use kernels;
 pub use nn_mini;

@@ -394,3 +394,111 @@ fn a_missing_device_is_a_typed_error_not_a_panic() {
         assert!(launch::uniform(out, 0, 0, 0.0, 1.0, Launch::Auto).is_err());
     }
 }
+
+/// The in-place forms on CUDA tensors, including a contiguous view that starts inside
+/// its buffer (the kernel gets the offset), equal the CPU's allocating ops, and leave
+/// the rest of the buffer alone.
+#[test]
+fn in_place_ops_on_cuda_tensors_match_the_cpu() {
+    if !gpu() {
+        return;
+    }
+    let key = Key {
+        seed: 0xfeed,
+        offset: u64::MAX - 1,
+    };
+    for n in [1usize, 5, 1000, (1 << 16) + 3] {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            let cpu = rng_gen::normal(
+                &[1, n],
+                1.0,
+                2.0,
+                dtype,
+                Device::Cpu,
+                Some(&Generator::from_key(Device::Cpu, key)),
+            )
+            .unwrap();
+            let base = Tensor::zeros(&[3, n], dtype, GPU).unwrap();
+            let mut row = base.narrow(0, 1, 1).unwrap();
+            let g = Generator::from_key(GPU, key);
+            rng_gen::normal_(&mut row, 1.0, 2.0, Some(&g)).unwrap();
+            assert_same(&format!("normal_ {dtype} {n}"), &row, &cpu);
+            let cpu_u = rng_gen::uniform(
+                &[n],
+                -1.0,
+                3.0,
+                dtype,
+                Device::Cpu,
+                Some(&Generator::from_key(Device::Cpu, key)),
+            )
+            .unwrap();
+            let mut t = Tensor::zeros(&[n], dtype, GPU).unwrap();
+            rng_gen::uniform_(&mut t, -1.0, 3.0, Some(&Generator::from_key(GPU, key))).unwrap();
+            assert_same(&format!("uniform_ {dtype} {n}"), &t, &cpu_u);
+            let zeros = Tensor::zeros(&[1, n], dtype, Device::Cpu).unwrap();
+            let untouched = base.narrow(0, 0, 1).unwrap();
+            assert_same("row 0 untouched", &untouched, &zeros);
+        }
+        let cpu_b = rng_gen::bits(
+            &[n],
+            Device::Cpu,
+            Some(&Generator::from_key(Device::Cpu, key)),
+        )
+        .unwrap();
+        let mut t = Tensor::zeros(&[n], DType::U32, GPU).unwrap();
+        rng_gen::bits_(&mut t, Some(&Generator::from_key(GPU, key))).unwrap();
+        assert_same("bits_", &t, &cpu_b);
+        let x_cpu = support::cpu_tensor(&[n], 3);
+        let x_gpu = x_cpu.to_device(GPU).unwrap();
+        let (want, want_state) = rng_gen::dropout_with_mask(
+            &x_cpu,
+            0.3,
+            true,
+            Some(&Generator::from_key(Device::Cpu, key)),
+        )
+        .unwrap();
+        let mut out = Tensor::zeros(&[n], DType::F32, GPU).unwrap();
+        let state = rng_gen::dropout_into(
+            &x_gpu,
+            0.3,
+            true,
+            &mut out,
+            Some(&Generator::from_key(GPU, key)),
+            true,
+        )
+        .unwrap();
+        assert_same("dropout_into", &out, &want);
+        assert_eq!(state, want_state);
+    }
+}
+
+/// A sampler with no CUDA body runs on the host and is copied to the device: the same
+/// values and offsets as on the CPU.
+#[test]
+fn a_sampler_without_a_cuda_body_is_filled_on_the_host() {
+    if !gpu() {
+        return;
+    }
+    struct Xor;
+    impl rng_gen::Sampler for Xor {
+        type Elem = u32;
+        fn name(&self) -> &'static str {
+            "xor"
+        }
+        fn layout(&self) -> rng_gen::Layout {
+            rng_gen::Layout::per_element(2)
+        }
+        fn fill_group(&self, _group: u64, words: &[u32], out: &mut [u32]) {
+            out[0] = words[0] ^ words[1];
+        }
+    }
+    let key = Key { seed: 5, offset: 9 };
+    let (cg, gg) = (
+        Generator::from_key(Device::Cpu, key),
+        Generator::from_key(GPU, key),
+    );
+    let cpu = rng_gen::sample(Xor, &[1001], Device::Cpu, Some(&cg)).unwrap();
+    let gpu = rng_gen::sample(Xor, &[1001], GPU, Some(&gg)).unwrap();
+    assert_same("host-filled sampler", &gpu, &cpu);
+    assert_eq!(cg.key(), gg.key());
+}

@@ -1,28 +1,24 @@
-//! With the `host-parity` feature, compiles the tensor-op kernel bodies
-//! (`cuda/tensor_ops.cuh`) as plain C++ through `host/tensor_ops_shim.cpp`, so tests can
-//! run the code the GPU runs on the host and compare it with the CPU ops (DESIGN.md §3).
-//! Without the feature this does nothing: normal builds need no C++ compiler.
-//!
-//! The flags keep the host's float arithmetic as literal as NVRTC's `--fmad=false`: no
-//! contraction into fma, no fast-math reassociation, no library substitutions.
+//! Publishes the folder of tensor-core's CUDA headers to crates that depend on it
+//! (`links = "ditto_tensor_core"`: their build scripts read `DEP_DITTO_TENSOR_CORE_INCLUDE`;
+//! the `kernels` crate passes it on with its own folder), and with the `host-parity`
+//! feature compiles the tensor-op kernel bodies (`cuda/tensor_ops.cuh`) as plain C++
+//! through `host/tensor_ops_shim.cpp`, so tests can run the code the GPU runs on the host
+//! and compare it with the CPU ops (DESIGN.md §3). Without the feature no C++ compiler
+//! is needed. The compiler flags are `ditto_build::host_cuda_build`'s, shared with the
+//! kernels crate.
+
+use std::path::PathBuf;
 
 fn main() {
+    let cuda_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap()).join("cuda");
+    println!("cargo:include={}", cuda_dir.display());
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=host/tensor_ops_shim.cpp");
-    println!("cargo:rerun-if-changed=cuda/tensor_ops.cuh");
+    ditto_build::rerun_if_headers_change(&cuda_dir);
     if std::env::var_os("CARGO_FEATURE_HOST_PARITY").is_none() {
         return;
     }
-    cc::Build::new()
-        .cpp(true)
+    ditto_build::host_cuda_build(&[cuda_dir])
         .file("host/tensor_ops_shim.cpp")
-        .include("cuda")
-        .opt_level(2)
-        .flag("-std=c++17")
-        .flag("-ffp-contract=off")
-        .flag("-fno-fast-math")
-        .flag("-fno-builtin")
-        .warnings(true)
-        .extra_warnings(true)
         .compile("ditto_tensor_ops_shim");
 }

@@ -9,7 +9,8 @@
 #ifndef DITTO_MATH_CUH
 #define DITTO_MATH_CUH
 
-#include "ditto_types.cuh"
+// The host/device shim shared with tensor-core's kernels (a path relative to this folder).
+#include "../../crates/tensor-core/cuda/ditto_host_device.cuh"
 
 // ---------------------------------------------------------------------------------
 // Correctly rounded division and square root. NVRTC's defaults (--prec-div=true,

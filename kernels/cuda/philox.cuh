@@ -4,7 +4,8 @@
 #ifndef DITTO_PHILOX_CUH
 #define DITTO_PHILOX_CUH
 
-#include "ditto_types.cuh"
+// The host/device shim shared with tensor-core's kernels (a path relative to this folder).
+#include "../../crates/tensor-core/cuda/ditto_host_device.cuh"
 
 #define DITTO_PHILOX_M0 0xD2511F53u
 #define DITTO_PHILOX_M1 0xCD9E8D57u

@@ -1,15 +1,18 @@
 // ditto's random kernels: thin grid-stride loops over the per-block bodies of
 // random_blocks.cuh. Each thread computes whole Philox blocks (four elements, or two
-// for the two-word f64 uniform and randint) or, when writing a packed dropout mask,
-// whole mask words (eight blocks), so no element depends on the grid or block size and
-// no atomics are needed.
+// for the two-word f64 uniform and randint) and, for a packed dropout mask, whole mask
+// words (eight blocks), so no element depends on the grid or block size and no atomics
+// are needed.
 //
 // Arguments are plain values: the generator's (seed, offset) reservation happens on the
-// host before the launch (DESIGN.md §1). Element counts and indices are 64-bit.
+// host before the launch (DESIGN.md §1). Every kernel's signature is (seed, offset, n,
+// parameters..., out), the output pointer last (kernels/src/launch/mod.rs pushes them in
+// that order). Element counts and indices are 64-bit.
 // f16 / bf16 buffers are passed as their uint16 bit patterns.
 // Kernel names are ditto_<op>_<dtype>_kernel (the op's math keeps the plain names).
 // Compiled by NVRTC with --fmad=false (kernels/src/nvrtc.rs).
 #include "random_blocks.cuh"
+#include "dropout.cuh"
 
 // for (uint64_t var = global thread id; var < count; var += total threads)
 #define DITTO_GRID_STRIDE(var, count)                                              \
@@ -68,18 +71,18 @@ DITTO_BERNOULLI_KERNEL(ditto_bernoulli_bf16_kernel, DittoBF16)
 DITTO_BERNOULLI_KERNEL(ditto_bernoulli_f64_kernel, DittoF64)
 DITTO_BERNOULLI_KERNEL(ditto_bernoulli_u8_kernel, DittoU8)
 
-// Forward: y = dropout(x). With a mask (1 bit per element, bit i of word i / 32) each
-// thread owns whole mask words; without one (mask == nullptr) it owns single blocks.
+// Forward: y = dropout(x), one block per thread. With a mask (1 bit per element, bit i
+// of word i / 32; mask == nullptr for none) a second loop writes it, one word per
+// thread (ditto_dropout_mask_word says why not together).
 #define DITTO_DROPOUT_KERNEL(name, Out)                                                      \
     extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float p,     \
-                                    float scale, const Out::T* x, Out::T* y,                 \
-                                    uint32_t* mask) {                                        \
+                                    float scale, const Out::T* x, uint32_t* mask,            \
+                                    Out::T* y) {                                             \
+        DITTO_GRID_STRIDE(b, ditto_blocks_for(n))                                            \
+        ditto_dropout_block<Out>(seed, offset, b, n, p, scale, x, y);                        \
         if (mask != nullptr) {                                                               \
-            DITTO_GRID_STRIDE(g, ditto_mask_words_for(n))                                    \
-            ditto_dropout_group<Out>(seed, offset, g, n, p, scale, x, y, mask);              \
-        } else {                                                                             \
-            DITTO_GRID_STRIDE(b, ditto_blocks_for(n))                                        \
-            ditto_dropout_block<Out>(seed, offset, b, n, p, scale, x, y);                    \
+            DITTO_GRID_STRIDE(w, ditto_mask_words_for(n))                                    \
+            mask[w] = ditto_dropout_mask_word(seed, offset, w, n, p);                        \
         }                                                                                    \
     }
 DITTO_DROPOUT_KERNEL(ditto_dropout_f32_kernel, DittoF32)

@@ -1,6 +1,7 @@
 // One Philox block of every random op: the per-element rules of DESIGN.md §1, written
 // once for the GPU kernels (random.cu loops over blocks) and for the host parity tests
-// (host/parity_shim.cpp calls the very same functions for one block index).
+// (host/parity_shim.cpp calls the very same functions for one block index). Dropout's
+// blocks are in dropout.cuh, which builds on the element types and loads/stores here.
 //
 // Block `b` of an op with base offset `o` is Philox block `o + b`; its four words are
 // words 4b..4b+3 of the op. With one word per element it yields elements 4b..4b+3;
@@ -10,7 +11,8 @@
 #ifndef DITTO_RANDOM_BLOCKS_CUH
 #define DITTO_RANDOM_BLOCKS_CUH
 
-#include "ditto_types.cuh"
+// The host/device shim shared with tensor-core's kernels (a path relative to this folder).
+#include "../../crates/tensor-core/cuda/ditto_host_device.cuh"
 #include "philox.cuh"
 #include "ditto_math.cuh"
 
@@ -244,58 +246,6 @@ DITTO_HD void ditto_bernoulli_block(uint64_t seed, uint64_t offset, uint64_t blo
         v[l] = Out::from_f32(ditto_bernoulli(w[l], p) ? 1.0f : 0.0f);
     }
     ditto_store4(out, block, n, v);
-}
-
-// Applies a keep pattern (bit l = element 4b+l kept) to one block: kept elements become
-// Out::kept(x, scale); dropped ones become +0.
-template <class Out>
-DITTO_HD void ditto_apply_keep_block(uint32_t keep, uint64_t block, uint64_t n, float scale,
-                                     const typename Out::T* x, typename Out::T* y) {
-    typename Out::T in[4], v[4];
-    ditto_load4(x, block, n, in);
-    for (int l = 0; l < 4; ++l) {
-        v[l] = ((keep >> l) & 1u) != 0 ? Out::kept(in[l], scale) : Out::from_f32(0.0f);
-    }
-    ditto_store4(y, block, n, v);
-}
-
-// dropout(p) forward on one block: keep iff u >= p. Returns the keep bits of the
-// elements below n (bit l for element 4b+l), for the packed mask.
-template <class Out>
-DITTO_HD uint32_t ditto_dropout_block(uint64_t seed, uint64_t offset, uint64_t block, uint64_t n,
-                                      float p, float scale, const typename Out::T* x,
-                                      typename Out::T* y) {
-    uint32_t w[4];
-    ditto_block_words(seed, offset + block, w);
-    uint32_t keep = 0;
-    for (uint64_t l = 0; l < 4; ++l) {
-        if (block * 4 + l < n && ditto_dropout_keep(w[l], p)) keep |= 1u << l;
-    }
-    ditto_apply_keep_block<Out>(keep, block, n, scale, x, y);
-    return keep;
-}
-
-// dropout forward on mask word `group` (elements 32g .. 32g+31, blocks 8g .. 8g+7):
-// one thread owns the whole word, so the mask needs no atomics. Bits past n are 0.
-template <class Out>
-DITTO_HD void ditto_dropout_group(uint64_t seed, uint64_t offset, uint64_t group, uint64_t n,
-                                  float p, float scale, const typename Out::T* x,
-                                  typename Out::T* y, uint32_t* mask) {
-    uint32_t word = 0;
-    for (uint64_t b = 0; b < 8 && (group * 8 + b) * 4 < n; ++b) {
-        word |= ditto_dropout_block<Out>(seed, offset, group * 8 + b, n, p, scale, x, y) << (4 * b);
-    }
-    mask[group] = word;
-}
-
-// dropout backward on one block from the packed mask: grad_in = kept(grad) where kept.
-template <class Out>
-DITTO_HD void ditto_dropout_backward_mask_block(uint64_t block, uint64_t n, float scale,
-                                                const uint32_t* mask,
-                                                const typename Out::T* grad,
-                                                typename Out::T* grad_in) {
-    const uint32_t keep = (mask[block / 8] >> (4 * (block % 8))) & 0xFu;
-    ditto_apply_keep_block<Out>(keep, block, n, scale, grad, grad_in);
 }
 
 #endif  // DITTO_RANDOM_BLOCKS_CUH

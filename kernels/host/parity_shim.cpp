@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "random_blocks.cuh"
+#include "dropout.cuh"
 
 static_assert(FLT_EVAL_METHOD == 0, "f32 arithmetic must happen in f32 (SSE), not x87");
 static_assert(sizeof(float) == 4 && sizeof(bool) == 1, "the Rust side assumes these");
@@ -65,6 +66,12 @@ void ditto_host_bits_block(uint64_t seed, uint64_t offset, uint64_t block, uint6
     ditto_bits_block(seed, offset, block, n, out);
 }
 
+// One packed dropout-mask word (dtype independent).
+uint32_t ditto_host_dropout_mask_word(uint64_t seed, uint64_t offset, uint64_t word, uint64_t n,
+                                      float p) {
+    return ditto_dropout_mask_word(seed, offset, word, n, p);
+}
+
 // uniform and normal: f32, f16, bf16.
 #define DITTO_HOST_SAMPLE_OPS(suffix, Out)                                                    \
     void ditto_host_uniform_block_##suffix(uint64_t seed, uint64_t offset, uint64_t block,   \
@@ -90,11 +97,6 @@ DITTO_HOST_SAMPLE_OPS(bf16, DittoBF16)
                                                uint64_t n, float p, float scale,             \
                                                const Out::T* x, Out::T* y) {                 \
         return ditto_dropout_block<Out>(seed, offset, block, n, p, scale, x, y);             \
-    }                                                                                        \
-    void ditto_host_dropout_group_##suffix(uint64_t seed, uint64_t offset, uint64_t group,   \
-                                           uint64_t n, float p, float scale,                 \
-                                           const Out::T* x, Out::T* y, uint32_t* mask) {     \
-        ditto_dropout_group<Out>(seed, offset, group, n, p, scale, x, y, mask);              \
     }                                                                                        \
     void ditto_host_dropout_backward_mask_block_##suffix(uint64_t block, uint64_t n,         \
                                                          float scale, const uint32_t* mask,  \

@@ -1,38 +1,44 @@
-//! # kernels: ditto's CUDA sources, their launchers, and the offset increments
+//! # kernels: ditto's random CUDA kernels and their launchers
 //!
 //! ```text
-//! tensor-core  Device, DType, Shape, Storage, Tensor, errors
+//! tensor-core  Device, DType, Shape, Storage, Tensor, ops, errors; NVRTC + module cache
 //!      ^
-//! kernels      <- you are here: CUDA sources + launchers; the offset increments
+//! kernels      <- you are here: the random CUDA sources + launchers
 //!      ^
-//! rng-gen      Philox engine, generators, samplers
+//! rng-gen      Philox engine, generators, the random-op pipeline, samplers
 //!      ^
 //! nn-mini      layers, losses, SGD, data loader, checkpoints
 //! ```
 //!
 //! Launchers take `(seed, offset, n, ...)` as plain values: reserving the offset is the
-//! generator's job (rng-gen), which uses [`increment_for`] from here so the CPU samplers
-//! and the GPU kernels advance generators identically.
+//! generator's job, in rng-gen's random-op pipeline, which also owns the increment
+//! functions (they describe the stream, which lives there).
 //!
 //! The CUDA side lives in `kernels/cuda/`: headers with the per-element math as
 //! `__host__ __device__` functions (`philox.cuh`, `ditto_math.cuh`), the per-block body
-//! of every op (`random_blocks.cuh`) and thin grid-stride kernels (`random.cu`). They are
-//! compiled at run time by NVRTC ([`nvrtc`], feature `cuda`; the compile options and the
-//! per-device module cache are tensor-core's, shared with its own kernels) and, with the
-//! `host-parity` feature, by the host C++ compiler so tests can check them against the
-//! Rust engine bit for bit without a GPU ([`host_parity`]).
+//! of every op (`random_blocks.cuh`, and `dropout.cuh` for dropout) and thin grid-stride
+//! kernels (`random.cu`). All of them include tensor-core's host/device shim
+//! (`crates/tensor-core/cuda/ditto_host_device.cuh`). They are compiled at run time by
+//! NVRTC ([`nvrtc`], feature `cuda`; the compile options and the per-device module cache
+//! are tensor-core's, shared with its own kernels) and, with the `host-parity` feature,
+//! by the host C++ compiler so tests can check them against the Rust engine bit for bit
+//! without a GPU ([`host_parity`], feature `host-parity`).
+//!
+//! A downstream crate's kernels can include the same headers: the build script of a crate
+//! that depends on `kernels` reads their folders from `DEP_DITTO_KERNELS_INCLUDE`
+//! (`ditto_build::ditto_include_dirs`), and [`source::translation_unit_with`] inlines
+//! them for NVRTC. `docs/custom-random-op.md` walks through it.
+
+#![warn(missing_docs)]
 
 pub mod error;
 /// Launch geometry, shared with tensor-core's kernels.
 pub use tensor_core::grid;
-pub mod increment;
 pub mod mask;
 pub mod source;
 
 #[cfg(feature = "cuda")]
 pub mod launch;
-#[cfg(feature = "cuda")]
-mod module_cache;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 
@@ -41,5 +47,6 @@ pub mod host_parity;
 
 pub use error::{KernelError, Result};
 pub use grid::{Grid, Launch};
-pub use increment::{increment_for, words_for, words_per_element, RandomOp};
+#[cfg(feature = "cuda")]
+pub use launch::{Arg, KernelCall};
 pub use mask::{mask_bit, pack_mask, packed_mask_words};

@@ -2,16 +2,28 @@
 //! unit NVRTC compiles from them (headers inlined by tensor-core's
 //! [`inline_includes`](tensor_core::cuda_source::inline_includes), so a built binary
 //! needs no source tree on the GPU machine).
+//!
+//! A downstream crate's kernel that includes ditto's headers gets its translation unit
+//! from [`translation_unit_with`].
 
-/// The headers `random.cu` may include, by the name it includes them with.
-pub const HEADERS: [(&str, &str); 4] = [
-    ("ditto_types.cuh", include_str!("../cuda/ditto_types.cuh")),
+/// The name every ditto header includes the shared host/device shim by: a path relative
+/// to `kernels/cuda/`, so host compilers (the parity builds, the CUDA stand-in) find it
+/// without an extra include folder. NVRTC gets its text inlined under this name.
+pub const HOST_DEVICE_SHIM: &str = "../../crates/tensor-core/cuda/ditto_host_device.cuh";
+
+/// The headers a kernel may include, by the name they are included with.
+pub const HEADERS: [(&str, &str); 5] = [
+    (
+        HOST_DEVICE_SHIM,
+        tensor_core::cuda_source::HOST_DEVICE_HEADER,
+    ),
     ("philox.cuh", include_str!("../cuda/philox.cuh")),
     ("ditto_math.cuh", include_str!("../cuda/ditto_math.cuh")),
     (
         "random_blocks.cuh",
         include_str!("../cuda/random_blocks.cuh"),
     ),
+    ("dropout.cuh", include_str!("../cuda/dropout.cuh")),
 ];
 
 /// The kernels' translation unit, before include expansion.
@@ -49,6 +61,22 @@ pub fn translation_unit() -> String {
     tensor_core::cuda_source::inline_includes(RANDOM_CU, &HEADERS)
 }
 
+/// A downstream kernel source `cu` as one translation unit: ditto's headers ([`HEADERS`])
+/// and the crate's own `headers` (pairs of the name it includes them by and their text)
+/// inlined where they are included, each once.
+///
+/// ```
+/// let own = [("my_op.cuh", "#include \"philox.cuh\"\n// my body")];
+/// let tu = kernels::source::translation_unit_with("#include \"my_op.cuh\"\n", &own);
+/// assert!(tu.contains("ditto_philox4x32_10") && tu.contains("// my body"));
+/// ```
+#[must_use]
+pub fn translation_unit_with(cu: &str, headers: &[(&'static str, &'static str)]) -> String {
+    let mut all: Vec<(&'static str, &'static str)> = headers.to_vec();
+    all.extend(HEADERS);
+    tensor_core::cuda_source::inline_includes(cu, &all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,6 +106,18 @@ mod tests {
             let direct = tu.contains(&format!("void {name}("));
             let via_macro = tu.contains(&format!("({name},"));
             assert!(direct || via_macro, "{name} is not in random.cu");
+        }
+    }
+
+    #[test]
+    fn every_header_in_the_folder_is_embedded() {
+        // A new .cuh must be added to HEADERS, or NVRTC would not find it.
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/cuda");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if name.ends_with(".cuh") {
+                assert!(HEADERS.iter().any(|(h, _)| *h == name), "{name}");
+            }
         }
     }
 }

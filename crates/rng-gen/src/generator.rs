@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use kernels::{increment_for, RandomOp};
+use crate::stream::increment::{increment_for, RandomOp};
 use tensor_core::{DType, Device};
 
 use crate::state::{self, StateKind};
@@ -144,11 +144,13 @@ impl Generator {
         };
     }
 
-    /// Reserves the blocks an op of `op` on `n` elements of `dtype` consumes
-    /// ([`kernels::increment_for`], the same function the CUDA launchers use) and
-    /// returns the key of the first one. The generator moves past them (wrapping modulo
-    /// 2^64), under the lock, before any computation, so concurrent ops get disjoint
-    /// stretches and the result does not depend on timing.
+    /// Reserves the blocks one of ditto's ops `op` on `n` elements of `dtype` consumes
+    /// ([`increment_for`](crate::stream::increment::increment_for): what the op
+    /// reserves on any device) and returns the key of the first one. The generator moves
+    /// past them (wrapping modulo 2^64), under the lock, so concurrent ops get disjoint
+    /// stretches and the result does not depend on timing. For a caller that computes
+    /// an op's stretch itself, e.g. every data-parallel rank reserving a whole batch's
+    /// dropout before each computes its rows.
     pub fn reserve(&self, op: RandomOp, dtype: DType, n: u64) -> Key {
         self.reserve_blocks(increment_for(op, dtype, n))
     }

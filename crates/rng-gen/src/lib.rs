@@ -3,9 +3,9 @@
 //! ```text
 //! tensor-core  Device, DType, Shape, Storage, Tensor, errors
 //!      ^
-//! kernels      CUDA sources + launchers; the offset increments
+//! kernels      the random CUDA sources + launchers
 //!      ^
-//! rng-gen      <- you are here: Philox engine, generators, samplers
+//! rng-gen      <- you are here: Philox engine, generators, the random-op pipeline
 //!      ^
 //! nn-mini      layers, losses, SGD, data loader, checkpoints
 //! ```
@@ -29,7 +29,8 @@
 //! ## Modules (one concept per file)
 //!
 //! - [`stream`]: the contract itself: Philox4x32-10, keys and `fold_in` / `split`, the
-//!   word-to-number conversions, ditto's own f32 `ln` / `sincospi`.
+//!   word-to-number conversions, ditto's own f32 `ln` / `sincospi` and f16 / bf16
+//!   rounding, and how many blocks each built-in op consumes.
 //! - `generator`: [`Generator`], a shared `(seed, offset)` handle whose
 //!   [`reserve`](Generator::reserve) hands each op its stretch of the stream.
 //! - [`state`]: the versioned state bytes of generators and [`PhiloxRng`].
@@ -40,10 +41,14 @@
 //!   thread-local fork; [`fork_rng_all_threads`] is PyTorch's process-wide rewind).
 //! - `philox_rng`: [`PhiloxRng`], the stream as a `rand_core` RNG.
 //! - `ops`: the random tensor ops ([`rand`], [`randn`], [`uniform`], [`normal`],
-//!   [`bernoulli`], [`randint`], [`randperm`], [`bits`], [`dropout`], and
-//!   [`dropout_rows`] for some rows of a batch reserved once, as data parallel ranks
-//!   need); CPU samplers fill chunks of whole Philox blocks in parallel, CUDA goes
-//!   through the `kernels` launchers.
+//!   [`bernoulli`], [`randint`], [`randperm`], [`bits`], [`dropout`]) and their in-place
+//!   forms ([`uniform_`], [`normal_`], [`bernoulli_`], [`random_`], [`bits_`],
+//!   [`dropout_into`]), and [`dropout_rows`] for some rows of a batch reserved once, as
+//!   data parallel ranks need. All of them run one pipeline (validate, take the output, reserve
+//!   once, fill in parallel on the CPU or launch on CUDA), which a downstream crate's
+//!   own op uses the same way: implement [`Sampler`] and call [`sample`] (see
+//!   `docs/custom-random-op.md`).
+//! - `simd`: which vector instructions the CPU fill is compiled for, picked at run time.
 //! - `error`: [`RngError`], the crate's one error type.
 
 #![warn(missing_docs)]
@@ -55,21 +60,31 @@ mod generator;
 mod ops;
 mod philox_rng;
 mod registry;
+mod simd;
 pub mod state;
 pub mod stream;
-mod widest_simd;
 
 pub use error::RngError;
 pub use fork::{fork_rng, fork_rng_all_threads};
 pub use generator::{Generator, DEFAULT_SEED};
-pub use kernels::RandomOp;
 pub use ops::{
-    bernoulli, bits, dropout, dropout_backward, dropout_rows, dropout_with_mask, normal, rand,
-    randint, randn, randperm, uniform, DropoutState,
+    bernoulli, bernoulli_, bits, bits_, dropout, dropout_backward, dropout_into, dropout_rows, dropout_with_mask,
+    normal, normal_, rand, randint, randn, random_, randperm, sample, sample_, sample_at, uniform,
+    uniform_, DropoutState, Layout, Sampler, BATCH_WORDS,
 };
 pub use philox_rng::PhiloxRng;
 pub use registry::{
     default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state,
 };
+pub use stream::increment::{increment_for, words_for, words_per_element, RandomOp};
 pub use stream::key::{fold_in, split, Key};
 pub use stream::philox::philox4x32_10;
+
+/// The `rand_core` version whose `RngCore` / `SeedableRng` [`PhiloxRng`] implements, so
+/// downstream code names the same traits without a version to keep in step.
+pub use rand_core;
+
+/// What a CUDA body of a [`Sampler`] returns: the kernel and its arguments (from the
+/// `kernels` crate, re-exported so a downstream op needs no other import).
+#[cfg(feature = "cuda")]
+pub use kernels::{Arg as KernelArg, KernelCall};

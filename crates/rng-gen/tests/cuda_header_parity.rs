@@ -11,10 +11,10 @@
 
 use half::{bf16, f16};
 use kernels::host_parity as cuda;
-use kernels::{increment_for, RandomOp};
 use rng_gen::stream::convert as rust;
 use rng_gen::stream::f32math;
 use rng_gen::stream::philox::block_words;
+use rng_gen::{increment_for, RandomOp};
 use rng_gen::{Generator, Key};
 use tensor_core::{DType, Device, Element, Tensor};
 

@@ -1,10 +1,11 @@
 //! How far each op moves its generator (DESIGN.md §1 "Offset bookkeeping"): worked
-//! examples, agreement with `kernels::increment_for` over a sweep of sizes, independence
-//! from parameter values, and consecutive ops starting where the previous one ended.
+//! examples, agreement with `rng_gen::increment_for` (what every device reserves) over a
+//! sweep of sizes, independence from parameter values, and consecutive ops starting
+//! where the previous one ended.
 
 mod common;
 
-use kernels::increment_for;
+use rng_gen::increment_for;
 use rng_gen::{
     bernoulli, bits, dropout, normal, rand, randint, randn, randperm, uniform, Generator, RandomOp,
 };

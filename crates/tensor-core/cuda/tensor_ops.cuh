@@ -15,14 +15,10 @@
 #include <math.h>
 #endif
 
-#ifndef __CUDACC__
-// Host C++ compiler: the CUDA qualifiers mean nothing here.
-#define __host__
-#define __device__
-#define __forceinline__ inline
-#endif
+// The host/device shim shared with the random kernels (__host__ / __device__ on the host).
+#include "ditto_host_device.cuh"
 
-#define DITTO_OPS_HD __host__ __device__ __forceinline__
+#define DITTO_OPS_HD DITTO_HD
 
 #define DITTO_MAX_RANK 8
 #define DITTO_REDUCE_BLOCK 1024ULL

@@ -26,6 +26,64 @@ pub(crate) fn try_with_capacity<T>(len: usize, dtype: DType) -> Result<Vec<T>> {
     Ok(values)
 }
 
+/// A vector of `len` zero elements whose memory comes straight from the allocator's
+/// zeroed allocation (`calloc`): large buffers are fresh pages the kernel zeroes on first
+/// touch, so nothing writes the zeros up front and whoever fills the buffer first (in
+/// parallel, if it likes) touches each page once. Allocation failure is an
+/// `AllocationFailed` error instead of an abort. Buffers of [`HUGE_PAGE_MIN_BYTES`] or
+/// more ask Linux for transparent huge pages, as NumPy does for its arrays: filling a
+/// fresh 64 MB buffer otherwise takes 16,384 page faults of 4 KiB (measured: rng-gen's
+/// allocating `rand` ran at a quarter of its in-place speed), with them 32.
+pub fn try_zeroed_vec<T: Element>(len: usize) -> Result<Vec<T>> {
+    let failed = || TensorError::AllocationFailed {
+        device: Device::Cpu,
+        dtype: T::DTYPE,
+        elements: len,
+    };
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| failed())?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the layout has a non-zero size. Every `Element` type (a sealed set: f32,
+    // f64, f16, bf16, i64, u32, u8, bool) is valid with all bits zero (0, +0.0, false),
+    // so the `len` elements are initialised; the pointer comes from the global allocator
+    // with `T`'s layout for exactly `len` elements, as `Vec::from_raw_parts` requires.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout).cast::<T>();
+        if ptr.is_null() {
+            return Err(failed());
+        }
+        advise_huge_pages(ptr.cast(), layout.size());
+        Ok(Vec::from_raw_parts(ptr, len, len))
+    }
+}
+
+/// Fresh buffers at least this large get huge-page advice (NumPy's threshold).
+pub const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
+
+/// Asks the kernel to back the whole 4 KiB pages of `bytes` bytes at `ptr` with
+/// transparent huge pages (`madvise(MADV_HUGEPAGE)`), when `bytes` is at least
+/// [`HUGE_PAGE_MIN_BYTES`]. Only advice: contents never change, and a kernel that
+/// refuses (or THP set to `never`) leaves ordinary pages. A no-op off Linux.
+fn advise_huge_pages(ptr: *mut u8, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    if bytes >= HUGE_PAGE_MIN_BYTES {
+        const PAGE: usize = 4096;
+        let start = (ptr as usize).next_multiple_of(PAGE);
+        let end = (ptr as usize + bytes) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: [start, end) lies inside the allocation just made, page aligned;
+            // MADV_HUGEPAGE changes no contents and cannot unmap anything. The result is
+            // ignored: the advice is optional.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, bytes);
+}
+
 /// Checks that `value` converts to an integer dtype without wrapping: finite and inside
 /// the type's range after truncation toward zero. Floats and bool accept anything.
 fn check_representable(op: &'static str, value: f64, dtype: DType) -> Result<()> {

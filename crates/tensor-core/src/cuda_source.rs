@@ -56,6 +56,10 @@ fn included_header(
     headers.iter().find(|(n, _)| *n == name).copied()
 }
 
+/// `ditto_host_device.cuh`: the one host/device shim (integer typedefs for NVRTC, the
+/// CUDA qualifiers defined away on the host, bit casts), included by every ditto header
+/// here and in the `kernels` crate.
+pub const HOST_DEVICE_HEADER: &str = include_str!("../cuda/ditto_host_device.cuh");
 /// `tensor_ops.cuh`, the per-element bodies of tensor-core's kernels.
 pub const TENSOR_OPS_HEADER: &str = include_str!("../cuda/tensor_ops.cuh");
 /// `tensor_ops.cu`, the kernels themselves (before include expansion).
@@ -64,7 +68,13 @@ pub const TENSOR_OPS_CU: &str = include_str!("../cuda/tensor_ops.cu");
 /// tensor-core's kernels as one translation unit.
 #[must_use]
 pub fn tensor_ops_translation_unit() -> String {
-    inline_includes(TENSOR_OPS_CU, &[("tensor_ops.cuh", TENSOR_OPS_HEADER)])
+    inline_includes(
+        TENSOR_OPS_CU,
+        &[
+            ("tensor_ops.cuh", TENSOR_OPS_HEADER),
+            ("ditto_host_device.cuh", HOST_DEVICE_HEADER),
+        ],
+    )
 }
 
 #[cfg(test)]
@@ -88,5 +98,10 @@ mod tests {
         let tu = tensor_ops_translation_unit();
         assert!(!tu.contains("#include \""));
         assert_eq!(tu.matches("// ---- begin tensor_ops.cuh ----").count(), 1);
+        assert_eq!(
+            tu.matches("// ---- begin ditto_host_device.cuh ----")
+                .count(),
+            1
+        );
     }
 }

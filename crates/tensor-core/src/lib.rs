@@ -63,6 +63,7 @@ pub mod cuda;
 #[cfg(feature = "cuda")]
 pub use cudarc;
 
+pub use creation::try_zeroed_vec;
 pub use determinism::{
     are_deterministic_algorithms_enabled, deterministic_mode,
     is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms, DeterministicMode,

@@ -134,8 +134,10 @@ impl Tensor {
     }
 
     /// Mutable access to the storage, copying it first if another tensor shares it
-    /// (copy-on-write), so in-place updates never leak into clones.
-    pub(crate) fn storage_mut(&mut self) -> Result<&mut Storage> {
+    /// (copy-on-write), so in-place updates never leak into clones. For crates that
+    /// write a tensor's elements themselves (rng-gen's in-place random ops on CUDA
+    /// tensors); index it with [`Tensor::storage_offset`] and [`Tensor::strides`].
+    pub fn storage_mut(&mut self) -> Result<&mut Storage> {
         if Arc::get_mut(&mut self.storage).is_none() {
             let copy = self.storage.try_clone()?;
             self.storage = Arc::new(copy);

@@ -36,7 +36,6 @@ pub struct SampleOps<T> {
 pub struct ElementwiseOps<T> {
     bernoulli: unsafe extern "C" fn(u64, u64, u64, u64, f32, *mut T),
     dropout: unsafe extern "C" fn(u64, u64, u64, u64, f32, f32, *const T, *mut T) -> u32,
-    group: unsafe extern "C" fn(u64, u64, u64, u64, f32, f32, *const T, *mut T, *mut u32),
     backward: unsafe extern "C" fn(u64, u64, f32, *const u32, *const T, *mut T),
 }
 
@@ -75,12 +74,11 @@ sample_float!(
 );
 
 macro_rules! elementwise_float {
-    ($t:ty, $b:ident, $d:ident, $g:ident, $bw:ident) => {
+    ($t:ty, $b:ident, $d:ident, $bw:ident) => {
         impl ElementwiseFloat for $t {
             const ELEMENTWISE: ElementwiseOps<$t> = ElementwiseOps {
                 bernoulli: ffi::$b,
                 dropout: ffi::$d,
-                group: ffi::$g,
                 backward: ffi::$bw,
             };
         }
@@ -90,28 +88,24 @@ elementwise_float!(
     f32,
     ditto_host_bernoulli_block_f32,
     ditto_host_dropout_block_f32,
-    ditto_host_dropout_group_f32,
     ditto_host_dropout_backward_mask_block_f32
 );
 elementwise_float!(
     f16,
     ditto_host_bernoulli_block_f16,
     ditto_host_dropout_block_f16,
-    ditto_host_dropout_group_f16,
     ditto_host_dropout_backward_mask_block_f16
 );
 elementwise_float!(
     bf16,
     ditto_host_bernoulli_block_bf16,
     ditto_host_dropout_block_bf16,
-    ditto_host_dropout_group_bf16,
     ditto_host_dropout_backward_mask_block_bf16
 );
 elementwise_float!(
     f64,
     ditto_host_bernoulli_block_f64,
     ditto_host_dropout_block_f64,
-    ditto_host_dropout_group_f64,
     ditto_host_dropout_backward_mask_block_f64
 );
 
@@ -243,39 +237,18 @@ pub fn dropout_block<T: ElementwiseFloat>(
     }
 }
 
-/// `ditto_dropout_group<T>`: mask word `group` and its 32 elements of `y`.
+/// `ditto_dropout_mask_word`: packed-mask word `word` of an op on `n` elements.
 ///
 /// # Panics
-/// If lengths disagree or `group` is not a mask word of the op.
-#[allow(clippy::too_many_arguments)]
-pub fn dropout_group<T: ElementwiseFloat>(
-    seed: u64,
-    offset: u64,
-    group: u64,
-    p: f32,
-    scale: f32,
-    x: &[T],
-    y: &mut [T],
-    mask: &mut [u32],
-) {
-    assert_eq!(x.len(), y.len());
-    assert_eq!(mask.len() as u64, crate::packed_mask_words(x.len() as u64));
-    assert!(group < mask.len() as u64);
-    let n = x.len() as u64;
-    // SAFETY: buffers sized as the kernel expects, checked above.
-    unsafe {
-        (T::ELEMENTWISE.group)(
-            seed,
-            offset,
-            group,
-            n,
-            p,
-            scale,
-            x.as_ptr(),
-            y.as_mut_ptr(),
-            mask.as_mut_ptr(),
-        )
-    };
+/// If `word` is not a mask word of the op.
+#[must_use]
+pub fn dropout_mask_word(seed: u64, offset: u64, word: u64, n: u64, p: f32) -> u32 {
+    assert!(
+        word < crate::packed_mask_words(n),
+        "mask word {word} of {n} elements"
+    );
+    // SAFETY: plain values in and out; the word index was checked above.
+    unsafe { ffi::ditto_host_dropout_mask_word(seed, offset, word, n, p) }
 }
 
 /// `ditto_dropout_backward_mask_block<T>`.
@@ -386,7 +359,7 @@ pub fn bernoulli_u8(seed: u64, offset: u64, n: usize, p: f32) -> Vec<u8> {
 }
 
 /// Everything `ditto_dropout_<T>_kernel` writes: `y`, and the packed mask when
-/// `with_mask` (then, as in the kernel, the work items are mask words).
+/// `with_mask` (as in the kernel, from a second loop over mask words).
 #[must_use]
 pub fn dropout<T: ElementwiseFloat>(
     seed: u64,
@@ -398,16 +371,16 @@ pub fn dropout<T: ElementwiseFloat>(
 ) -> (Vec<T>, Option<Vec<u32>>) {
     let n = x.len() as u64;
     let mut y = vec![T::default(); x.len()];
+    for b in grid_stride_order(blocks_for(n, 1), THREADS) {
+        dropout_block(seed, offset, b, p, scale, x, &mut y);
+    }
     if !with_mask {
-        for b in grid_stride_order(blocks_for(n, 1), THREADS) {
-            dropout_block(seed, offset, b, p, scale, x, &mut y);
-        }
         return (y, None);
     }
     let mut mask =
         vec![0; usize::try_from(crate::packed_mask_words(n)).expect("mask fits in memory")];
-    for g in grid_stride_order(mask.len() as u64, THREADS) {
-        dropout_group(seed, offset, g, p, scale, x, &mut y, &mut mask);
+    for w in grid_stride_order(mask.len() as u64, THREADS) {
+        mask[w as usize] = dropout_mask_word(seed, offset, w, n, p);
     }
     (y, Some(mask))
 }

@@ -32,7 +32,7 @@ macro_rules! sample_ops {
 
 /// Declares bernoulli / dropout block bodies for one element type.
 macro_rules! elementwise_ops {
-    ($t:ty, $bernoulli:ident, $dropout:ident, $group:ident, $backward:ident) => {
+    ($t:ty, $bernoulli:ident, $dropout:ident, $backward:ident) => {
         extern "C" {
             pub fn $bernoulli(seed: u64, offset: u64, block: u64, n: u64, p: f32, out: *mut $t);
             pub fn $dropout(
@@ -45,17 +45,6 @@ macro_rules! elementwise_ops {
                 x: *const $t,
                 y: *mut $t,
             ) -> u32;
-            pub fn $group(
-                seed: u64,
-                offset: u64,
-                group: u64,
-                n: u64,
-                p: f32,
-                scale: f32,
-                x: *const $t,
-                y: *mut $t,
-                mask: *mut u32,
-            );
             pub fn $backward(
                 block: u64,
                 n: u64,
@@ -108,6 +97,7 @@ extern "C" {
         high: f64,
         out: *mut f64,
     );
+    pub fn ditto_host_dropout_mask_word(seed: u64, offset: u64, word: u64, n: u64, p: f32) -> u32;
     pub fn ditto_host_randint_block(
         seed: u64,
         offset: u64,
@@ -139,27 +129,23 @@ elementwise_ops!(
     f32,
     ditto_host_bernoulli_block_f32,
     ditto_host_dropout_block_f32,
-    ditto_host_dropout_group_f32,
     ditto_host_dropout_backward_mask_block_f32
 );
 elementwise_ops!(
     f16,
     ditto_host_bernoulli_block_f16,
     ditto_host_dropout_block_f16,
-    ditto_host_dropout_group_f16,
     ditto_host_dropout_backward_mask_block_f16
 );
 elementwise_ops!(
     bf16,
     ditto_host_bernoulli_block_bf16,
     ditto_host_dropout_block_bf16,
-    ditto_host_dropout_group_bf16,
     ditto_host_dropout_backward_mask_block_bf16
 );
 elementwise_ops!(
     f64,
     ditto_host_bernoulli_block_f64,
     ditto_host_dropout_block_f64,
-    ditto_host_dropout_group_f64,
     ditto_host_dropout_backward_mask_block_f64
 );

@@ -1,4 +1,5 @@
-//! Launchers of dropout forward and backward.
+//! Dropout forward and backward on CUDA buffers (one of the places dropout's pieces
+//! live; rng-gen's `ops/dropout/mod.rs` lists them all).
 //!
 //! Forward keeps element `i` iff its uniform `u >= p` and writes `x * scale` there (0
 //! elsewhere), where `scale = 1 / (1 - p)` is computed once in f32 by the caller so CPU
@@ -6,25 +7,78 @@
 //! rounded) and in f64 for f64. It can also write the 1-bit packed mask
 //! ([`crate::mask`]). Backward gets the keep pattern back from that mask, or by
 //! regenerating it from the forward's `(seed, offset)`; either way it never needs a
-//! byte per element.
+//! byte per element. The kernel bodies are in `cuda/dropout.cuh`.
 
-use cudarc::driver::PushKernelArg;
 use tensor_core::cuda::CudaStorage;
-use tensor_core::DType;
+use tensor_core::{DType, TensorError};
 
-use super::{check_len, kernel_name, launch_config, launch_failed, same_device};
-use crate::error::Result;
+use super::{check_range, kernel_name, same_device, Arg, KernelCall};
+use crate::error::{KernelError, Result};
 use crate::grid::Launch;
 use crate::mask::packed_mask_words;
-use crate::module_cache;
+use crate::nvrtc::RANDOM_SOURCE;
 
 const SUPPORTED: &[DType] = &[DType::F32, DType::F16, DType::BF16, DType::F64];
 const SUPPORTED_TEXT: &str = "f32, f16, bf16, f64";
 
-/// Dropout forward: `y = dropout(x)` with the op's reserved `(seed, offset)`.
-///
-/// `y` must match `x` in length and dtype; `mask`, when given, must be a u32 buffer of
-/// [`packed_mask_words`]`(n)` words and receives the keep bits.
+/// Dropout forward, `ditto_dropout_<T>_kernel(seed, offset, n, p, scale, const T* x,
+/// u32* mask, T* y)`: reads `x` from element `x_offset`; writes the keep bits into
+/// `mask` (`packed_mask_words(n)` u32 words) when given, a null pointer otherwise. Threads
+/// own single blocks of elements, and whole mask words in a second loop, so no atomics
+/// are needed.
+pub fn dropout_call<'a>(
+    x: &'a CudaStorage,
+    x_offset: usize,
+    mask: Option<&'a mut CudaStorage>,
+    p: f32,
+    scale: f32,
+) -> Result<KernelCall<'a>> {
+    let kernel = kernel_name("dropout", x.dtype(), SUPPORTED, SUPPORTED_TEXT)?;
+    let mask = match mask {
+        Some(m) => Arg::Output(m, 0),
+        None => Arg::Null,
+    };
+    Ok(KernelCall {
+        source: &RANDOM_SOURCE,
+        kernel,
+        args: vec![Arg::F32(p), Arg::F32(scale), Arg::Input(x, x_offset), mask],
+        elements_per_item: 4,
+    })
+}
+
+/// Dropout backward, `ditto_dropout_backward_<T>_kernel(seed, offset, n, p, scale,
+/// const u32* mask, const T* grad, T* grad_in)`: `grad_in = grad * scale` where the
+/// forward kept the element, else 0. With `mask` the keep bits are read from it (seed,
+/// offset and `p` unused); without, they are regenerated from the launch's
+/// `(seed, offset)` and `p`.
+pub fn dropout_backward_call<'a>(
+    grad: &'a CudaStorage,
+    grad_offset: usize,
+    mask: Option<&'a CudaStorage>,
+    p: f32,
+    scale: f32,
+) -> Result<KernelCall<'a>> {
+    let kernel = kernel_name("dropout_backward", grad.dtype(), SUPPORTED, SUPPORTED_TEXT)?;
+    let mask = match mask {
+        Some(m) => Arg::Input(m, 0),
+        None => Arg::Null,
+    };
+    Ok(KernelCall {
+        source: &RANDOM_SOURCE,
+        kernel,
+        args: vec![
+            Arg::F32(p),
+            Arg::F32(scale),
+            mask,
+            Arg::Input(grad, grad_offset),
+        ],
+        elements_per_item: 4,
+    })
+}
+
+/// Dropout forward on whole buffers: `y = dropout(x)` with the op's reserved
+/// `(seed, offset)`. `y` must match `x` in length and dtype; `mask`, when given, must be a
+/// u32 buffer of [`packed_mask_words`]`(n)` words and receives the keep bits.
 #[allow(clippy::too_many_arguments)]
 pub fn dropout(
     x: &CudaStorage,
@@ -36,34 +90,9 @@ pub fn dropout(
     scale: f32,
     launch: Launch,
 ) -> Result<()> {
-    let name = checked_kernel("dropout", x, y, mask.as_deref())?;
+    check_pass("dropout", x, y, mask.as_deref())?;
     let n = x.len() as u64;
-    if n == 0 {
-        return Ok(());
-    }
-    let ordinal = x.ordinal();
-    let func = module_cache::function(ordinal, &name)?;
-    // With a mask each thread owns whole mask words (32 elements), otherwise blocks.
-    let items = if mask.is_some() {
-        packed_mask_words(n)
-    } else {
-        n.div_ceil(4)
-    };
-    let cfg = launch_config(ordinal, items, launch)?;
-    let stream = y.stream()?;
-    let null: u64 = 0;
-    let mut args = stream.launch_builder(&func);
-    args.arg(&seed).arg(&offset).arg(&n).arg(&p).arg(&scale);
-    args.arg(x.bytes()).arg(y.bytes_mut());
-    match mask {
-        Some(m) => args.arg(m.bytes_mut()),
-        None => args.arg(&null),
-    };
-    // SAFETY: matches `ditto_dropout_*(u64 seed, u64 offset, u64 n, f32 p, f32 scale,
-    // const T* x, T* y, u32* mask)`; x and y hold n elements of T, mask (or null) holds
-    // ceil(n / 32) words, checked above.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
-    Ok(())
+    dropout_call(x, 0, mask, p, scale)?.launch(seed, offset, n, y, 0, launch)
 }
 
 /// Where dropout backward gets the keep pattern of the forward pass from.
@@ -80,8 +109,9 @@ pub enum KeepSource<'a> {
     },
 }
 
-/// Dropout backward: `grad_in = grad * scale` where the forward kept the element, else
-/// 0. `p` and `scale` must be the forward's (`p` is only read when regenerating).
+/// Dropout backward on whole buffers: `grad_in = grad * scale` where the forward kept
+/// the element, else 0. `p` and `scale` must be the forward's (`p` is only read when
+/// regenerating).
 pub fn dropout_backward(
     grad: &CudaStorage,
     grad_in: &mut CudaStorage,
@@ -90,75 +120,60 @@ pub fn dropout_backward(
     scale: f32,
     launch: Launch,
 ) -> Result<()> {
-    // The kernel reads the mask when given one, else regenerates from (seed, offset).
     let (seed, offset, mask) = match keep {
         KeepSource::Mask(m) => (0, 0, Some(m)),
         KeepSource::Regenerate { seed, offset } => (seed, offset, None),
     };
-    let name = checked_kernel("dropout_backward", grad, grad_in, mask)?;
+    check_pass("dropout_backward", grad, grad_in, mask)?;
     let n = grad.len() as u64;
-    if n == 0 {
-        return Ok(());
-    }
-    let ordinal = grad.ordinal();
-    let func = module_cache::function(ordinal, &name)?;
-    let cfg = launch_config(ordinal, n.div_ceil(4), launch)?;
-    let stream = grad_in.stream()?;
-    let null: u64 = 0;
-    let mut args = stream.launch_builder(&func);
-    args.arg(&seed).arg(&offset).arg(&n).arg(&p).arg(&scale);
-    match mask {
-        Some(m) => args.arg(m.bytes()),
-        None => args.arg(&null),
-    };
-    args.arg(grad.bytes()).arg(grad_in.bytes_mut());
-    // SAFETY: matches `ditto_dropout_backward_*(u64 seed, u64 offset, u64 n, f32 p,
-    // f32 scale, const u32* mask, const T* grad, T* grad_in)`; lengths checked above.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
-    Ok(())
+    dropout_backward_call(grad, 0, mask, p, scale)?.launch(seed, offset, n, grad_in, 0, launch)
 }
 
-/// The checks both passes make before anything is queued, in this order: the input's
-/// dtype (giving the kernel's name), the output, then the packed mask when there is one.
-/// Kept in one place so forward and backward refuse the same buffers the same way.
-fn checked_kernel(
+/// The checks both whole-buffer passes make before anything is queued, in this order:
+/// the input's dtype, the output (same device, dtype, length), then the packed mask (u32,
+/// `ceil(n / 32)` words, same device).
+fn check_pass(
     op: &'static str,
     input: &CudaStorage,
     output: &CudaStorage,
     mask: Option<&CudaStorage>,
-) -> Result<String> {
-    let name = kernel_name(op, input.dtype(), SUPPORTED, SUPPORTED_TEXT)?;
-    check_output(op, input, output)?;
-    if let Some(m) = mask {
-        check_mask(op, input, m, input.len() as u64)?;
-    }
-    Ok(name)
-}
-
-/// The output of an elementwise dropout pass: same device, dtype and length as input.
-fn check_output(op: &'static str, input: &CudaStorage, output: &CudaStorage) -> Result<()> {
+) -> Result<()> {
+    kernel_name(op, input.dtype(), SUPPORTED, SUPPORTED_TEXT)?;
     same_device(op, input, output)?;
     if output.dtype() != input.dtype() {
-        return Err(tensor_core::TensorError::DTypeMismatch {
+        return Err(TensorError::DTypeMismatch {
             op,
             expected: input.dtype(),
             got: output.dtype(),
         }
         .into());
     }
-    check_len(op, "the output", output, input.len() as u64)
+    let n = input.len() as u64;
+    check_len(op, "the output", output, n)?;
+    if let Some(m) = mask {
+        same_device(op, input, m)?;
+        if m.dtype() != DType::U32 {
+            return Err(TensorError::DTypeMismatch {
+                op,
+                expected: DType::U32,
+                got: m.dtype(),
+            }
+            .into());
+        }
+        check_len(op, "the packed mask", m, packed_mask_words(n))?;
+    }
+    Ok(())
 }
 
-/// A packed mask for `n` elements: u32, `ceil(n / 32)` words, same device.
-fn check_mask(op: &'static str, input: &CudaStorage, mask: &CudaStorage, n: u64) -> Result<()> {
-    same_device(op, input, mask)?;
-    if mask.dtype() != DType::U32 {
-        return Err(tensor_core::TensorError::DTypeMismatch {
+/// Errors unless `storage` holds exactly `expected` elements.
+fn check_len(op: &'static str, what: &str, storage: &CudaStorage, expected: u64) -> Result<()> {
+    check_range(op, what, storage, 0, expected)?;
+    if storage.len() as u64 == expected {
+        Ok(())
+    } else {
+        Err(KernelError::InvalidArgument {
             op,
-            expected: DType::U32,
-            got: mask.dtype(),
-        }
-        .into());
+            message: format!("{what} has {} elements, expected {expected}", storage.len()),
+        })
     }
-    check_len(op, "the packed mask", mask, packed_mask_words(n))
 }

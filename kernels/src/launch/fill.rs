@@ -1,141 +1,58 @@
-//! Launchers of the ops that fill a buffer with fresh random elements: bits, uniform,
-//! normal, bernoulli, randint. Element `i` of the buffer is element `i` of the op
-//! (DESIGN.md §1).
+//! The ops that fill a buffer with fresh random elements: bits, uniform, normal,
+//! bernoulli, randint. Element `i` of the buffer is element `i` of the op (DESIGN.md §1).
+//!
+//! Each `*_call` states the op's kernel and arguments once (matching its signature in
+//! `cuda/random.cu`); each launcher runs that call on a whole buffer.
 
-use cudarc::driver::PushKernelArg;
 use tensor_core::cuda::CudaStorage;
 use tensor_core::DType;
 
-use super::{kernel_name, launch_config, launch_failed};
+use super::{kernel_name, Arg, KernelCall};
 use crate::error::Result;
 use crate::grid::Launch;
-use crate::module_cache;
+use crate::nvrtc::RANDOM_SOURCE;
 
-/// A scalar kernel parameter, pushed with its own C type.
-enum Param {
-    F32(f32),
-    F64(f64),
-    I64(i64),
-    U64(u64),
-}
-
-/// The arguments every fill kernel takes: `(seed, offset, n, params..., out)`.
-struct Fill<'a> {
-    op: &'static str,
-    out: &'a mut CudaStorage,
-    seed: u64,
-    offset: u64,
-    params: Vec<Param>,
-}
-
-impl Fill<'_> {
-    /// Queues the kernel for `out`'s dtype, with one work item per Philox block of
-    /// `elements_per_block` elements (4 with one word per element, 2 with two).
-    fn launch(
-        self,
-        supported: &'static [DType],
-        text: &'static str,
-        elements_per_block: u64,
-        launch: Launch,
-    ) -> Result<()> {
-        let name = kernel_name(self.op, self.out.dtype(), supported, text)?;
-        let n = self.out.len() as u64;
-        if n == 0 {
-            return Ok(());
-        }
-        let ordinal = self.out.ordinal();
-        let func = module_cache::function(ordinal, &name)?;
-        let cfg = launch_config(ordinal, n.div_ceil(elements_per_block), launch)?;
-        let stream = self.out.stream()?;
-        let mut args = stream.launch_builder(&func);
-        args.arg(&self.seed).arg(&self.offset).arg(&n);
-        for p in &self.params {
-            match p {
-                Param::F32(v) => args.arg(v),
-                Param::F64(v) => args.arg(v),
-                Param::I64(v) => args.arg(v),
-                Param::U64(v) => args.arg(v),
-            };
-        }
-        args.arg(self.out.bytes_mut());
-        // SAFETY: the argument list matches the kernel's signature in random.cu
-        // (u64 seed, u64 offset, u64 n, params..., T* out) for every op here, and `out`
-        // holds n elements of the kernel's element type, which is all the kernel writes.
-        unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
-        Ok(())
+/// A call of a kernel in `random.cu`.
+fn random_call(kernel: String, args: Vec<Arg<'static>>, per_item: u64) -> KernelCall<'static> {
+    KernelCall {
+        source: &RANDOM_SOURCE,
+        kernel,
+        args,
+        elements_per_item: per_item,
     }
 }
 
-/// Raw Philox words: element `i` of `out` (u32) becomes word `i` of the op.
-pub fn bits(out: &mut CudaStorage, seed: u64, offset: u64, launch: Launch) -> Result<()> {
-    let fill = Fill {
-        op: "bits",
-        out,
-        seed,
-        offset,
-        params: vec![],
-    };
-    fill.launch(&[DType::U32], "u32", 4, launch)
+/// Raw Philox words into a u32 buffer: `ditto_bits_u32_kernel(seed, offset, n, out)`.
+#[must_use]
+pub fn bits_call() -> KernelCall<'static> {
+    random_call("ditto_bits_u32_kernel".into(), vec![], 4)
 }
 
-/// `uniform(low, high)` into `out`: `low + (high - low) * u`, one multiply then one
-/// add. f32 / f16 / bf16 compute in f32 (bounds `as f32`) and round to the output type;
-/// f64 uses two words per element and computes in f64. `rand` is `(0, 1)`.
-pub fn uniform(
-    out: &mut CudaStorage,
-    seed: u64,
-    offset: u64,
-    low: f64,
-    high: f64,
-    launch: Launch,
-) -> Result<()> {
+/// `uniform(low, high)`: `(seed, offset, n, low, high, out)` with f32 bounds (`as f32`)
+/// for f32 / f16 / bf16, which compute in f32 and round to the output type, and f64
+/// bounds for f64, which uses two words per element. `rand` is `(0, 1)`.
+pub fn uniform_call(dtype: DType, low: f64, high: f64) -> Result<KernelCall<'static>> {
     const SUPPORTED: &[DType] = &[DType::F32, DType::F16, DType::BF16, DType::F64];
-    let (params, per_block) = if out.dtype() == DType::F64 {
-        (vec![Param::F64(low), Param::F64(high)], 2)
+    let name = kernel_name("uniform", dtype, SUPPORTED, "f32, f16, bf16, f64")?;
+    Ok(if dtype == DType::F64 {
+        random_call(name, vec![Arg::F64(low), Arg::F64(high)], 2)
     } else {
-        (vec![Param::F32(low as f32), Param::F32(high as f32)], 4)
-    };
-    let fill = Fill {
-        op: "uniform",
-        out,
-        seed,
-        offset,
-        params,
-    };
-    fill.launch(SUPPORTED, "f32, f16, bf16, f64", per_block, launch)
+        let args = vec![Arg::F32(low as f32), Arg::F32(high as f32)];
+        random_call(name, args, 4)
+    })
 }
 
-/// `normal(mean, std)` into `out` (f32, f16 or bf16): Box-Muller pairs, then
-/// `mean + std * z` in f32, rounded to the output type.
-pub fn normal(
-    out: &mut CudaStorage,
-    seed: u64,
-    offset: u64,
-    mean: f32,
-    std: f32,
-    launch: Launch,
-) -> Result<()> {
+/// `normal(mean, std)` (f32, f16, bf16): `(seed, offset, n, mean, std, out)`, Box-Muller
+/// pairs, then `mean + std * z` in f32, rounded to the output type.
+pub fn normal_call(dtype: DType, mean: f32, std: f32) -> Result<KernelCall<'static>> {
     const SUPPORTED: &[DType] = &[DType::F32, DType::F16, DType::BF16];
-    let params = vec![Param::F32(mean), Param::F32(std)];
-    let fill = Fill {
-        op: "normal",
-        out,
-        seed,
-        offset,
-        params,
-    };
-    fill.launch(SUPPORTED, "f32, f16, bf16", 4, launch)
+    let name = kernel_name("normal", dtype, SUPPORTED, "f32, f16, bf16")?;
+    Ok(random_call(name, vec![Arg::F32(mean), Arg::F32(std)], 4))
 }
 
-/// `bernoulli(p)` into `out`: 1 where `u < p`, else 0, as float values or as u8 / bool
-/// bytes.
-pub fn bernoulli(
-    out: &mut CudaStorage,
-    seed: u64,
-    offset: u64,
-    p: f32,
-    launch: Launch,
-) -> Result<()> {
+/// `bernoulli(p)`: `(seed, offset, n, p, out)`, 1 where `u < p`, else 0, as float values
+/// or as u8 / bool bytes.
+pub fn bernoulli_call(dtype: DType, p: f32) -> Result<KernelCall<'static>> {
     const SUPPORTED: &[DType] = &[
         DType::F32,
         DType::F16,
@@ -144,18 +61,85 @@ pub fn bernoulli(
         DType::U8,
         DType::Bool,
     ];
-    let fill = Fill {
-        op: "bernoulli",
+    let text = "f32, f16, bf16, f64, u8, bool";
+    let name = kernel_name("bernoulli", dtype, SUPPORTED, text)?;
+    Ok(random_call(name, vec![Arg::F32(p)], 4))
+}
+
+/// `randint` (i64): `(seed, offset, n, low, range, out)`, `low + below(w0, w1, range)`,
+/// two words per element; `range = high - low >= 1`.
+#[must_use]
+pub fn randint_call(low: i64, range: u64) -> KernelCall<'static> {
+    let args = vec![Arg::I64(low), Arg::U64(range)];
+    random_call("ditto_randint_i64_kernel".into(), args, 2)
+}
+
+/// The whole of `out` from the call (its length is the op's `n`).
+fn run(
+    call: KernelCall<'_>,
+    out: &mut CudaStorage,
+    seed: u64,
+    offset: u64,
+    launch: Launch,
+) -> Result<()> {
+    let n = out.len() as u64;
+    call.launch(seed, offset, n, out, 0, launch)
+}
+
+/// Raw Philox words: element `i` of `out` (u32) becomes word `i` of the op.
+pub fn bits(out: &mut CudaStorage, seed: u64, offset: u64, launch: Launch) -> Result<()> {
+    kernel_name("bits", out.dtype(), &[DType::U32], "u32")?;
+    run(bits_call(), out, seed, offset, launch)
+}
+
+/// [`uniform_call`] on the whole of `out`.
+pub fn uniform(
+    out: &mut CudaStorage,
+    seed: u64,
+    offset: u64,
+    low: f64,
+    high: f64,
+    launch: Launch,
+) -> Result<()> {
+    run(
+        uniform_call(out.dtype(), low, high)?,
         out,
         seed,
         offset,
-        params: vec![Param::F32(p)],
-    };
-    fill.launch(SUPPORTED, "f32, f16, bf16, f64, u8, bool", 4, launch)
+        launch,
+    )
 }
 
-/// `randint` into `out` (i64): `low + below(w0, w1, range)`, two words per element;
-/// `range = high - low >= 1`.
+/// [`normal_call`] on the whole of `out`.
+pub fn normal(
+    out: &mut CudaStorage,
+    seed: u64,
+    offset: u64,
+    mean: f32,
+    std: f32,
+    launch: Launch,
+) -> Result<()> {
+    run(
+        normal_call(out.dtype(), mean, std)?,
+        out,
+        seed,
+        offset,
+        launch,
+    )
+}
+
+/// [`bernoulli_call`] on the whole of `out`.
+pub fn bernoulli(
+    out: &mut CudaStorage,
+    seed: u64,
+    offset: u64,
+    p: f32,
+    launch: Launch,
+) -> Result<()> {
+    run(bernoulli_call(out.dtype(), p)?, out, seed, offset, launch)
+}
+
+/// [`randint_call`] on the whole of `out` (i64).
 pub fn randint(
     out: &mut CudaStorage,
     seed: u64,
@@ -164,13 +148,6 @@ pub fn randint(
     range: u64,
     launch: Launch,
 ) -> Result<()> {
-    let params = vec![Param::I64(low), Param::U64(range)];
-    let fill = Fill {
-        op: "randint",
-        out,
-        seed,
-        offset,
-        params,
-    };
-    fill.launch(&[DType::I64], "i64", 2, launch)
+    kernel_name("randint", out.dtype(), &[DType::I64], "i64")?;
+    run(randint_call(low, range), out, seed, offset, launch)
 }

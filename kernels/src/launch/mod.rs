@@ -1,28 +1,161 @@
-//! Launchers: queue one of ditto's kernels on a device buffer, given plain values.
+//! Launching a random kernel: one [`KernelCall`] describes which kernel runs and with
+//! which arguments; [`KernelCall::launch`] queues it on an output buffer.
 //!
-//! Each launcher takes the output buffer (its length is `n`, its dtype picks the
-//! kernel), the op's reserved `(seed, offset)` and its parameters. Reserving the offset
-//! is the generator's job (rng-gen, using [`increment_for`](crate::increment_for)); a
-//! launcher never touches generator state. Work is queued on the buffer's stream
-//! (the device's default stream), so it is ordered after earlier ditto work without
-//! extra synchronisation; the call returns once the kernel is queued.
+//! Every random kernel, ditto's own (`cuda/random.cu`) and a downstream crate's, has the
+//! signature `(u64 seed, u64 offset, u64 n, args..., T* out)` and is a grid-stride loop
+//! over *work items* of `elements_per_item` consecutive elements (one Philox block's
+//! worth, usually), each computed from its own words. So the grid only sets how many
+//! threads share the work, never a value. Reserving `(seed, offset)` is the generator's
+//! job (rng-gen); a launch never touches generator state. Work is queued on the output
+//! buffer's stream (the device's default stream), so it is ordered after earlier ditto
+//! work without extra synchronisation; the call returns once the kernel is queued.
+//!
+//! The `*_call` functions in [`fill`] and [`dropout`] state each built-in op's kernel and
+//! arguments once; rng-gen's samplers and the launchers below (used by tests and
+//! benches with forced geometries) both go through them.
 
 mod dropout;
 mod fill;
 
-pub use dropout::{dropout, dropout_backward, KeepSource};
-pub use fill::{bernoulli, bits, normal, randint, uniform};
+pub use dropout::{dropout, dropout_backward, dropout_backward_call, dropout_call, KeepSource};
+pub use fill::{
+    bernoulli, bernoulli_call, bits, bits_call, normal, normal_call, randint, randint_call,
+    uniform, uniform_call,
+};
 
-use cudarc::driver::{DriverError, LaunchConfig};
-use tensor_core::cuda::CudaStorage;
+use cudarc::driver::{CudaView, CudaViewMut, DriverError, LaunchConfig, PushKernelArg};
+use tensor_core::cuda::{module_cache, CudaSource, CudaStorage};
 use tensor_core::{DType, Device, TensorError};
 
 use crate::error::{KernelError, Result};
 use crate::grid::Launch;
-use crate::module_cache;
+
+/// One argument of a random kernel, between `(seed, offset, n)` and the output pointer.
+#[derive(Debug)]
+pub enum Arg<'a> {
+    /// A `float`.
+    F32(f32),
+    /// A `double`.
+    F64(f64),
+    /// An `int64_t`.
+    I64(i64),
+    /// A `uint64_t`.
+    U64(u64),
+    /// A `uint32_t`.
+    U32(u32),
+    /// A `const T*` to elements `offset..` of a buffer the kernel reads.
+    Input(&'a CudaStorage, usize),
+    /// A `T*` to elements `offset..` of a second buffer the kernel writes (e.g. dropout's
+    /// packed mask).
+    Output(&'a mut CudaStorage, usize),
+    /// A null pointer (an optional buffer left out).
+    Null,
+}
+
+/// A random kernel and its arguments: what a sampler hands the pipeline to run on CUDA.
+#[derive(Debug)]
+pub struct KernelCall<'a> {
+    /// The translation unit holding the kernel (compiled once per device by NVRTC).
+    pub source: &'static CudaSource,
+    /// The `extern "C" __global__` function's name.
+    pub kernel: String,
+    /// Arguments after `(seed, offset, n)` and before the output pointer, in order.
+    pub args: Vec<Arg<'a>>,
+    /// Consecutive elements one loop iteration of the kernel computes (4 for one word
+    /// per element, 2 for two). Sizes the grid only.
+    pub elements_per_item: u64,
+}
+
+impl KernelCall<'_> {
+    /// Queues the kernel to write elements `out_offset .. out_offset + n` of `out` from
+    /// the stream at `(seed, offset)`. Errors (nothing queued) when a buffer is on
+    /// another device or too short, or when the kernel cannot be compiled or launched.
+    pub fn launch(
+        self,
+        seed: u64,
+        offset: u64,
+        n: u64,
+        out: &mut CudaStorage,
+        out_offset: usize,
+        launch: Launch,
+    ) -> Result<()> {
+        let name = self.kernel;
+        check_range(&name, "the output", out, out_offset, n)?;
+        for arg in &self.args {
+            match arg {
+                Arg::Input(b, _) => same_device("random kernel launch", out, b)?,
+                Arg::Output(b, _) => same_device("random kernel launch", out, b)?,
+                _ => {}
+            }
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let ordinal = out.ordinal();
+        let func = module_cache::function(ordinal, self.source, &name)?;
+        let items = n.div_ceil(self.elements_per_item.max(1));
+        let cfg = launch_config(ordinal, items, launch)?;
+        let stream = out.stream()?;
+        // Views first (in argument order): the builder borrows them until the launch.
+        let mut prepared: Vec<Prepared<'_>> = self.args.into_iter().map(Prepared::from).collect();
+        let start = out_offset * out.dtype().size_in_bytes();
+        let mut out_view = out.bytes_mut().slice_mut(start..);
+        let mut args = stream.launch_builder(&func);
+        args.arg(&seed).arg(&offset).arg(&n);
+        for p in &mut prepared {
+            match p {
+                Prepared::F32(v) => args.arg(&*v),
+                Prepared::F64(v) => args.arg(&*v),
+                Prepared::I64(v) => args.arg(&*v),
+                Prepared::U64(v) => args.arg(&*v),
+                Prepared::U32(v) => args.arg(&*v),
+                Prepared::Input(v) => args.arg(&*v),
+                Prepared::Output(v) => args.arg(v),
+            };
+        }
+        args.arg(&mut out_view);
+        // SAFETY: every random kernel takes (u64 seed, u64 offset, u64 n, args..., T* out)
+        // with the argument types pushed above (the `*_call` functions and samplers state
+        // them next to the kernel's signature), the output holds `n` elements from
+        // `out_offset` (checked above) and writes nothing else; input buffers are the
+        // caller's, checked by the caller for length.
+        unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
+        Ok(())
+    }
+}
+
+/// An [`Arg`] ready to push: device pointers as views from their offsets.
+enum Prepared<'a> {
+    F32(f32),
+    F64(f64),
+    I64(i64),
+    U64(u64),
+    U32(u32),
+    Input(CudaView<'a, u8>),
+    Output(CudaViewMut<'a, u8>),
+}
+
+impl<'a> From<Arg<'a>> for Prepared<'a> {
+    fn from(arg: Arg<'a>) -> Self {
+        match arg {
+            Arg::F32(v) => Prepared::F32(v),
+            Arg::F64(v) => Prepared::F64(v),
+            Arg::I64(v) => Prepared::I64(v),
+            Arg::U64(v) => Prepared::U64(v),
+            Arg::U32(v) => Prepared::U32(v),
+            // A null pointer is a 64-bit zero.
+            Arg::Null => Prepared::U64(0),
+            Arg::Input(b, at) => Prepared::Input(b.bytes().slice(at * b.dtype().size_in_bytes()..)),
+            Arg::Output(b, at) => {
+                let start = at * b.dtype().size_in_bytes();
+                Prepared::Output(b.bytes_mut().slice_mut(start..))
+            }
+        }
+    }
+}
 
 /// The kernel for `op` on `dtype` (`ditto_<op>_<suffix>_kernel`), or `UnsupportedDType`.
-fn kernel_name(
+pub(crate) fn kernel_name(
     op: &'static str,
     dtype: DType,
     supported: &'static [DType],
@@ -36,22 +169,26 @@ fn kernel_name(
         }
         .into());
     }
-    let suffix = match dtype {
+    Ok(format!("ditto_{op}_{}_kernel", dtype_suffix(dtype)))
+}
+
+/// The suffix of `dtype` in kernel names (bool is one byte, 0 or 1: the u8 kernels).
+#[must_use]
+pub fn dtype_suffix(dtype: DType) -> &'static str {
+    match dtype {
         DType::F32 => "f32",
         DType::F64 => "f64",
         DType::I64 => "i64",
         DType::F16 => "f16",
         DType::BF16 => "bf16",
         DType::U32 => "u32",
-        // Bool is one byte, 0 or 1: the u8 kernel writes exactly that.
         DType::U8 | DType::Bool => "u8",
-    };
-    Ok(format!("ditto_{op}_{suffix}_kernel"))
+    }
 }
 
 /// The cudarc launch configuration for `work_items` items of kernel work.
 fn launch_config(ordinal: usize, work_items: u64, launch: Launch) -> Result<LaunchConfig> {
-    let sm_count = module_cache::sm_count(ordinal)?;
+    let sm_count = tensor_core::cuda::sm_count(ordinal)?;
     let grid = launch
         .grid(work_items, sm_count)
         .ok_or_else(|| KernelError::InvalidArgument {
@@ -88,14 +225,20 @@ fn same_device(op: &'static str, first: &CudaStorage, other: &CudaStorage) -> Re
     }
 }
 
-/// Errors unless `storage` holds `expected` elements.
-fn check_len(op: &'static str, what: &str, storage: &CudaStorage, expected: u64) -> Result<()> {
-    if storage.len() as u64 == expected {
+/// Errors unless `storage` holds elements `start .. start + n`.
+fn check_range(op: &str, what: &str, storage: &CudaStorage, start: usize, n: u64) -> Result<()> {
+    let fits = (start as u64)
+        .checked_add(n)
+        .is_some_and(|end| end <= storage.len() as u64);
+    if fits {
         Ok(())
     } else {
         Err(KernelError::InvalidArgument {
-            op,
-            message: format!("{what} has {} elements, expected {expected}", storage.len()),
+            op: "launch",
+            message: format!(
+                "{op}: {what} has {} elements, needs {start} + {n}",
+                storage.len()
+            ),
         })
     }
 }

@@ -32,11 +32,12 @@
 //!
 //! # Delivery order
 //!
-//! Workers finish batches in whatever order the OS schedules them; the loader always
-//! delivers in order (ticket by ticket). Out-of-order delivery would be the
-//! nondeterministic fast path that DESIGN.md §4's `use_deterministic_algorithms` switch
-//! governs; ditto's loader does not offer it, so the switch has nothing to do here.
-
+//! Workers finish batches in whatever order the OS schedules them; by default the loader
+//! delivers in order (ticket by ticket), so a run sees the same sequence of batches for
+//! any worker count. `in_order(false)` (PyTorch's `DataLoader(in_order=False)`) delivers
+//! batches as workers finish them instead: each batch is still the same, but their order
+//! depends on timing. That is the nondeterministic fast path DESIGN.md §4's
+//! `use_deterministic_algorithms` switch governs: `Warn` warns, `Error` refuses it.
 //!
 //! # Limits
 //!

@@ -3,7 +3,7 @@
 //! every device.
 
 use half::{bf16, f16};
-use tensor_core::{DType, Device, Element, Shape, Tensor, TensorError};
+use tensor_core::{DType, Device, Shape};
 
 use crate::registry::{check_device, default_generator};
 use crate::{Generator, RngError};
@@ -130,24 +130,4 @@ pub(crate) fn generator_for(
         Some(g) => Ok(g.clone()),
         None => default_generator(device),
     }
-}
-
-/// `len` copies of `value`, reporting an impossible allocation as an error instead of
-/// aborting the process.
-pub(crate) fn alloc<T: Element>(len: usize, value: T) -> Result<Vec<T>, RngError> {
-    let mut values = Vec::new();
-    values
-        .try_reserve_exact(len)
-        .map_err(|_| TensorError::AllocationFailed {
-            device: Device::Cpu,
-            dtype: T::DTYPE,
-            elements: len,
-        })?;
-    values.resize(len, value);
-    Ok(values)
-}
-
-/// Wraps CPU values in a tensor of `dims`.
-pub(crate) fn cpu_tensor<T: Element>(values: Vec<T>, dims: &[usize]) -> Result<Tensor, RngError> {
-    Ok(Tensor::from_vec(values, dims, Device::Cpu)?)
 }

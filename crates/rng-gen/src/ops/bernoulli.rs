@@ -1,12 +1,15 @@
-//! `bernoulli`: independent coin flips with one probability.
+//! `bernoulli` and `bernoulli_`: independent coin flips with one probability.
+//!
+//! One word per element: 1 iff the f32 uniform of the word is `< p` (DESIGN.md §1).
+
+use std::marker::PhantomData;
 
 use half::{bf16, f16};
-use kernels::RandomOp;
 use tensor_core::{DType, Device, Element, Tensor};
 
-use super::args::{elem_count, generator_for, probability};
-use super::fill::fill_map;
-use super::{cpu_sample, cuda_dispatch};
+use super::args::{elem_count, probability};
+use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
+use super::sampler::{Layout, Sampler, BATCH_WORDS};
 use crate::stream::convert;
 use crate::{Generator, RngError};
 
@@ -21,50 +24,108 @@ pub fn bernoulli(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    const OP: &str = "bernoulli";
-    let n = elem_count(shape)?;
+    elem_count(shape)?;
+    let run = NewTensor {
+        dims: shape,
+        device,
+        stream: Stream::Reserve(generator),
+    };
+    bernoulli_sampler("bernoulli", p, dtype, run)
+}
+
+/// [`bernoulli`] into the existing tensor `t` (`torch.Tensor.bernoulli_(p)`), of a float
+/// dtype, U8 or Bool: the same values and consumption as `bernoulli(t.dims(), p,
+/// t.dtype(), t.device(), generator)`. `t` must be contiguous.
+pub fn bernoulli_(t: &mut Tensor, p: f64, generator: Option<&Generator>) -> Result<(), RngError> {
+    let dtype = t.dtype();
+    let run = IntoTensor {
+        out: t,
+        stream: Stream::Reserve(generator),
+    };
+    bernoulli_sampler("bernoulli_", p, dtype, run).map(|_| ())
+}
+
+/// Checks `p` and `dtype`, and runs the sampler `dtype` gets.
+fn bernoulli_sampler<R: RunSampler>(
+    op: &'static str,
+    p: f64,
+    dtype: DType,
+    run: R,
+) -> Result<R::Out, RngError> {
     if matches!(dtype, DType::I64 | DType::U32) {
         return Err(RngError::UnsupportedDType {
-            op: OP,
+            op,
             dtype,
             supported: "f32, f64, f16, bf16, u8, bool",
         });
     }
-    let p32 = probability(OP, p)?;
-    let generator = generator_for(OP, device, generator)?;
-    if let Device::Cuda(ordinal) = device {
-        let key = generator.reserve(RandomOp::Bernoulli, dtype, n as u64);
-        return cuda_dispatch::bernoulli(shape, dtype, key, n as u64, p32, ordinal);
-    }
-    fn flips<T: Element>(
-        shape: &[usize],
-        n: usize,
-        generator: &Generator,
-        p: f32,
-        one: T,
-        zero: T,
-    ) -> Result<Tensor, RngError> {
-        cpu_sample(
-            shape,
-            n,
-            generator,
-            RandomOp::Bernoulli,
-            T::DTYPE,
-            |out: &mut [T], key| {
-                fill_map(
-                    out,
-                    key,
-                    move |w| if convert::bernoulli(w, p) { one } else { zero },
-                );
-            },
-        )
-    }
+    let p = probability(op, p)?;
     match dtype {
-        DType::F32 => flips(shape, n, &generator, p32, 1f32, 0.0),
-        DType::F64 => flips(shape, n, &generator, p32, 1f64, 0.0),
-        DType::F16 => flips(shape, n, &generator, p32, f16::ONE, f16::ZERO),
-        DType::BF16 => flips(shape, n, &generator, p32, bf16::ONE, bf16::ZERO),
-        DType::U8 => flips(shape, n, &generator, p32, 1u8, 0),
-        _ => flips(shape, n, &generator, p32, true, false),
+        DType::F32 => run.run(Bernoulli::<f32>::new(op, p)),
+        DType::F64 => run.run(Bernoulli::<f64>::new(op, p)),
+        DType::F16 => run.run(Bernoulli::<f16>::new(op, p)),
+        DType::BF16 => run.run(Bernoulli::<bf16>::new(op, p)),
+        DType::U8 => run.run(Bernoulli::<u8>::new(op, p)),
+        _ => run.run(Bernoulli::<bool>::new(op, p)),
     }
+}
+
+/// Coin flips as `T`'s one and zero.
+pub(crate) struct Bernoulli<T> {
+    op: &'static str,
+    p: f32,
+    _out: PhantomData<T>,
+}
+
+impl<T: Element> Bernoulli<T> {
+    pub(crate) fn new(op: &'static str, p: f32) -> Self {
+        Bernoulli {
+            op,
+            p,
+            _out: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    fn element(&self, word: u32) -> T {
+        T::from_f64(if convert::bernoulli(word, self.p) {
+            1.0
+        } else {
+            0.0
+        })
+    }
+}
+
+impl<T: Element> Sampler for Bernoulli<T> {
+    type Elem = T;
+    fn name(&self) -> &'static str {
+        self.op
+    }
+    fn layout(&self) -> Layout {
+        Layout::per_element(1)
+    }
+    fn fill_group(&self, _group: u64, words: &[u32], out: &mut [T]) {
+        out[0] = self.element(words[0]);
+    }
+    #[inline(always)]
+    fn fill_batch(&self, _first: u64, words: &[u32; BATCH_WORDS], out: &mut [T]) {
+        let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
+        for (o, &w) in out.iter_mut().zip(words) {
+            *o = if convert::bernoulli(w, self.p) {
+                one
+            } else {
+                zero
+            };
+        }
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
+        kernels::launch::bernoulli_call(T::DTYPE, self.p).map(Some)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod samplers {
+    //! The sampler, for the SIMD-versus-scalar tests.
+    pub(crate) use super::Bernoulli;
 }

@@ -1,11 +1,10 @@
-//! `bits`: the raw stream as a U32 tensor.
+//! `bits` and `bits_`: the raw stream as a U32 tensor.
 
-use kernels::RandomOp;
-use tensor_core::{DType, Device, Tensor};
+use tensor_core::{Device, Tensor};
 
-use super::args::{elem_count, generator_for};
-use super::fill::fill_map;
-use super::{cpu_sample, cuda_dispatch};
+use super::args::elem_count;
+use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
+use super::sampler::{Layout, Sampler, BATCH_WORDS};
 use crate::{Generator, RngError};
 
 /// A U32 tensor of raw Philox words: element `i` is word `i` of the reserved stretch
@@ -16,21 +15,57 @@ pub fn bits(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    const OP: &str = "bits";
-    let n = elem_count(shape)?;
-    let generator = generator_for(OP, device, generator)?;
-    match device {
-        Device::Cuda(ordinal) => {
-            let key = generator.reserve(RandomOp::Bits, DType::U32, n as u64);
-            cuda_dispatch::bits(shape, key, n as u64, ordinal)
-        }
-        Device::Cpu => cpu_sample(
-            shape,
-            n,
-            &generator,
-            RandomOp::Bits,
-            DType::U32,
-            |out: &mut [u32], key| fill_map(out, key, |w| w),
-        ),
+    elem_count(shape)?;
+    NewTensor {
+        dims: shape,
+        device,
+        stream: Stream::Reserve(generator),
+    }
+    .run(Bits { op: "bits" })
+}
+
+/// [`bits`] into the existing U32 tensor `t`: the raw-bits fill that PyTorch's
+/// `Tensor.random_()` is for integer tensors, with ditto's words (the same values and
+/// consumption as `bits(t.dims(), t.device(), generator)`). `t` must be contiguous.
+pub fn bits_(t: &mut Tensor, generator: Option<&Generator>) -> Result<(), RngError> {
+    IntoTensor {
+        out: t,
+        stream: Stream::Reserve(generator),
+    }
+    .run(Bits { op: "bits_" })
+    .map(|_| ())
+}
+
+/// Element `i` is word `i`.
+pub(crate) struct Bits {
+    op: &'static str,
+}
+
+impl Sampler for Bits {
+    type Elem = u32;
+    fn name(&self) -> &'static str {
+        self.op
+    }
+    fn layout(&self) -> Layout {
+        Layout::per_element(1)
+    }
+    fn fill_group(&self, _group: u64, words: &[u32], out: &mut [u32]) {
+        out[0] = words[0];
+    }
+    #[inline(always)]
+    fn fill_batch(&self, _first: u64, words: &[u32; BATCH_WORDS], out: &mut [u32]) {
+        out.copy_from_slice(&words[..out.len()]);
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
+        Ok(Some(kernels::launch::bits_call()))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod samplers {
+    //! The sampler, for the SIMD-versus-scalar tests.
+    pub(crate) fn bits() -> super::Bits {
+        super::Bits { op: "bits" }
     }
 }

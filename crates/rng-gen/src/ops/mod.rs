@@ -1,91 +1,103 @@
 //! Random tensors: `rand`, `randn`, `uniform`, `normal`, `bernoulli`, `randint`,
-//! `randperm`, `bits` and `dropout`.
+//! `randperm`, `bits`, `dropout`; their in-place forms (`uniform_`, `normal_`,
+//! `bernoulli_`, `random_`, `bits_`, `dropout_into`); and the public way to write more
+//! ([`Sampler`], [`sample`]).
 //!
-//! Every op follows the same steps, in this order:
-//! 1. validate every argument (shape, dtype, parameters, device, generator): a rejected
-//!    call touches no generator, and CPU and CUDA give the same error;
-//! 2. reserve `kernels::increment_for(op, dtype, n)` blocks on the generator (always,
-//!    even for `n == 0`, which reserves 0);
-//! 3. compute: on CPU with the samplers here, which fill chunks of whole Philox blocks in
-//!    parallel (bit-identical for any thread count); on `Device::Cuda(i)` through
-//!    `cuda_dispatch`, whose kernels follow the same per-element rules.
-//!
-//! The per-element rules (which words an element uses, how they become a value) are
-//! those of DESIGN.md §1 and [`crate::stream::convert`].
+//! Every op runs the one pipeline of `pipeline.rs`: validate, take the output (a new
+//! tensor or an existing one), reserve `ceil(words / 4)` blocks once, then fill on the
+//! CPU (`cpu_fill.rs`, in parallel, bit-identical for any thread count) or launch on
+//! CUDA. Each op file states its op and nothing else: the checks of its parameters, its
+//! samplers (which words an element uses, the body turning them into the element, the
+//! CUDA kernel doing the same) and which sampler each dtype gets. The per-element rules
+//! are those of DESIGN.md §1 and [`crate::stream::convert`].
 
 mod args;
 mod bernoulli;
 mod bits;
-pub(crate) mod cuda_dispatch;
-mod dropout;
-mod dropout_rows;
-mod fill;
-mod mask;
+mod cpu_fill;
+pub(crate) mod dropout;
 mod normal;
+mod pipeline;
 mod randint;
 mod randperm;
+mod sampler;
 mod uniform;
 
-pub use bernoulli::bernoulli;
-pub use bits::bits;
-pub use dropout::{dropout, dropout_backward, dropout_with_mask, DropoutState};
-pub use dropout_rows::dropout_rows;
-pub use normal::{normal, randn};
-pub use randint::randint;
+#[cfg(test)]
+mod simd_tests;
+
+pub use bernoulli::{bernoulli, bernoulli_};
+pub use bits::{bits, bits_};
+pub use dropout::{
+    dropout, dropout_backward, dropout_into, dropout_rows, dropout_with_mask, DropoutState,
+};
+pub use normal::{normal, normal_, randn};
+pub use pipeline::{sample, sample_, sample_at};
+pub use randint::{randint, random_};
 pub use randperm::randperm;
-pub use uniform::{rand, uniform};
+pub use sampler::{Layout, Sampler, BATCH_WORDS};
+pub use uniform::{rand, uniform, uniform_};
 
 use half::{bf16, f16};
-use kernels::RandomOp;
-use tensor_core::{DType, Element, Tensor};
+use tensor_core::Element;
 
-use crate::stream::key::Key;
-use crate::{Generator, RngError};
-
-/// The CPU path shared by the element-wise samplers: allocate (before reserving, so an
-/// impossible allocation consumes nothing), reserve, fill (`fill(out, key)`, one of the
-/// loops of `fill.rs`), wrap.
-fn cpu_sample<T, F>(
-    dims: &[usize],
-    n: usize,
-    generator: &Generator,
-    op: RandomOp,
-    dtype: DType,
-    fill: F,
-) -> Result<Tensor, RngError>
-where
-    T: Element,
-    F: FnOnce(&mut [T], Key),
-{
-    debug_assert_eq!(T::DTYPE, dtype);
-    let mut out = args::alloc(n, T::from_f64(0.0))?;
-    let key = generator.reserve(op, dtype, n as u64);
-    fill(&mut out, key);
-    args::cpu_tensor(out, dims)
-}
+use crate::stream::convert::{uniform_bf16_as_f32, uniform_f16_as_f32, uniform_f32};
+use crate::stream::half_float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 
 /// The output types of the samplers that compute in f32: f32 itself, and f16 / bf16,
-/// which DESIGN.md §1 defines as "compute f32, round to nearest even" so that one
-/// generic sampler serves all three and the rounding happens in exactly one place.
-trait RoundFromF32: Element {
+/// which DESIGN.md §1 defines as "compute f32, round to nearest even", so one generic
+/// sampler serves all three and the rounding happens in exactly one place.
+pub(crate) trait NarrowFloat: Element {
     /// `x` rounded to nearest even (exact for f32).
     fn round_from_f32(x: f32) -> Self;
+    /// `self` as an f32 (exact).
+    fn to_f32(self) -> f32;
+    /// The uniform of `word` in this type's precision (24, 11 or 8 bits), as the f32 it
+    /// equals exactly.
+    fn unit(word: u32) -> f32;
 }
 
-impl RoundFromF32 for f32 {
+impl NarrowFloat for f32 {
+    #[inline(always)]
     fn round_from_f32(x: f32) -> Self {
         x
     }
-}
-
-impl RoundFromF32 for f16 {
-    fn round_from_f32(x: f32) -> Self {
-        f16::from_f32(x)
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn unit(word: u32) -> f32 {
+        uniform_f32(word)
     }
 }
 
-impl RoundFromF32 for bf16 {
+impl NarrowFloat for f16 {
+    #[inline(always)]
     fn round_from_f32(x: f32) -> Self {
-        bf16::from_f32(x)
+        f32_to_f16(x)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16_to_f32(self)
+    }
+    #[inline(always)]
+    fn unit(word: u32) -> f32 {
+        uniform_f16_as_f32(word)
+    }
+}
+
+impl NarrowFloat for bf16 {
+    #[inline(always)]
+    fn round_from_f32(x: f32) -> Self {
+        f32_to_bf16(x)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        bf16_to_f32(self)
+    }
+    #[inline(always)]
+    fn unit(word: u32) -> f32 {
+        uniform_bf16_as_f32(word)
     }
 }

@@ -1,13 +1,23 @@
-//! `randn` and `normal`: Gaussian samples by Box-Muller on pairs of words.
+//! `randn`, `normal` and `normal_`: Gaussian samples by Box-Muller on pairs of words.
+//!
+//! f32 / f16 / bf16 (DESIGN.md §1): pair `m` uses words `2m`, `2m+1`;
+//! `u1 = v(w_2m)`, `u2 = v(w_2m+1)` with `v(w) = f32(w) * 2^-32 + 2^-33` in (0, 1];
+//! `r = sqrt(-2 ln u1)`, `(s, c) = sincospi(2 u2)` (ditto's own `ln` / `sincospi`);
+//! elements `2m = r c`, `2m+1 = r s`; then `mean + std * z`, rounded to f16 / bf16 once.
+//! The batch body computes the same expressions a batch of pairs at a time, in loops
+//! LLVM turns into vector instructions (vectorised `ln`, `sqrt`, `sincospi`).
+
+use std::marker::PhantomData;
 
 use half::{bf16, f16};
-use kernels::RandomOp;
 use tensor_core::{DType, Device, Tensor};
 
-use super::args::{check_float, elem_count, generator_for, normal_params};
-use super::fill::{fill, fill_batches, Layout};
-use super::{cpu_sample, cuda_dispatch, RoundFromF32};
-use crate::stream::convert::{box_muller, scale_normal_f32, uniform_f64};
+use super::args::{check_float, elem_count, normal_params};
+use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
+use super::sampler::{Layout, Sampler, BATCH_WORDS};
+use super::NarrowFloat;
+use crate::stream::convert::{box_muller, open_uniform_f32, scale_normal_f32, uniform_f64};
+use crate::stream::f32math::{ln_positive_normal, sincospi_finite};
 use crate::{Generator, RngError};
 
 /// Standard normal samples (`torch.randn`): [`normal`] with mean 0 and std 1.
@@ -17,7 +27,7 @@ pub fn randn(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    normal_op("randn", shape, 0.0, 1.0, dtype, device, generator)
+    normal_new("randn", shape, 0.0, 1.0, dtype, device, generator)
 }
 
 /// Normal samples `mean + std * z` (`torch.normal` with scalar mean and std).
@@ -42,54 +52,28 @@ pub fn normal(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    normal_op("normal", shape, mean, std, dtype, device, generator)
+    normal_new("normal", shape, mean, std, dtype, device, generator)
 }
 
-/// Box-Muller in f64 on four words (the CPU-only f64 normal).
-fn box_muller_f64(w: &[u32]) -> (f64, f64) {
-    let u1 = 1.0 - uniform_f64(w[0], w[1]);
-    let u2 = uniform_f64(w[2], w[3]);
-    let radius = (-2.0 * u1.ln()).sqrt();
-    let theta = std::f64::consts::TAU * u2;
-    (radius * theta.cos(), radius * theta.sin())
+/// [`normal`] into the existing float tensor `t` (`torch.Tensor.normal_(mean, std)`): the
+/// same values and consumption as `normal(t.dims(), mean, std, t.dtype(), t.device(),
+/// generator)`. `t` must be contiguous.
+pub fn normal_(
+    t: &mut Tensor,
+    mean: f64,
+    std: f64,
+    generator: Option<&Generator>,
+) -> Result<(), RngError> {
+    let (dtype, device) = (t.dtype(), t.device());
+    let run = IntoTensor {
+        out: t,
+        stream: Stream::Reserve(generator),
+    };
+    normal_sampler("normal_", mean, std, dtype, device, run).map(|_| ())
 }
 
-/// Fills one pair (or the last, single element) with `convert(z)`.
-fn store<Z, T>(out: &mut [T], (z0, z1): (Z, Z), convert: impl Fn(Z) -> T) {
-    out[0] = convert(z0);
-    if let Some(second) = out.get_mut(1) {
-        *second = convert(z1);
-    }
-}
-
-/// The f32 / f16 / bf16 sampler: Box-Muller and `mean + std * z` in f32, then one
-/// rounding to `T`. Pair `m` uses words `2m` and `2m+1`.
-fn normal_in<T: RoundFromF32>(
-    shape: &[usize],
-    n: usize,
-    generator: &Generator,
-    mean: f32,
-    std: f32,
-) -> Result<Tensor, RngError> {
-    cpu_sample(
-        shape,
-        n,
-        generator,
-        RandomOp::Normal,
-        T::DTYPE,
-        |out: &mut [T], key| {
-            fill_batches(out, key, Layout { elems: 2, words: 2 }, |_, words, part| {
-                for (pair, w) in part.chunks_mut(2).zip(words.chunks_exact(2)) {
-                    store(pair, box_muller(w[0], w[1]), |z| {
-                        T::round_from_f32(scale_normal_f32(z, mean, std))
-                    });
-                }
-            });
-        },
-    )
-}
-
-fn normal_op(
+/// The allocating form, under the name `op`.
+fn normal_new(
     op: &'static str,
     shape: &[usize],
     mean: f64,
@@ -98,7 +82,24 @@ fn normal_op(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    let n = elem_count(shape)?;
+    elem_count(shape)?;
+    let run = NewTensor {
+        dims: shape,
+        device,
+        stream: Stream::Reserve(generator),
+    };
+    normal_sampler(op, mean, std, dtype, device, run)
+}
+
+/// Checks the parameters, and runs the sampler `dtype` gets.
+fn normal_sampler<R: RunSampler>(
+    op: &'static str,
+    mean: f64,
+    std: f64,
+    dtype: DType,
+    device: Device,
+    run: R,
+) -> Result<R::Out, RngError> {
     check_float(op, dtype)?;
     if device.is_cuda() && dtype == DType::F64 {
         return Err(RngError::UnsupportedDType {
@@ -108,27 +109,117 @@ fn normal_op(
         });
     }
     normal_params(op, mean, std, dtype)?;
-    let generator = generator_for(op, device, generator)?;
-    let (mean32, std32) = (mean as f32, std as f32);
-    match (device, dtype) {
-        (Device::Cuda(ordinal), _) => {
-            let key = generator.reserve(RandomOp::Normal, dtype, n as u64);
-            cuda_dispatch::normal(shape, dtype, key, n as u64, mean, std, ordinal)
-        }
-        (Device::Cpu, DType::F32) => normal_in::<f32>(shape, n, &generator, mean32, std32),
-        (Device::Cpu, DType::F16) => normal_in::<f16>(shape, n, &generator, mean32, std32),
-        (Device::Cpu, DType::BF16) => normal_in::<bf16>(shape, n, &generator, mean32, std32),
-        (Device::Cpu, _) => cpu_sample(
-            shape,
-            n,
-            &generator,
-            RandomOp::Normal,
-            DType::F64,
-            |out: &mut [f64], key| {
-                fill(out, key, Layout { elems: 2, words: 4 }, |_, w, out| {
-                    store(out, box_muller_f64(w), |z| mean + std * z);
-                });
-            },
-        ),
+    match dtype {
+        DType::F32 => run.run(Normal::<f32>::new(op, mean, std)),
+        DType::F16 => run.run(Normal::<f16>::new(op, mean, std)),
+        DType::BF16 => run.run(Normal::<bf16>::new(op, mean, std)),
+        _ => run.run(NormalF64 { op, mean, std }),
     }
+}
+
+/// f32 / f16 / bf16: Box-Muller and `mean + std * z` in f32, then one rounding to `T`.
+pub(crate) struct Normal<T> {
+    op: &'static str,
+    mean: f32,
+    std: f32,
+    _out: PhantomData<T>,
+}
+
+impl<T: NarrowFloat> Normal<T> {
+    pub(crate) fn new(op: &'static str, mean: f64, std: f64) -> Self {
+        Normal {
+            op,
+            mean: mean as f32,
+            std: std as f32,
+            _out: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    fn element(&self, z: f32) -> T {
+        T::round_from_f32(scale_normal_f32(z, self.mean, self.std))
+    }
+}
+
+/// Pairs in a batch.
+const PAIRS: usize = BATCH_WORDS / 2;
+
+impl<T: NarrowFloat> Sampler for Normal<T> {
+    type Elem = T;
+    fn name(&self) -> &'static str {
+        self.op
+    }
+    fn layout(&self) -> Layout {
+        Layout::groups(2, 2)
+    }
+    /// One pair: [`box_muller`] on its two words (the last pair of an odd count writes
+    /// only its first element).
+    fn fill_group(&self, _group: u64, w: &[u32], out: &mut [T]) {
+        let (z0, z1) = box_muller(w[0], w[1]);
+        out[0] = self.element(z0);
+        if let Some(second) = out.get_mut(1) {
+            *second = self.element(z1);
+        }
+    }
+    /// `box_muller` a batch at a time, step by step over arrays: the same operations in
+    /// the same order, on positive normal `u1` (so `ln` needs no special cases) and
+    /// finite `2 u2` (so `sincospi` needs none).
+    #[inline(always)]
+    fn fill_batch(&self, _first: u64, words: &[u32; BATCH_WORDS], out: &mut [T]) {
+        let mut radius = [0f32; PAIRS];
+        let mut angle = [0f32; PAIRS];
+        for (m, w) in words.chunks_exact(2).enumerate() {
+            radius[m] = open_uniform_f32(w[0]);
+            angle[m] = open_uniform_f32(w[1]);
+        }
+        for r in &mut radius {
+            *r = (-2.0 * ln_positive_normal(*r)).sqrt();
+        }
+        let mut z = [0f32; BATCH_WORDS];
+        for (m, (&r, &u2)) in radius.iter().zip(&angle).enumerate() {
+            let (sin, cos) = sincospi_finite(2.0 * u2);
+            z[2 * m] = r * cos;
+            z[2 * m + 1] = r * sin;
+        }
+        for (o, &z) in out.iter_mut().zip(&z) {
+            *o = self.element(z);
+        }
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
+        kernels::launch::normal_call(T::DTYPE, self.mean, self.std).map(Some)
+    }
+}
+
+/// f64 (CPU only): Box-Muller in f64 on four words per pair.
+pub(crate) struct NormalF64 {
+    pub(crate) op: &'static str,
+    pub(crate) mean: f64,
+    pub(crate) std: f64,
+}
+
+impl Sampler for NormalF64 {
+    type Elem = f64;
+    fn name(&self) -> &'static str {
+        self.op
+    }
+    fn layout(&self) -> Layout {
+        Layout::groups(2, 4)
+    }
+    fn fill_group(&self, _group: u64, w: &[u32], out: &mut [f64]) {
+        let u1 = 1.0 - uniform_f64(w[0], w[1]);
+        let u2 = uniform_f64(w[2], w[3]);
+        let radius = (-2.0 * u1.ln()).sqrt();
+        let theta = std::f64::consts::TAU * u2;
+        out[0] = self.mean + self.std * (radius * theta.cos());
+        if let Some(second) = out.get_mut(1) {
+            *second = self.mean + self.std * (radius * theta.sin());
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod samplers {
+    //! The samplers, for the SIMD-versus-scalar tests.
+    pub(crate) use super::{Normal, NormalF64};
 }

@@ -1,11 +1,13 @@
-//! `randint`: uniform integers on `[low, high)`.
+//! `randint` and `random_`: uniform integers on `[low, high)`.
+//!
+//! Two words per element: `low + below(w_2i, w_2i+1, high - low)`, the high half of a
+//! 64x64-bit product (DESIGN.md §1). Fixed consumption, no rejection loop.
 
-use kernels::RandomOp;
 use tensor_core::{DType, Device, Tensor};
 
-use super::args::{elem_count, generator_for};
-use super::fill::{fill, Layout};
-use super::{cpu_sample, cuda_dispatch};
+use super::args::elem_count;
+use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
+use super::sampler::{Layout, Sampler};
 use crate::stream::convert::below;
 use crate::{Generator, RngError};
 
@@ -29,24 +31,75 @@ pub fn randint(
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
     const OP: &str = "randint";
-    let n = elem_count(shape)?;
+    elem_count(shape)?;
     let range = range_len(OP, low, high)?;
-    let generator = generator_for(OP, device, generator)?;
-    if let Device::Cuda(ordinal) = device {
-        let key = generator.reserve(RandomOp::Randint, DType::I64, n as u64);
-        return cuda_dispatch::randint(shape, key, n as u64, low, range, ordinal);
+    NewTensor {
+        dims: shape,
+        device,
+        stream: Stream::Reserve(generator),
     }
-    cpu_sample(
-        shape,
-        n,
-        &generator,
-        RandomOp::Randint,
-        DType::I64,
-        |out: &mut [i64], key| {
-            fill(out, key, Layout::per_element(2), |_, w, out| {
-                // Exact: the sum is in [low, high).
-                out[0] = (i128::from(low) + i128::from(below(w[0], w[1], range))) as i64;
-            });
-        },
-    )
+    .run(Randint { op: OP, low, range })
+}
+
+/// [`randint`] into the existing I64 tensor `t` (`torch.Tensor.random_(low, high)`): the
+/// same values and consumption as `randint(low, high, t.dims(), t.device(), generator)`.
+/// Errors with `UnsupportedDType` for other dtypes; `t` must be contiguous.
+pub fn random_(
+    t: &mut Tensor,
+    low: i64,
+    high: i64,
+    generator: Option<&Generator>,
+) -> Result<(), RngError> {
+    const OP: &str = "random_";
+    if t.dtype() != DType::I64 {
+        return Err(RngError::UnsupportedDType {
+            op: OP,
+            dtype: t.dtype(),
+            supported: "i64 (bits_ fills u32 tensors with raw words)",
+        });
+    }
+    let range = range_len(OP, low, high)?;
+    IntoTensor {
+        out: t,
+        stream: Stream::Reserve(generator),
+    }
+    .run(Randint { op: OP, low, range })
+    .map(|_| ())
+}
+
+/// `low + below(w0, w1, range)`.
+pub(crate) struct Randint {
+    op: &'static str,
+    low: i64,
+    range: u64,
+}
+
+impl Sampler for Randint {
+    type Elem = i64;
+    fn name(&self) -> &'static str {
+        self.op
+    }
+    fn layout(&self) -> Layout {
+        Layout::per_element(2)
+    }
+    fn fill_group(&self, _group: u64, w: &[u32], out: &mut [i64]) {
+        // Exact: the sum is in [low, high).
+        out[0] = (i128::from(self.low) + i128::from(below(w[0], w[1], self.range))) as i64;
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
+        Ok(Some(kernels::launch::randint_call(self.low, self.range)))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod samplers {
+    //! The sampler, for the SIMD-versus-scalar tests.
+    pub(crate) fn randint(low: i64, range: u64) -> super::Randint {
+        super::Randint {
+            op: "randint",
+            low,
+            range,
+        }
+    }
 }

@@ -1,15 +1,20 @@
-//! `rand` and `uniform`: uniform samples on `[low, high)`.
+//! `rand`, `uniform` and `uniform_`: uniform samples on `[low, high)`.
+//!
+//! One word per element (two for f64): `u` is the element type's uniform of its word
+//! (DESIGN.md §1: 24, 11 or 8 random bits for f32, f16, bf16; 53 bits from two words for
+//! f64), then `low + (high - low) * u`, one multiply then one add, in f32 (rounded to
+//! f16 / bf16 once) or in f64.
+
+use std::marker::PhantomData;
 
 use half::{bf16, f16};
-use kernels::RandomOp;
 use tensor_core::{DType, Device, Tensor};
 
-use super::args::{check_float, elem_count, generator_for, uniform_range};
-use super::fill::{fill, fill_map, Layout};
-use super::{cpu_sample, cuda_dispatch, RoundFromF32};
-use crate::stream::convert::{
-    scale_uniform_f32, scale_uniform_f64, uniform_bf16, uniform_f16, uniform_f32, uniform_f64,
-};
+use super::args::{check_float, elem_count, uniform_range};
+use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
+use super::sampler::{Layout, Sampler, BATCH_WORDS};
+use super::NarrowFloat;
+use crate::stream::convert::{scale_uniform_f32, scale_uniform_f64, uniform_f64};
 use crate::{Generator, RngError};
 
 /// Uniform samples on [0, 1) in a float `dtype` (`torch.rand`). Bit-identical to
@@ -22,7 +27,7 @@ pub fn rand(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    uniform_op("rand", shape, 0.0, 1.0, dtype, device, generator)
+    uniform_new("rand", shape, 0.0, 1.0, dtype, device, generator)
 }
 
 /// Uniform samples on `[low, high)` (`torch.empty(..).uniform_(low, high)`):
@@ -39,34 +44,11 @@ pub fn uniform(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    uniform_op("uniform", shape, low, high, dtype, device, generator)
+    uniform_new("uniform", shape, low, high, dtype, device, generator)
 }
 
-/// The f32 / f16 / bf16 sampler: `u = unit(word)` (exact in `T`), then
-/// `low + (high - low) * u` in f32 and one rounding to `T`.
-fn uniform_in<T: RoundFromF32>(
-    shape: &[usize],
-    n: usize,
-    generator: &Generator,
-    low: f32,
-    high: f32,
-    unit: impl Fn(u32) -> f32 + Sync,
-) -> Result<Tensor, RngError> {
-    cpu_sample(
-        shape,
-        n,
-        generator,
-        RandomOp::Uniform,
-        T::DTYPE,
-        |out: &mut [T], key| {
-            fill_map(out, key, move |w| {
-                T::round_from_f32(scale_uniform_f32(unit(w), low, high))
-            });
-        },
-    )
-}
-
-fn uniform_op(
+/// The allocating form, under the name `op`.
+fn uniform_new(
     op: &'static str,
     shape: &[usize],
     low: f64,
@@ -75,34 +57,132 @@ fn uniform_op(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    let n = elem_count(shape)?;
+    elem_count(shape)?;
+    let run = NewTensor {
+        dims: shape,
+        device,
+        stream: Stream::Reserve(generator),
+    };
+    uniform_sampler(op, low, high, dtype, run)
+}
+
+/// [`uniform`] into the existing float tensor `t` (`torch.Tensor.uniform_(low, high)`):
+/// the same values and the same consumption as `uniform(t.dims(), low, high, t.dtype(),
+/// t.device(), generator)`. `t` must be contiguous (a strided view is a
+/// `NotContiguous` error: fill a contiguous tensor and `copy_from_` it).
+pub fn uniform_(
+    t: &mut Tensor,
+    low: f64,
+    high: f64,
+    generator: Option<&Generator>,
+) -> Result<(), RngError> {
+    let dtype = t.dtype();
+    let run = IntoTensor {
+        out: t,
+        stream: Stream::Reserve(generator),
+    };
+    uniform_sampler("uniform_", low, high, dtype, run).map(|_| ())
+}
+
+/// Checks `low`, `high` and `dtype`, and runs the sampler `dtype` gets.
+fn uniform_sampler<R: RunSampler>(
+    op: &'static str,
+    low: f64,
+    high: f64,
+    dtype: DType,
+    run: R,
+) -> Result<R::Out, RngError> {
     check_float(op, dtype)?;
     uniform_range(op, low, high, dtype)?;
-    let generator = generator_for(op, device, generator)?;
-    let (lo, hi) = (low as f32, high as f32);
-    match (device, dtype) {
-        (Device::Cuda(ordinal), _) => {
-            let key = generator.reserve(RandomOp::Uniform, dtype, n as u64);
-            cuda_dispatch::uniform(shape, dtype, key, n as u64, low, high, ordinal)
-        }
-        (Device::Cpu, DType::F32) => uniform_in::<f32>(shape, n, &generator, lo, hi, uniform_f32),
-        (Device::Cpu, DType::F16) => {
-            uniform_in::<f16>(shape, n, &generator, lo, hi, |w| uniform_f16(w).to_f32())
-        }
-        (Device::Cpu, DType::BF16) => {
-            uniform_in::<bf16>(shape, n, &generator, lo, hi, |w| uniform_bf16(w).to_f32())
-        }
-        (Device::Cpu, _) => cpu_sample(
-            shape,
-            n,
-            &generator,
-            RandomOp::Uniform,
-            DType::F64,
-            |out: &mut [f64], key| {
-                fill(out, key, Layout::per_element(2), |_, w, out| {
-                    out[0] = scale_uniform_f64(uniform_f64(w[0], w[1]), low, high);
-                });
-            },
-        ),
+    match dtype {
+        DType::F32 => run.run(Uniform::<f32>::new(op, low, high)),
+        DType::F16 => run.run(Uniform::<f16>::new(op, low, high)),
+        DType::BF16 => run.run(Uniform::<bf16>::new(op, low, high)),
+        _ => run.run(UniformF64 { op, low, high }),
     }
+}
+
+/// f32 / f16 / bf16: one word per element, computed in f32, rounded once to `T`.
+pub(crate) struct Uniform<T> {
+    op: &'static str,
+    low: f64,
+    high: f64,
+    _out: PhantomData<T>,
+}
+
+impl<T: NarrowFloat> Uniform<T> {
+    pub(crate) fn new(op: &'static str, low: f64, high: f64) -> Self {
+        Uniform {
+            op,
+            low,
+            high,
+            _out: PhantomData,
+        }
+    }
+
+    /// The element of `word`.
+    #[inline(always)]
+    fn element(&self, word: u32) -> T {
+        let (low, high) = (self.low as f32, self.high as f32);
+        T::round_from_f32(scale_uniform_f32(T::unit(word), low, high))
+    }
+}
+
+impl<T: NarrowFloat> Sampler for Uniform<T> {
+    type Elem = T;
+    fn name(&self) -> &'static str {
+        self.op
+    }
+    fn layout(&self) -> Layout {
+        Layout::per_element(1)
+    }
+    fn fill_group(&self, _group: u64, words: &[u32], out: &mut [T]) {
+        out[0] = self.element(words[0]);
+    }
+    #[inline(always)]
+    fn fill_batch(&self, _first: u64, words: &[u32; BATCH_WORDS], out: &mut [T]) {
+        for (o, &w) in out.iter_mut().zip(words) {
+            *o = self.element(w);
+        }
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
+        kernels::launch::uniform_call(T::DTYPE, self.low, self.high).map(Some)
+    }
+}
+
+/// f64: two words per element, 53 bits, computed in f64.
+pub(crate) struct UniformF64 {
+    pub(crate) op: &'static str,
+    pub(crate) low: f64,
+    pub(crate) high: f64,
+}
+
+impl Sampler for UniformF64 {
+    type Elem = f64;
+    fn name(&self) -> &'static str {
+        self.op
+    }
+    fn layout(&self) -> Layout {
+        Layout::per_element(2)
+    }
+    fn fill_group(&self, _group: u64, w: &[u32], out: &mut [f64]) {
+        out[0] = scale_uniform_f64(uniform_f64(w[0], w[1]), self.low, self.high);
+    }
+    #[inline(always)]
+    fn fill_batch(&self, _first: u64, words: &[u32; BATCH_WORDS], out: &mut [f64]) {
+        for (o, w) in out.iter_mut().zip(words.chunks_exact(2)) {
+            *o = scale_uniform_f64(uniform_f64(w[0], w[1]), self.low, self.high);
+        }
+    }
+    #[cfg(feature = "cuda")]
+    fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
+        kernels::launch::uniform_call(DType::F64, self.low, self.high).map(Some)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod samplers {
+    //! The samplers, for the SIMD-versus-scalar tests.
+    pub(crate) use super::{Uniform, UniformF64};
 }

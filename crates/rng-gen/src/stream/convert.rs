@@ -7,6 +7,7 @@
 use half::{bf16, f16};
 
 use super::f32math::{ln, sincospi};
+use super::half_float::{f32_to_bf16, f32_to_f16};
 
 /// 2^-24: the spacing of f32 uniforms, whose 24 bits fill an f32 significand exactly.
 const TWO_POW_MINUS_24: f32 = 1.0 / 16_777_216.0;
@@ -26,14 +27,28 @@ pub fn uniform_f32(word: u32) -> f32 {
 #[must_use]
 #[inline]
 pub fn uniform_f16(word: u32) -> f16 {
-    f16::from_f32((word & 0x7FF) as f32 * (1.0 / 2048.0))
+    f32_to_f16(uniform_f16_as_f32(word))
+}
+
+/// [`uniform_f16`] as the f32 it equals exactly (what the f16 samplers compute with).
+#[must_use]
+#[inline]
+pub fn uniform_f16_as_f32(word: u32) -> f32 {
+    (word & 0x7FF) as f32 * (1.0 / 2048.0)
 }
 
 /// Uniform bf16 in [0, 1): the low 8 bits times 2^-8, exact in bf16.
 #[must_use]
 #[inline]
 pub fn uniform_bf16(word: u32) -> bf16 {
-    bf16::from_f32((word & 0xFF) as f32 * (1.0 / 256.0))
+    f32_to_bf16(uniform_bf16_as_f32(word))
+}
+
+/// [`uniform_bf16`] as the f32 it equals exactly (what the bf16 samplers compute with).
+#[must_use]
+#[inline]
+pub fn uniform_bf16_as_f32(word: u32) -> f32 {
+    (word & 0xFF) as f32 * (1.0 / 256.0)
 }
 
 /// Uniform f64 in [0, 1) from two words: the low 53 bits of `w0 << 32 | w1`.
@@ -125,6 +140,14 @@ mod tests {
         assert_eq!(uniform_f64(u32::MAX, u32::MAX), 1.0 - f64::EPSILON / 2.0);
         assert_eq!(open_uniform_f32(0), TWO_POW_MINUS_33);
         assert_eq!(open_uniform_f32(u32::MAX), 1.0);
+    }
+
+    #[test]
+    fn narrow_uniforms_are_exact_in_f32() {
+        for word in [0, 1, 0x7FF, 0x800, 0xFF, 0x100, u32::MAX, 0x1234_5678] {
+            assert_eq!(uniform_f16(word).to_f32(), uniform_f16_as_f32(word));
+            assert_eq!(uniform_bf16(word).to_f32(), uniform_bf16_as_f32(word));
+        }
     }
 
     #[test]

@@ -28,8 +28,7 @@ const LG4: f32 = f32::from_bits(0x3e78_9e26); // 0.24279078841
 /// `ln(0) = -inf`, `ln(x < 0) = NaN`, `ln(+inf) = +inf`, `ln(NaN) = NaN`.
 #[must_use]
 pub fn ln(x: f32) -> f32 {
-    let mut bits = x.to_bits();
-    let mut k: i32 = 0;
+    let bits = x.to_bits();
     if bits < 0x0080_0000 || bits >> 31 != 0 {
         if bits << 1 == 0 {
             return f32::NEG_INFINITY;
@@ -38,17 +37,32 @@ pub fn ln(x: f32) -> f32 {
             return f32::NAN;
         }
         // Subnormal: scale into the normal range (exact), remember the exponent.
-        k -= 25;
-        bits = (x * 33_554_432.0).to_bits(); // 2^25
-    } else if bits >= 0x7f80_0000 {
+        return ln_reduced((x * 33_554_432.0).to_bits(), -25); // 2^25
+    }
+    if bits >= 0x7f80_0000 {
         return x;
     }
+    ln_reduced(bits, 0)
+}
+
+/// [`ln`] of a positive, normal, finite `x`: what `ln` computes for it, without the
+/// checks for the other cases, so a loop over such values vectorises (the normal
+/// sampler's `v(w)` is always one, in `[2^-33, 1]`).
+#[must_use]
+#[inline(always)]
+pub fn ln_positive_normal(x: f32) -> f32 {
+    ln_reduced(x.to_bits(), 0)
+}
+
+/// `ln(2^k * x)` for the bits of a positive normal `x`: the body of [`ln`], stated once.
+/// Straight-line code (no branches), so it vectorises.
+#[inline(always)]
+fn ln_reduced(bits: u32, k: i32) -> f32 {
     // x = 2^k * m with m in [sqrt(2)/2, sqrt(2)): shift the bits so the exponent split
     // happens at sqrt(2) instead of 2.
-    bits = bits.wrapping_add(0x3f80_0000 - 0x3f35_04f3);
-    k += (bits >> 23) as i32 - 0x7f;
-    bits = (bits & 0x007f_ffff) + 0x3f35_04f3;
-    let m = f32::from_bits(bits);
+    let bits = bits.wrapping_add(0x3f80_0000 - 0x3f35_04f3);
+    let k = k + (bits >> 23) as i32 - 0x7f;
+    let m = f32::from_bits((bits & 0x007f_ffff) + 0x3f35_04f3);
 
     // ln(m) = ln(1+f) with f = m - 1 (exact), via s = f / (2 + f):
     // ln(1+f) = 2s + s * R(s^2), written so the small terms are added first.
@@ -99,6 +113,15 @@ pub fn sincospi(x: f32) -> (f32, f32) {
     if !x.is_finite() {
         return (f32::NAN, f32::NAN);
     }
+    sincospi_finite(x)
+}
+
+/// [`sincospi`] of a finite `x`, without the check: straight-line code whose quadrant
+/// rotation is selects and sign flips, so a loop over values vectorises. The body of
+/// `sincospi`, stated once.
+#[must_use]
+#[inline(always)]
+pub fn sincospi_finite(x: f32) -> (f32, f32) {
     let r = x + x; // exact (finite x, no overflow below 2^127)
     let q = if r.abs() < 8_388_608.0 {
         (r + ROUND_TO_INTEGER) - ROUND_TO_INTEGER
@@ -107,12 +130,13 @@ pub fn sincospi(x: f32) -> (f32, f32) {
     };
     let t = r - q; // exact: |t| <= 1/2
 
-    // Quadrant q mod 4; beyond 2^30, r is a multiple of 4.
-    let quadrant = if q.abs() < 1_073_741_824.0 {
-        (q as i32) & 3
-    } else {
-        0
-    };
+    // Quadrant q mod 4; beyond 2^30, r is a multiple of 4. (Selecting 0 first and then
+    // converting without Rust's saturation keeps this a vector instruction.)
+    let q_small = if q.abs() < 1_073_741_824.0 { q } else { 0.0 };
+    // SAFETY: `q_small` is finite (x is finite, so r and q are finite or +-inf, and an
+    // infinite q fails the test above), integer-valued and below 2^30 in magnitude, so it
+    // fits an i32 exactly.
+    let quadrant = unsafe { q_small.to_int_unchecked::<i32>() } as u32 & 3;
 
     let s = t * t;
     let mut sin_poly = SIN_COEFFS[3];
@@ -126,12 +150,17 @@ pub fn sincospi(x: f32) -> (f32, f32) {
     cos_poly = cos_poly * s + COS_COEFFS[0];
     let cos_t = 1.0 + s * cos_poly;
 
-    match quadrant {
-        0 => (sin_t, cos_t),
-        1 => (cos_t, -sin_t),
-        2 => (-sin_t, -cos_t),
-        _ => (-cos_t, sin_t),
-    }
+    // Rotate by quadrant: q = 0 gives (sin_t, cos_t), 1 (cos_t, -sin_t), 2 (-sin_t,
+    // -cos_t), 3 (-cos_t, sin_t). Odd quadrants swap; the sine is negative in quadrants
+    // 2 and 3, the cosine in 1 and 2. Negation flips the sign bit, as `-x` does.
+    let swap = quadrant & 1 != 0;
+    let (sin, cos) = if swap { (cos_t, sin_t) } else { (sin_t, cos_t) };
+    let sin_sign = (quadrant & 2) << 30;
+    let cos_sign = ((quadrant + 1) & 2) << 30;
+    (
+        f32::from_bits(sin.to_bits() ^ sin_sign),
+        f32::from_bits(cos.to_bits() ^ cos_sign),
+    )
 }
 
 #[cfg(test)]
@@ -168,6 +197,42 @@ mod tests {
         assert_eq!(sincospi(-0.5).0, -1.0);
         assert_eq!(sincospi(1e30), (0.0, 1.0));
         assert!(sincospi(f32::INFINITY).0.is_nan());
+    }
+
+    /// The select-based rotation equals the quadrant table it replaced, for every
+    /// quadrant, both signs of zero and large arguments.
+    #[test]
+    fn rotation_matches_the_quadrant_table() {
+        for i in -4000..4000 {
+            for x in [i as f32 / 1000.0, i as f32 * 1e5, -(i as f32) / 1000.0] {
+                let (s, c) = sincospi(x);
+                let r = x + x;
+                let q = if r.abs() < 8_388_608.0 {
+                    (r + ROUND_TO_INTEGER) - ROUND_TO_INTEGER
+                } else {
+                    r
+                };
+                let quadrant = if q.abs() < 1_073_741_824.0 {
+                    (q as i32) & 3
+                } else {
+                    0
+                };
+                // sin_t / cos_t: quadrant 0 of the remainder (t / 2 is exact).
+                let t = r - q;
+                let (sin_t, cos_t) = sincospi_finite(t / 2.0);
+                let expected = match quadrant {
+                    0 => (sin_t, cos_t),
+                    1 => (cos_t, -sin_t),
+                    2 => (-sin_t, -cos_t),
+                    _ => (-cos_t, sin_t),
+                };
+                assert_eq!(
+                    (s.to_bits(), c.to_bits()),
+                    (expected.0.to_bits(), expected.1.to_bits()),
+                    "x = {x}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Philox4x32-10, the counter-based engine behind every random number in ditto.
 //!
 //! This is the algorithm of Random123's `philox.h` (Salmon et al., "Parallel random
-//! numbers: as easy as 1, 2, 3", SC'11), stated once for Rust. Its twin for CUDA is
-//! `kernels/cuda/philox.cuh`; a test compiles that header for the host and checks the two
-//! agree bit for bit.
+//! numbers: as easy as 1, 2, 3", SC'11), stated once for Rust: one round function, run
+//! on one counter (the scalar engine) or many (the CPU samplers' batches). Its twin for
+//! CUDA is `kernels/cuda/philox.cuh`; a test compiles that header for the host and checks
+//! the two agree bit for bit.
 //!
 //! A counter-based generator has no hidden state: output block `b` under key `k` is
 //! `philox(counter(b), k)`, so any element of any random tensor can be computed on its
@@ -21,27 +22,76 @@ pub const PHILOX_W1: u32 = 0xBB67_AE85;
 /// Rounds of Philox4x32-10.
 pub const PHILOX_ROUNDS: usize = 10;
 
-/// The full 64-bit product of two 32-bit words, split as (high, low).
+/// The low 32 bits of a `u64`.
+const LO: u64 = 0xFFFF_FFFF;
+
+/// One Philox round on `N` counters at once, in place: `hi0:lo0 = M0 * c0`,
+/// `hi1:lo1 = M1 * c2`, new counter `(hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0)`.
+///
+/// Each 32-bit word sits in the low half of a `u64` lane. The high half may hold
+/// garbage (the high word of the product that made it): only low halves are ever read,
+/// by the next multiply (`& LO`) and by the final truncation. That is exactly the shape
+/// of x86's `pmuludq` (32x32 -> 64-bit products of the low halves of 64-bit lanes), so
+/// LLVM vectorises the loop over counters with no masking or packing between rounds;
+/// with `N = 1` it is plain scalar code. Integer arithmetic only: vectorisation cannot
+/// change a bit.
 #[inline(always)]
-fn mul_hi_lo(a: u32, b: u32) -> (u32, u32) {
-    let product = u64::from(a) * u64::from(b);
-    ((product >> 32) as u32, product as u32)
+fn round<const N: usize>(c: &mut [[u64; N]; 4], k0: u64, k1: u64) {
+    let [c0, c1, c2, c3] = c;
+    for j in 0..N {
+        let product0 = u64::from(PHILOX_M0) * (c0[j] & LO);
+        let product1 = u64::from(PHILOX_M1) * (c2[j] & LO);
+        let (old1, old3) = (c1[j], c3[j]);
+        c0[j] = (product1 >> 32) ^ old1 ^ k0;
+        c1[j] = product1; // lo1 in the low half
+        c2[j] = (product0 >> 32) ^ old3 ^ k1;
+        c3[j] = product0; // lo0 in the low half
+    }
 }
 
-/// One Philox round: two multiplications mix words 0 and 2 into all four.
+/// Philox4x32-10 on `N` counters under one key (`counters[l][j]`: word `l` of counter
+/// `j`): output `[l][j]` is word `l` of the ten-round result for counter `j`.
+///
+/// The one statement of the engine in Rust: [`philox4x32_10`] is its one-counter case,
+/// and the CPU samplers run it on [`BATCH_BLOCKS`](super::philox_batch::BATCH_BLOCKS)
+/// counters at a time (`philox_batch.rs`), where the loop over counters becomes vector
+/// instructions.
+#[must_use]
 #[inline(always)]
-fn round(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
-    let (hi0, lo0) = mul_hi_lo(PHILOX_M0, counter[0]);
-    let (hi1, lo1) = mul_hi_lo(PHILOX_M1, counter[2]);
-    [
-        hi1 ^ counter[1] ^ key[0],
-        lo1,
-        hi0 ^ counter[3] ^ key[1],
-        lo0,
-    ]
+pub fn philox4x32_10_lanes<const N: usize>(
+    counters: &[[u32; N]; 4],
+    key: [u32; 2],
+) -> [[u32; N]; 4] {
+    let mut c = [[0u64; N]; 4];
+    for (wide, lane) in c.iter_mut().zip(counters) {
+        for (w, &word) in wide.iter_mut().zip(lane) {
+            *w = u64::from(word);
+        }
+    }
+    // The key schedule: round r uses key + r * (W0, W1). The ten rounds are written out
+    // (a loop LLVM leaves rolled costs a register shuffle per round).
+    let keys: [[u64; 2]; PHILOX_ROUNDS] = std::array::from_fn(|r| {
+        let r = r as u32;
+        [
+            u64::from(key[0].wrapping_add(PHILOX_W0.wrapping_mul(r))),
+            u64::from(key[1].wrapping_add(PHILOX_W1.wrapping_mul(r))),
+        ]
+    });
+    macro_rules! rounds {
+        ($($r:literal)*) => {$( round(&mut c, keys[$r][0], keys[$r][1]); )*};
+    }
+    rounds!(0 1 2 3 4 5 6 7 8 9);
+    let mut out = [[0u32; N]; 4];
+    for (lane, wide) in out.iter_mut().zip(&c) {
+        for (word, &w) in lane.iter_mut().zip(wide) {
+            *word = w as u32;
+        }
+    }
+    out
 }
 
-/// Philox4x32-10: ten rounds on `counter` under `key`, bumping the key between rounds.
+/// Philox4x32-10: ten rounds on `counter` under `key`, bumping the key between rounds
+/// (the one-counter case of [`philox4x32_10_lanes`]).
 ///
 /// ```
 /// use rng_gen::philox4x32_10;
@@ -53,18 +103,7 @@ fn round(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
 #[must_use]
 #[inline]
 pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
-    let mut counter = counter;
-    let mut key = key;
-    for r in 0..PHILOX_ROUNDS {
-        if r > 0 {
-            key = [
-                key[0].wrapping_add(PHILOX_W0),
-                key[1].wrapping_add(PHILOX_W1),
-            ];
-        }
-        counter = round(counter, key);
-    }
-    counter
+    philox4x32_10_lanes::<1>(&counter.map(|w| [w]), key).map(|[w]| w)
 }
 
 /// The four words of block `block` of the stream keyed by `seed` (DESIGN.md §1:

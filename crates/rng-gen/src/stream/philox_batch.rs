@@ -1,88 +1,32 @@
 //! Philox4x32-10 on [`BATCH_BLOCKS`] consecutive blocks at once, for the CPU samplers.
 //!
-//! The specification is the scalar [`philox4x32_10`](super::philox::philox4x32_10) in
-//! `stream/philox.rs` (same constants, same round, same key schedule); this module only
-//! changes the *shape* of the computation so that LLVM vectorises it across blocks:
-//! each round is a plain loop over the blocks, and each 32-bit word is held in the low
-//! half of a `u64`, which is the shape of `pmuludq` / `vpmuludq` (32x32 -> 64-bit
-//! products of the low halves of 64-bit lanes), so no packing or unpacking is needed
-//! between rounds. It is integer arithmetic only, so vectorisation cannot change a bit;
-//! unit tests check every word against the scalar engine, counters wrapping included.
-//!
-//! On x86-64 the same code is also compiled with AVX-512F and with AVX2 enabled, and the
-//! widest the CPU has is chosen at run time (8 or 4 products per instruction instead of
-//! SSE2's 2); without either, or on other targets, the portable build runs. All are the
-//! one function [`philox4x32_10_batch`], so they cannot disagree.
+//! The engine is [`philox4x32_10_lanes`] in `stream/philox.rs` (the one round function,
+//! the one key schedule); this module only lays out a batch of consecutive blocks as its
+//! lanes and puts the words back in stream order. On x86-64 the CPU fill runs whole
+//! chunks of batches under [`with_widest_simd`](crate::simd::with_widest_simd), so the
+//! lanes become AVX-512 or AVX2 vectors (8 or 4 products per instruction instead of
+//! SSE2's 2); integer arithmetic only, so every instruction set gives the same words.
+//! Unit tests check every word against the one-counter engine, counters wrapping
+//! included, for every instruction set the CPU has.
 
-use super::philox::{PHILOX_M0, PHILOX_M1, PHILOX_ROUNDS, PHILOX_W0, PHILOX_W1};
-use crate::widest_simd::with_widest_simd;
+use super::philox::philox4x32_10_lanes;
+use crate::simd::with_widest_simd;
 
-/// Blocks computed together.
-pub const BATCH_BLOCKS: usize = 16;
-/// Words produced by one batch (four per block).
+/// Blocks computed together: enough independent multiply chains to hide their latency
+/// with AVX-512, few enough to stay in registers.
+pub const BATCH_BLOCKS: usize = 32;
+/// Words produced by one batch (four per block): what a sampler's batch body gets.
 pub const BATCH_WORDS: usize = 4 * BATCH_BLOCKS;
 
-/// The low 32 bits of a `u64`.
-const LO: u64 = 0xFFFF_FFFF;
-
-/// Four counter words of [`BATCH_BLOCKS`] blocks, `lanes[l][j]` = word `l` of block `j`,
-/// each held in the low half of a `u64` (the high half is zero).
-type Lanes = [[u64; BATCH_BLOCKS]; 4];
-
-/// One Philox round on every block, in place: the scalar `round` of `stream/philox.rs`,
-/// block by block. `hi0:lo0 = M0 * c0`, `hi1:lo1 = M1 * c2`, new counter
-/// `(hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0)`.
-#[inline(always)]
-fn round(c: &mut Lanes, key: [u32; 2]) {
-    let (k0, k1) = (u64::from(key[0]), u64::from(key[1]));
-    let [c0, c1, c2, c3] = c;
-    for j in 0..BATCH_BLOCKS {
-        // The words are below 2^32; the masks tell LLVM so (one 32x32 -> 64 product).
-        let product0 = u64::from(PHILOX_M0) * (c0[j] & LO);
-        let product1 = u64::from(PHILOX_M1) * (c2[j] & LO);
-        let (hi0, lo0) = (product0 >> 32, product0 & LO);
-        let (hi1, lo1) = (product1 >> 32, product1 & LO);
-        let (old1, old3) = (c1[j], c3[j]);
-        c0[j] = hi1 ^ old1 ^ k0;
-        c1[j] = lo1;
-        c2[j] = hi0 ^ old3 ^ k1;
-        c3[j] = lo0;
-    }
-}
-
 /// Philox4x32-10 on [`BATCH_BLOCKS`] counters at once (`counters[l][j]`: word `l` of
-/// counter `j`) under one key: output `[l][j]` equals
-/// `philox4x32_10([counters[0][j], .., counters[3][j]], key)[l]`. The loop over rounds
-/// and the key schedule are those of the scalar function.
+/// counter `j`) under one key: [`philox4x32_10_lanes`] with a batch of lanes.
 #[must_use]
 #[inline(always)]
 pub fn philox4x32_10_batch(
     counters: &[[u32; BATCH_BLOCKS]; 4],
     key: [u32; 2],
 ) -> [[u32; BATCH_BLOCKS]; 4] {
-    let mut c: Lanes = [[0; BATCH_BLOCKS]; 4];
-    for (wide, lane) in c.iter_mut().zip(counters) {
-        for (w, &word) in wide.iter_mut().zip(lane) {
-            *w = u64::from(word);
-        }
-    }
-    let mut key = key;
-    for r in 0..PHILOX_ROUNDS {
-        if r > 0 {
-            key = [
-                key[0].wrapping_add(PHILOX_W0),
-                key[1].wrapping_add(PHILOX_W1),
-            ];
-        }
-        round(&mut c, key);
-    }
-    let mut out = [[0u32; BATCH_BLOCKS]; 4];
-    for (lane, wide) in out.iter_mut().zip(&c) {
-        for (word, &w) in lane.iter_mut().zip(wide) {
-            *word = w as u32;
-        }
-    }
-    out
+    philox4x32_10_lanes(counters, key)
 }
 
 /// The words of blocks `first_block .. first_block + BATCH_BLOCKS` (block numbers wrap
@@ -97,9 +41,9 @@ pub fn batch_words(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) 
     );
 }
 
-/// [`batch_words`] compiled for the instruction set of wherever it is inlined: AVX-512F,
-/// AVX2 or the target's baseline inside [`with_widest_simd`] (in [`batch_words`], or in a
-/// caller that runs whole passes under it, like the dropout pass).
+/// [`batch_words`] compiled for the instruction set of wherever it is inlined: AVX-512,
+/// AVX2 or the target's baseline inside [`with_widest_simd`] (in [`batch_words`], or in
+/// the CPU fill, which runs whole chunks under it).
 #[inline(always)]
 pub(crate) fn batch_words_inline(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
     let mut counters = [[0u32; BATCH_BLOCKS]; 4];
@@ -120,6 +64,7 @@ pub(crate) fn batch_words_inline(seed: u64, first_block: u64, words: &mut [u32; 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::simd::{with_simd, SimdLevel};
     use crate::stream::philox::{block_words, philox4x32_10};
 
     /// A small xorshift for test inputs (no dependency on the engine under test).
@@ -175,19 +120,13 @@ mod tests {
             } else {
                 xorshift(&mut state)
             };
-            // The dispatched version (AVX-512 or AVX2 where the CPU has it), the portable
-            // one, and AVX2 on an AVX-512 CPU (which the dispatch would not pick).
+            // The dispatched version, and every instruction set this CPU can run.
             let mut words = [0u32; BATCH_WORDS];
-            let mut portable = [0u32; BATCH_WORDS];
             batch_words(seed, first, &mut words);
-            batch_words_inline(seed, first, &mut portable);
-            assert_eq!(words, portable);
-            #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
-                let mut avx2 = [0u32; BATCH_WORDS];
-                // SAFETY: the CPU has AVX2 (checked just above).
-                unsafe { crate::widest_simd::avx2(|| batch_words_inline(seed, first, &mut avx2)) };
-                assert_eq!(avx2, portable);
+            for level in SimdLevel::available() {
+                let mut at_level = [0u32; BATCH_WORDS];
+                with_simd(level, || batch_words_inline(seed, first, &mut at_level));
+                assert_eq!(at_level, words, "{level:?}");
             }
             for j in 0..BATCH_BLOCKS {
                 let expected = block_words(seed, first.wrapping_add(j as u64));

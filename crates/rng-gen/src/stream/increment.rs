@@ -1,5 +1,8 @@
-//! How many Philox blocks each random op consumes: the offset bookkeeping of DESIGN.md §1,
-//! shared by the CPU samplers (rng-gen) and the CUDA launchers (this crate).
+//! How many Philox blocks each of ditto's random ops consumes: the offset bookkeeping of
+//! DESIGN.md §1, next to the stream it describes. The random-op pipeline
+//! (`ops/pipeline.rs`) reserves `ceil(words / 4)` blocks for every op, on every device,
+//! from the op's own word count; for ditto's built-in ops that count is the one stated
+//! here (a test checks every built-in sampler against [`words_for`]).
 //!
 //! A generator holds `(seed, offset)`, where `offset` counts 128-bit Philox blocks already
 //! used. Before an op runs, the host reserves `increment_for(op, dtype, n)` blocks: the
@@ -15,7 +18,8 @@
 
 use tensor_core::DType;
 
-/// The random ops whose stream consumption is defined by the contract.
+/// ditto's built-in random ops, whose stream consumption the contract defines. A
+/// downstream op states its own (`Sampler::layout`) and needs no entry here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RandomOp {
     /// Raw 32-bit words (`bits`): one word per element.

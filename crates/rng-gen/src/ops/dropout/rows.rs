@@ -13,9 +13,9 @@
 
 use tensor_core::Tensor;
 
-use super::args::{alloc, check_float, probability};
-use super::dropout::{dropout_backward, dropout_scale, DropoutState};
 use super::mask::{mask_len, MASK_BITS};
+use super::{dropout_backward, dropout_scale, DropoutState};
+use crate::ops::args::{check_float, probability};
 use crate::stream::convert::dropout_keep;
 use crate::stream::key::Key;
 use crate::stream::philox_batch::{batch_words, BATCH_WORDS};
@@ -79,7 +79,7 @@ pub fn dropout_rows(
 /// stream at `key`, concatenated (bit `i % 32` of word `i / 32` for output element `i`).
 fn keep_mask_of_rows(key: Key, row_len: u64, rows: &[u64], p: f32) -> Result<Vec<u32>, RngError> {
     let n = rows.len() as u64 * row_len;
-    let mut mask = alloc(mask_len(n as usize), 0u32)?;
+    let mut mask = tensor_core::try_zeroed_vec::<u32>(mask_len(n as usize))?;
     let mut words = [0u32; BATCH_WORDS];
     let mut bit = 0usize;
     for &row in rows {

@@ -1,11 +1,14 @@
-// Fixed-width integers, bit casts and the host/device shim shared by every ditto header.
+// The host/device shim every ditto CUDA header includes: tensor-core's kernels
+// (tensor_ops.cuh) and the random kernels (kernels/cuda/*.cuh), so both folders, and a
+// downstream crate's kernels, are compiled the same two ways from one definition.
 //
-// The headers in this folder are compiled twice: by NVRTC for the GPU, and by the host
-// C++ compiler for the parity tests (kernels/host/parity_shim.cpp), which check them
-// against the Rust engine bit for bit (DESIGN.md §3). This file makes both work:
-// NVRTC has no <stdint.h>, and a host compiler has no __host__ / __device__.
-#ifndef DITTO_TYPES_CUH
-#define DITTO_TYPES_CUH
+// The headers are compiled twice: by NVRTC for the GPU, and by the host C++ compiler for
+// the parity tests (DESIGN.md §3), which check them against the Rust code bit for bit.
+// This file makes both work: NVRTC has no <stdint.h>, and a host compiler has no
+// __host__ / __device__. The bit casts and the 64-bit high product use the GPU's
+// intrinsics on the device and portable code on the host.
+#ifndef DITTO_HOST_DEVICE_CUH
+#define DITTO_HOST_DEVICE_CUH
 
 #ifdef __CUDACC_RTC__
 typedef unsigned char uint8_t;
@@ -26,7 +29,7 @@ typedef long long int64_t;
 #define __forceinline__ inline
 #endif
 
-// Every function in these headers runs on both sides.
+// Every function in ditto's headers runs on both sides.
 #define DITTO_HD __host__ __device__ __forceinline__
 
 // float <-> bits without type punning: the intrinsic on the GPU, memcpy on the host
@@ -70,4 +73,4 @@ DITTO_HD uint64_t ditto_mul_hi_u64(uint64_t a, uint64_t b) {
 #endif
 }
 
-#endif  // DITTO_TYPES_CUH
+#endif  // DITTO_HOST_DEVICE_CUH
