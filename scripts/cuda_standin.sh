@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the CUDA stand-in (host-executed): one shared library, from cuda-standin/ and
 # every kernel source of the repository, that answers to the names cudarc and NVRTC open
-# (libcuda.so, libcuda.so.1, libcublas.so.13) and runs ditto's CUDA code paths on the
-# host. See docs/cuda-standin.md.
+# (libcuda.so, libcuda.so.1, libcublas.so.13, and NCCL's libnccl.so.2 next to it) and runs
+# ditto's CUDA code paths on the host. See docs/cuda-standin.md.
 #
 #   eval "$(bash scripts/cuda_standin.sh --print-env)"   # build if needed, then export
 #                                                         # LD_LIBRARY_PATH (stand-in
@@ -94,7 +94,7 @@ build() {
   nm --defined-only -g "$obj"/*.o | awk 'NF == 3 { print $3 }' | sort -u > "$gen/defined.txt"
   python3 "$SRC/generate.py" stubs "$CUDARC" "$gen/defined.txt" "$gen/stubs.cpp"
   "$CXX" "${CXXFLAGS[@]}" -w -c "$gen/stubs.cpp" -o "$obj/stubs.o"
-  printf '{\n  global: cu*; ditto_standin_*;\n  local: *;\n};\n' > "$gen/exports.map"
+  printf '{\n  global: cu*; nccl*; ditto_standin_*;\n  local: *;\n};\n' > "$gen/exports.map"
   "$CXX" -shared -o "$LIB" "$obj"/*.o -Wl,-soname,libcuda.so.1 -Wl,--version-script="$gen/exports.map" \
     -Wl,-z,defs -lpthread
   # The names cudarc (libcuda.so, libcublas.so.13) and NVRTC (libcuda.so.1) open; one
@@ -103,6 +103,14 @@ build() {
   for name in libcuda.so libcuda.so.1 libcublas.so libcublas.so.13; do
     ln -sf libditto_cuda_standin.so "$OUT/lib/$name"
   done
+  # NCCL (cuda-standin/src/nccl.cpp) under its real soname, libnccl.so.2: a library of no
+  # code of its own that needs the stand-in, so its calls share the stand-in's devices and
+  # memory (dlsym on a handle searches its dependencies). cudarc opens libnccl.so, which
+  # is a symlink, as it must be next to the real wheel's libnccl.so.2.
+  : > "$gen/nccl_soname.cpp"
+  "$CXX" "${CXXFLAGS[@]}" -shared -o "$OUT/lib/libnccl.so.2" "$gen/nccl_soname.cpp" -Wl,-soname,libnccl.so.2 \
+    -Wl,--no-as-needed -L"$OUT/lib" -lditto_cuda_standin -Wl,-rpath,'$ORIGIN'
+  ln -sf libnccl.so.2 "$OUT/lib/libnccl.so"
 
   # A half-installed driver for the tests of ditto's typed errors: the same library with
   # the calls that allocate on a memory-pool device, upload and launch left unexported

@@ -48,6 +48,11 @@ tests=$(cargo test --release --no-run --message-format=json \
           -p tensor-core --test cuda --test nvrtc_tensor_ops | executables)
 echo "building the training demo (release)..." >&2
 examples=$(cargo build --release --message-format=json -p ditto --example train_resume | executables)
+# --- data parallel (issue 11): NCCL at world size 1 on the GPU -----------------------
+echo "building ddp_train and the NCCL availability test with --features nccl (release)..." >&2
+examples="$examples $(cargo build --release --message-format=json -p ditto --features nccl --example ddp_train | executables)"
+tests="$tests $(cargo test --release --no-run --message-format=json -p dist --features nccl --test nccl_availability | executables)"
+# ----------------------------------------------------------------------------------------
 echo "building the GPU bench (release)..." >&2
 benches=$(cargo bench --no-run --message-format=json -p ditto --bench gpu_bench | executables)
 # ---- determinism (issue 12): fast (atomic) vs deterministic paths on the GPU ----
@@ -86,6 +91,10 @@ if [ -n "${DITTO_CUDA_STANDIN:-}" ] || [[ "${LD_LIBRARY_PATH:-}" == *cuda-standi
   exit 2
 fi
 LIB="$(find_cuda_lib)" || { echo "no nvidia/cu13/lib with libnvrtc.so.13 found; set DITTO_CUDA_LIB" >&2; LIB=""; }
+# The nvidia-nccl-cu13 wheel puts libnccl.so.2 in nvidia/nccl/lib, beside nvidia/cu13.
+if [ -n "$LIB" ] && [ ! -e "$LIB/libnccl.so.2" ] && [ -e "$LIB/../../nccl/lib/libnccl.so.2" ]; then
+  ln -sf "$(cd "$LIB/../../nccl/lib" && pwd)/libnccl.so.2" "$HERE/lib/libnccl.so"
+fi
 # libnccl.so.2 ships without the unversioned name that loaders ask for.
 if [ -n "$LIB" ] && [ -e "$LIB/libnccl.so.2" ] && [ ! -e "$LIB/libnccl.so" ]; then
   ln -sf "$LIB/libnccl.so.2" "$HERE/lib/libnccl.so"
@@ -106,11 +115,13 @@ mkdir -p "$HERE/logs"
 } > "$HERE/results.md"
 
 status=0
+export DITTO_EXPECT_NCCL=1  # nccl_availability: the GPU machines have NCCL
 for t in "$HERE"/bin/*; do
   name="$(basename "$t")"
   [ "$name" = gpu_bench ] && continue
   [ "$name" = gpu_determinism_bench ] && continue
   [ "$name" = train_resume ] && continue
+  [ "$name" = ddp_train ] && continue
   if "$t" --test-threads=1 > "$HERE/logs/$name.log" 2>&1; then result=pass; else result=FAIL; status=1; fi
   summary="$(grep -E '^test result:' "$HERE/logs/$name.log" | tail -1)"
   echo "| $name | $result | ${summary:-see logs/$name.log} |" >> "$HERE/results.md"
@@ -145,6 +156,33 @@ W="$HERE/logs/demo"; mkdir -p "$W"
   grep -c panicked ./*.log | grep -v ':0' || echo "no panics"
 ) >> "$HERE/results.md" 2>&1
 grep -q "identical: yes" "$W/resume.log" || status=1
+echo '```' >> "$HERE/results.md"
+
+# Issue 11 on the GPU: ddp_train over NCCL at world size 1 (one GPU), straight and
+# saved at 50 / resumed, rows 51..100 compared byte for byte.
+{
+  echo
+  echo "## ddp_train --backend nccl, world size 1 (seed 7, 100 steps, --invariant, save at 50)"
+  echo
+  echo '```'
+} >> "$HERE/results.md"
+N="$HERE/logs/nccl"; mkdir -p "$N"
+(
+  cd "$N" || exit 1
+  export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 DITTO_EXPECT_NCCL=1
+  ddp() { "$HERE/bin/ddp_train" --backend nccl --seed 7 --invariant "$@"; }
+  ddp --steps 100 --out n.csv > straight.log 2>&1 || echo "straight run failed: $(tail -1 straight.log)"
+  ddp --steps 100 --save-at 50 --checkpoint n.safetensors --out s.csv > save.log 2>&1 || echo "save run failed"
+  "$HERE/bin/ddp_train" --backend nccl --resume n.safetensors --steps 100 --out r.csv --compare n.csv > resume.log 2>&1 || echo "resume run failed"
+  echo "straight run, last progress line: $(grep 'steps/s' straight.log | tail -1)"
+  grep -E "identical|error" resume.log | tail -2
+  if [ -s n.csv ] && [ -s r.csv ] && cmp -s <(sed -n '52,101p' n.csv) <(sed -n '2,51p' r.csv); then echo "rows 51..100: byte-identical"; else echo "rows 51..100: DIFFER"; fi
+  # The same run on the CPU threads backend: informational, since cuBLAS and the CPU gemm
+  # may round differently; the random stream (dropout masks) is the same on both.
+  "$HERE/bin/ddp_train" --backend threads --world-size 1 --seed 7 --steps 100 --invariant --out t.csv > cpu.log 2>&1 || echo "CPU threads run failed"
+  if cmp -s n.csv t.csv; then echo "NCCL cuda:0 vs CPU threads loss curve: byte-identical"; else echo "NCCL cuda:0 vs CPU threads loss curve: differ (first: $(cmp n.csv t.csv 2>&1 | head -1))"; fi
+) >> "$HERE/results.md" 2>&1
+grep -q "identical: yes" "$N/resume.log" || status=1
 echo '```' >> "$HERE/results.md"
 
 echo >> "$HERE/results.md"

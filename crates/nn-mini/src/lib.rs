@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 mod error;
+mod global_rows;
 mod module;
 
 pub mod checkpoint;
@@ -46,6 +47,7 @@ pub mod train;
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use data::{Batch, DataLoader, Dataset, LoaderState, Sample, SampleRng};
 pub use error::{NnError, Result};
+pub use global_rows::GlobalRows;
 pub use layers::{Dropout, Embedding, Linear, ReLU, Sequential};
 pub use loss::{cross_entropy, mse_loss};
 pub use module::{Module, Parameter};

@@ -8,7 +8,7 @@
 
 use tensor_core::Tensor;
 
-use crate::Result;
+use crate::{GlobalRows, Result};
 
 /// A trainable tensor and its accumulated gradient.
 ///
@@ -96,6 +96,15 @@ pub trait Module: Send {
             .into_iter()
             .map(|p| (p.name.clone(), p))
             .collect()
+    }
+
+    /// Tells the layer which rows of a global batch the following forward passes
+    /// compute (`None`: the input is the whole batch, the default). Random layers
+    /// ([`Dropout`](crate::Dropout)) use it to draw each row's randomness at its global
+    /// position, so a data parallel rank's rows get what a single process gives them
+    /// (see [`GlobalRows`]); other layers ignore it, and containers pass it on.
+    fn set_global_rows(&mut self, rows: Option<&GlobalRows>) {
+        let _ = rows;
     }
 
     /// Clears every parameter's gradient before the next backward.

@@ -156,4 +156,13 @@ pub enum RngError {
         /// Elements of the gradient.
         got: u64,
     },
+    /// `dropout_rows` got rows that do not fit the batch (or its input is not a batch
+    /// of those rows).
+    #[error("{op}: {reason}")]
+    InvalidRows {
+        /// The op.
+        op: &'static str,
+        /// What does not fit, and what was expected.
+        reason: String,
+    },
 }

@@ -43,7 +43,8 @@
 //! - `ops`: the random tensor ops ([`rand`], [`randn`], [`uniform`], [`normal`],
 //!   [`bernoulli`], [`randint`], [`randperm`], [`bits`], [`dropout`]) and their in-place
 //!   forms ([`uniform_`], [`normal_`], [`bernoulli_`], [`random_`], [`bits_`],
-//!   [`dropout_into`]). All of them run one pipeline (validate, take the output, reserve
+//!   [`dropout_into`]), and [`dropout_rows`] for some rows of a batch reserved once, as
+//!   data parallel ranks need. All of them run one pipeline (validate, take the output, reserve
 //!   once, fill in parallel on the CPU or launch on CUDA), which a downstream crate's
 //!   own op uses the same way: implement [`Sampler`] and call [`sample`] (see
 //!   `docs/custom-random-op.md`).
@@ -67,7 +68,7 @@ pub use error::RngError;
 pub use fork::{fork_rng, fork_rng_all_threads};
 pub use generator::{Generator, DEFAULT_SEED};
 pub use ops::{
-    bernoulli, bernoulli_, bits, bits_, dropout, dropout_backward, dropout_into, dropout_with_mask,
+    bernoulli, bernoulli_, bits, bits_, dropout, dropout_backward, dropout_into, dropout_rows, dropout_with_mask,
     normal, normal_, rand, randint, randn, random_, randperm, sample, sample_, sample_at, uniform,
     uniform_, DropoutState, Layout, Sampler, BATCH_WORDS,
 };

@@ -10,7 +10,7 @@ use tensor_core::Device;
 use super::loader::DataLoader;
 use super::order::check_shuffled_len;
 use super::workers::WorkerPool;
-use super::Dataset;
+use super::{Dataset, DistributedSampler};
 use crate::{NnError, Result};
 
 /// The loader's nondeterministic fast path, `in_order(false)`, for the determinism table
@@ -50,6 +50,7 @@ pub struct DataLoaderBuilder {
     prefetch_factor: usize,
     key: Option<KeySource>,
     in_order: bool,
+    sampler: Option<DistributedSampler>,
 }
 
 impl DataLoaderBuilder {
@@ -127,6 +128,16 @@ impl DataLoaderBuilder {
         self
     }
 
+    /// Loads only this rank's share of every epoch, dealt out by `sampler` with
+    /// PyTorch's `DistributedSampler` semantics (like `DataLoader(sampler=...)`). The
+    /// epoch order is still the loader's (shuffled or not, from its key and the epoch),
+    /// so every rank, given the same key, shares it; `batch_size` is the per-rank batch.
+    #[must_use]
+    pub fn sampler(mut self, sampler: DistributedSampler) -> Self {
+        self.sampler = Some(sampler);
+        self
+    }
+
     /// Checks the options, derives the key and starts the workers. Without `seed`, `key`
     /// or `generator`, the key comes from the default CPU generator (as PyTorch's loader
     /// draws from the global generator), so `manual_seed` makes it reproducible.
@@ -155,12 +166,13 @@ impl DataLoaderBuilder {
             });
         }
         let len = self.dataset.len();
-        let batches = batches_per_epoch(len, self.batch_size, self.drop_last);
+        let positions = self.sampler.map_or(len, |s| s.num_samples(len));
+        let batches = batches_per_epoch(positions, self.batch_size, self.drop_last);
         if batches == 0 {
             return Err(NnError::invalid(
                 "DataLoader",
                 format!(
-                    "a dataset of {len} samples with batch_size {} and drop_last = {} has no batches",
+                    "{positions} samples per epoch (of a dataset of {len}) with batch_size {} and drop_last = {} make no batches",
                     self.batch_size, self.drop_last
                 ),
             ));
@@ -195,6 +207,7 @@ impl DataLoaderBuilder {
                 num_workers: self.num_workers,
                 prefetch_factor: self.prefetch_factor,
                 in_order,
+                sampler: self.sampler,
             },
             key,
             pool,
@@ -214,6 +227,7 @@ pub(super) struct Settings {
     pub num_workers: usize,
     pub prefetch_factor: usize,
     pub in_order: bool,
+    pub sampler: Option<DistributedSampler>,
 }
 
 impl DataLoader {
@@ -229,6 +243,7 @@ impl DataLoader {
             prefetch_factor: 2,
             in_order: true,
             key: None,
+            sampler: None,
         }
     }
 }

@@ -10,7 +10,7 @@ use super::batch::{load_batch_guarded, Batch};
 use super::builder::{batches_per_epoch, Settings};
 use super::order::{EpochOrder, OrderCache};
 use super::workers::{Job, WorkerPool};
-use super::{Dataset, LoaderState};
+use super::{Dataset, DistributedSampler, LoaderState};
 use crate::{NnError, Result};
 
 /// Batches over a [`Dataset`], reproducibly: which samples form batch `b` of epoch `e`,
@@ -26,6 +26,8 @@ pub struct DataLoader {
     dataset: Arc<dyn Dataset>,
     /// The dataset's length when the loader was built.
     len: usize,
+    /// This rank's share of each epoch, when loading for data parallel training.
+    sampler: Option<DistributedSampler>,
     batch_size: usize,
     shuffle: bool,
     drop_last: bool,
@@ -89,6 +91,7 @@ impl DataLoader {
         let mut loader = DataLoader {
             dataset: settings.dataset,
             len: settings.len,
+            sampler: settings.sampler,
             batch_size: settings.batch_size,
             shuffle: settings.shuffle,
             drop_last: settings.drop_last,
@@ -109,7 +112,14 @@ impl DataLoader {
     /// Batches per epoch.
     #[must_use]
     pub fn batches_per_epoch(&self) -> usize {
-        batches_per_epoch(self.len, self.batch_size, self.drop_last)
+        let positions = self.sampler.map_or(self.len, |s| s.num_samples(self.len));
+        batches_per_epoch(positions, self.batch_size, self.drop_last)
+    }
+
+    /// The distributed sampler this loader loads through, if any.
+    #[must_use]
+    pub fn sampler(&self) -> Option<&DistributedSampler> {
+        self.sampler.as_ref()
     }
 
     /// The epoch of the next batch.
@@ -314,7 +324,10 @@ impl DataLoader {
             .ok_or_else(|| NnError::InvalidLoaderState {
                 reason: format!("batch {position} starts past the end of the dataset"),
             })?;
-        order.indices(start, self.batch_size)
+        match &self.sampler {
+            Some(sampler) => sampler.indices(order, start, self.batch_size),
+            None => order.indices(start, self.batch_size),
+        }
     }
 
     /// `(epoch, position)` of the batch after `(epoch, position)`. After the last epoch

@@ -22,6 +22,14 @@
 //! batches before it. That is why a [`LoaderState`] is just `(key, epoch, position)`
 //! plus a description of the loader, and why resuming mid-epoch needs no replay.
 //!
+//! # Data parallel
+//!
+//! [`DataLoaderBuilder::sampler`] with a [`DistributedSampler`] makes a loader load one
+//! rank's share of every epoch, with PyTorch's semantics (the epoch's order padded to a
+//! multiple of the world size and dealt out round-robin). The order, the epoch and every
+//! sample's key are the single-process loader's, so `W` ranks with batches of `b` load
+//! exactly the batches one loader with batches of `W * b` loads, row for row.
+//!
 //! # Delivery order
 //!
 //! Workers finish batches in whatever order the OS schedules them; by default the loader
@@ -48,6 +56,7 @@
 mod batch;
 mod builder;
 mod dataset;
+mod distributed;
 mod keys;
 mod loader;
 mod order;
@@ -57,6 +66,7 @@ mod workers;
 pub use batch::Batch;
 pub use builder::{DataLoaderBuilder, IN_ORDER_FALSE, MAX_IN_FLIGHT};
 pub use dataset::{Dataset, Sample, SampleRng};
+pub use distributed::DistributedSampler;
 pub use keys::{epoch_key, order_key, sample_key, ORDER_DOMAIN, SAMPLE_DOMAIN};
 pub use loader::{DataLoader, EpochIter};
 pub use order::{epoch_order, EpochOrder, MAX_SHUFFLED_LEN};

@@ -1,9 +1,9 @@
 //! `Dropout` on the Philox dropout op, with a backward that regenerates the mask.
 
-use rng_gen::{DropoutState, Generator};
-use tensor_core::Tensor;
+use rng_gen::{DropoutState, Generator, Key, RandomOp};
+use tensor_core::{DType, Tensor};
 
-use crate::{Module, NnError, Parameter, Result};
+use crate::{GlobalRows, Module, NnError, Parameter, Result};
 
 /// Zeroes each element with probability `p` in training and scales the kept ones by
 /// `1 / (1 - p)`; the identity in evaluation (and then it draws nothing).
@@ -19,12 +19,22 @@ use crate::{Module, NnError, Parameter, Result};
 /// the same with or without the mask, 38 us). With
 /// [`store_mask(false)`](Self::store_mask) nothing but the key is kept and backward
 /// regenerates the mask from that same reservation; the two give identical bits.
+///
+/// Under [`set_global_rows`](Module::set_global_rows) (data parallel) the input holds
+/// some rows of a global batch: the layer reserves the stretch of the whole global batch
+/// at its first forward of each batch and draws each row at its global position with
+/// [`rng_gen::dropout_rows`], so the rows get the masks a single process would give them.
+/// The mask is then always kept for backward.
 #[derive(Debug)]
 pub struct Dropout {
     p: f64,
     generator: Generator,
     store_mask: bool,
     saved: Option<DropoutState>,
+    global: Option<GlobalRows>,
+    /// The reservation of the current global batch: `(batch number, key, row length,
+    /// dtype)`.
+    reserved: Option<(u64, Key, u64, DType)>,
 }
 
 impl Dropout {
@@ -42,6 +52,8 @@ impl Dropout {
             generator: generator.clone(),
             store_mask: true,
             saved: None,
+            global: None,
+            reserved: None,
         })
     }
 
@@ -64,6 +76,41 @@ impl Dropout {
     pub fn generator(&self) -> &Generator {
         &self.generator
     }
+
+    /// Dropout of the rows `global` names: reserves the whole global batch's stretch at
+    /// the first forward of the batch, then draws these rows at their positions in it.
+    fn forward_rows(&mut self, input: &Tensor, global: &GlobalRows) -> Result<Tensor> {
+        let row_len: u64 = input.dims().iter().skip(1).map(|&d| d as u64).product();
+        let key = match self.reserved {
+            Some((batch, key, len, dtype)) if batch == global.batch() => {
+                if len != row_len || dtype != input.dtype() {
+                    return Err(NnError::invalid(
+                        "Dropout::forward",
+                        format!(
+                            "rows of {row_len} {} elements after rows of {len} {dtype} in the same global batch",
+                            input.dtype()
+                        ),
+                    ));
+                }
+                key
+            }
+            _ => {
+                let n = row_len.checked_mul(global.batch_rows()).ok_or_else(|| {
+                    NnError::invalid(
+                        "Dropout::forward",
+                        "the global batch's element count overflows u64",
+                    )
+                })?;
+                let key = self.generator.reserve(RandomOp::Dropout, input.dtype(), n);
+                self.reserved = Some((global.batch(), key, row_len, input.dtype()));
+                key
+            }
+        };
+        let (out, state) =
+            rng_gen::dropout_rows(input, self.p, key, global.batch_rows(), global.rows())?;
+        self.saved = Some(state);
+        Ok(out)
+    }
 }
 
 impl Module for Dropout {
@@ -71,6 +118,9 @@ impl Module for Dropout {
         if !train {
             self.saved = None;
             return Ok(input.clone());
+        }
+        if let Some(global) = self.global.clone() {
+            return self.forward_rows(input, &global);
         }
         let (out, state) = if self.store_mask {
             rng_gen::dropout_with_mask(input, self.p, true, Some(&self.generator))?
@@ -87,6 +137,10 @@ impl Module for Dropout {
             .take()
             .ok_or(NnError::BackwardWithoutForward { layer: "Dropout" })?;
         Ok(rng_gen::dropout_backward(grad_output, &state)?)
+    }
+
+    fn set_global_rows(&mut self, rows: Option<&GlobalRows>) {
+        self.global = rows.cloned();
     }
 
     fn parameters(&self) -> Vec<&Parameter> {

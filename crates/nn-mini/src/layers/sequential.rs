@@ -2,7 +2,7 @@
 
 use tensor_core::Tensor;
 
-use crate::{Module, Parameter, Result};
+use crate::{GlobalRows, Module, Parameter, Result};
 
 /// A stack of modules. Parameter names are prefixed with the layer's index (`0.weight`,
 /// `3.bias`), exactly as in PyTorch's `nn.Sequential`, so a checkpoint's tensors map
@@ -78,6 +78,12 @@ impl Module for Sequential {
             g = layer.backward(&g)?;
         }
         first.backward_params(&g)
+    }
+
+    fn set_global_rows(&mut self, rows: Option<&GlobalRows>) {
+        for layer in &mut self.layers {
+            layer.set_global_rows(rows);
+        }
     }
 
     fn parameters(&self) -> Vec<&Parameter> {

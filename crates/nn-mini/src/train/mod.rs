@@ -22,4 +22,7 @@ mod trainer;
 
 pub use config::TrainConfig;
 pub use synthetic::GaussianClusters;
-pub use trainer::{Trainer, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN, LOADER_DOMAIN};
+pub use trainer::{
+    build_mlp, check_model_shapes, Trainer, CONFIG_KEY, DATA_DOMAIN, DROPOUT_DOMAIN, DROPOUT_RNG,
+    INIT_DOMAIN, LOADER, LOADER_DOMAIN, LOSSES, STEP,
+};

@@ -22,12 +22,16 @@ pub const LOADER_DOMAIN: u64 = 2;
 /// Sub-key of the run key for the synthetic dataset.
 pub const DATA_DOMAIN: u64 = 3;
 
-/// Checkpoint names of the trainer's own entries.
-const CONFIG_KEY: &str = "train.config";
-const STEP: &str = "train.step";
-const LOSSES: &str = "train.loss_history";
-const LOADER: &str = "loader.state";
-const DROPOUT_RNG: &str = "dropout";
+/// Checkpoint metadata key of the run's [`TrainConfig`] (JSON).
+pub const CONFIG_KEY: &str = "train.config";
+/// Checkpoint entry of the step count (i64 scalar).
+pub const STEP: &str = "train.step";
+/// Checkpoint entry of the loss history (f32, one per step).
+pub const LOSSES: &str = "train.loss_history";
+/// Checkpoint entry of the loader state.
+pub const LOADER: &str = "loader.state";
+/// Checkpoint name of the dropout generator (stored as `rng.dropout`).
+pub const DROPOUT_RNG: &str = "dropout";
 
 /// A whole training run: model, optimiser, data loader, dropout generator, step counter
 /// and loss history. [`step`](Self::step) runs one SGD step; [`checkpoint`](Self::checkpoint)
@@ -317,7 +321,9 @@ impl Trainer {
 /// The `model.*` tensors must be exactly the configuration's parameters, shape for
 /// shape: checked on the checkpoint's own tensors before the model is built, so a
 /// configuration edited to describe a huge model fails here instead of allocating.
-fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
+/// (Public so that other training loops over the same model, like `dist`'s, check
+/// their checkpoints the same way.)
+pub fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
     config.validate()?;
     let expected = config.parameter_shapes();
     for (name, dims) in &expected {
@@ -347,8 +353,9 @@ fn invalid_entry(name: &str, reason: String) -> CheckpointError {
 }
 
 /// `Linear, ReLU, Dropout` for each hidden width, then a final `Linear`: the layout of
-/// PyTorch's `nn.Sequential` with the same layers, so parameter names match.
-fn build_mlp(
+/// PyTorch's `nn.Sequential` with the same layers, so parameter names match. Weights
+/// come from `init`, dropout masks from `dropout_generator` (shared by the layers).
+pub fn build_mlp(
     widths: &[usize],
     dropout: f64,
     init: &Generator,

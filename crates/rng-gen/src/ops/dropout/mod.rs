@@ -4,7 +4,8 @@
 //! - here: the API and [`DropoutState`]; `forward.rs`, the forward pass as a
 //!   [`Sampler`](crate::Sampler) (CPU body, and the CUDA kernel it names), also the
 //!   regenerating backward; `backward.rs`, the backward pass from a saved mask;
-//!   `mask.rs`, the packed mask on the CPU;
+//!   `mask.rs`, the packed mask on the CPU; `rows.rs`, [`dropout_rows`], some rows of
+//!   a batch reserved once (data parallel ranks);
 //! - the keep rule, `u >= p`: `dropout_keep` in `crate::stream::convert` (and its CUDA
 //!   twin in `kernels/cuda/ditto_math.cuh`);
 //! - the CUDA bodies: `kernels/cuda/dropout.cuh`; the kernels themselves: the bottom of
@@ -17,8 +18,10 @@
 mod backward;
 mod forward;
 pub(crate) mod mask;
+mod rows;
 
 pub use backward::dropout_backward;
+pub use rows::dropout_rows;
 
 use std::sync::atomic::AtomicU32;
 

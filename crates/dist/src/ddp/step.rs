@@ -1,0 +1,189 @@
+//! One forward and backward pass over this rank's rows of a global batch, and the
+//! gradient sum across ranks.
+
+use nn_mini::{GlobalRows, Module};
+use tensor_core::Tensor;
+
+use super::reduce::{fast_sum, invariant_sum};
+use super::tree::{shards_of_rank, subtree_sum};
+use super::{DistributedDataParallel, ReduceMode};
+use crate::{DistError, Result};
+
+/// A loss function as DDP calls it: `(output, target) -> (mean loss, d loss / d output)`.
+type LossFn<'a> = dyn FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)> + 'a;
+
+/// This rank's rows of a global batch: the inputs and targets, and the position of each
+/// row in the global batch.
+#[derive(Clone, Copy, Debug)]
+pub struct LocalRows<'a> {
+    /// `[rows, ...]` model inputs.
+    pub input: &'a Tensor,
+    /// `[rows, ...]` targets, as the loss function takes them.
+    pub target: &'a Tensor,
+    /// The global row index of each input row (see [`DistributedSampler`](nn_mini::data::DistributedSampler)).
+    pub rows: &'a [u64],
+    /// Rows in the whole global batch (all ranks together).
+    pub batch_rows: u64,
+}
+
+impl<M: Module> DistributedDataParallel<M> {
+    /// Forward and backward over this rank's rows of one global batch; returns the
+    /// global batch's mean loss, and leaves every parameter's `grad` holding the global
+    /// batch's mean gradient, the same on every rank. A collective: every rank calls it
+    /// once per global batch, with its own rows.
+    ///
+    /// `loss_fn(output, target)` returns the mean loss over the rows given and its
+    /// gradient with respect to `output` (as [`nn_mini::cross_entropy`] does); each
+    /// piece is weighted by its share of the global batch, so ranks and micro-shards of
+    /// different sizes (the last batch of an epoch) still give the global mean.
+    ///
+    /// In invariant mode, rank `r` of `W` must hold exactly the global rows `i` with
+    /// `i % W == r` (what [`DistributedSampler`](nn_mini::data::DistributedSampler) deals out).
+    pub fn forward_backward<F>(&mut self, local: LocalRows<'_>, mut loss_fn: F) -> Result<Tensor>
+    where
+        F: FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)>,
+    {
+        self.check_rows(&local)?;
+        let batch = self.batches;
+        self.batches += 1;
+        let result = match self.config.mode {
+            ReduceMode::Fast => self.fast_step(batch, &local, &mut loss_fn),
+            ReduceMode::Invariant { micro_shards } => {
+                self.invariant_step(batch, micro_shards, &local, &mut loss_fn)
+            }
+        };
+        self.module.set_global_rows(None);
+        result
+    }
+
+    fn check_rows(&self, local: &LocalRows<'_>) -> Result<()> {
+        const OP: &str = "DistributedDataParallel::forward_backward";
+        let n = local.rows.len();
+        let leading = |t: &Tensor| t.dims().first().copied();
+        if leading(local.input) != Some(n) || leading(local.target) != Some(n) {
+            return Err(DistError::invalid(
+                OP,
+                format!(
+                    "input {:?} and target {:?} must have one row per global row index ({n})",
+                    local.input.dims(),
+                    local.target.dims()
+                ),
+            ));
+        }
+        let (world, rank) = (self.group.world_size(), self.group.rank());
+        for &row in local.rows {
+            if row >= local.batch_rows {
+                return Err(DistError::invalid(
+                    OP,
+                    format!(
+                        "row {row} is not in the global batch's 0..{}",
+                        local.batch_rows
+                    ),
+                ));
+            }
+            if matches!(self.config.mode, ReduceMode::Invariant { .. })
+                && row % world as u64 != rank as u64
+            {
+                return Err(DistError::invalid(
+                    OP,
+                    format!("invariant mode: rank {rank} of {world} holds the rows i % {world} == {rank}, got row {row}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Forward and backward of the rows `picks` (indices into `local`), weighted by their
+    /// share of the global batch: the flattened gradient buckets, the weighted loss
+    /// appended to the last. No rows: the forward still runs (random layers reserve the
+    /// global batch's stretch on every rank alike) and the buckets are zero.
+    fn weighted_pass(
+        &mut self,
+        batch: u64,
+        local: &LocalRows<'_>,
+        picks: &[usize],
+        loss_fn: &mut LossFn<'_>,
+    ) -> Result<Vec<Tensor>> {
+        let rows: Vec<u64> = picks.iter().map(|&k| local.rows[k]).collect();
+        let input = local.input.index_select(0, picks)?;
+        self.module.zero_grad();
+        self.module
+            .set_global_rows(Some(&GlobalRows::new(batch, local.batch_rows, rows)?));
+        let output = self.module.forward(&input, true)?;
+        let mut loss = Tensor::zeros(&[1], self.dtype, self.device)?;
+        if !picks.is_empty() {
+            let target = local.target.index_select(0, picks)?;
+            let (mean, grad) = loss_fn(&output, &target)?;
+            let weight = picks.len() as f64 / local.batch_rows as f64;
+            self.module.backward_params(&grad.mul_scalar(weight)?)?;
+            loss = mean
+                .to_dtype(self.dtype)?
+                .reshape(&[1])?
+                .mul_scalar(weight)?;
+        }
+        let params = self.module.parameters();
+        let grads: Vec<Option<&Tensor>> = params.iter().map(|p| p.grad.as_ref()).collect();
+        self.buckets.flatten(&grads, &loss, self.dtype, self.device)
+    }
+
+    fn fast_step(
+        &mut self,
+        batch: u64,
+        local: &LocalRows<'_>,
+        loss_fn: &mut LossFn<'_>,
+    ) -> Result<Tensor> {
+        let all: Vec<usize> = (0..local.rows.len()).collect();
+        let mut flat = self.weighted_pass(batch, local, &all, loss_fn)?;
+        for bucket in &mut flat {
+            fast_sum(&*self.group, bucket)?;
+        }
+        self.install(&flat)
+    }
+
+    fn invariant_step(
+        &mut self,
+        batch: u64,
+        micro_shards: usize,
+        local: &LocalRows<'_>,
+        loss_fn: &mut LossFn<'_>,
+    ) -> Result<Tensor> {
+        let (world, rank) = (self.group.world_size(), self.group.rank());
+        let shards = shards_of_rank(rank, world, micro_shards);
+        // Each micro-shard's gradient, computed alone: by_bucket[b][k] is bucket b of
+        // shard shards[k]'s.
+        let mut by_bucket: Vec<Vec<Tensor>> = Vec::new();
+        for &s in &shards {
+            let picks: Vec<usize> = (0..local.rows.len())
+                .filter(|&k| local.rows[k] % micro_shards as u64 == s as u64)
+                .collect();
+            let flat = self.weighted_pass(batch, local, &picks, loss_fn)?;
+            by_bucket.resize_with(flat.len(), Vec::new);
+            for (leaves, bucket) in by_bucket.iter_mut().zip(flat) {
+                leaves.push(bucket);
+            }
+        }
+        let mut summed = Vec::with_capacity(by_bucket.len());
+        for leaves in &by_bucket {
+            let leaf = |s: usize| leaves[(s - rank) / world].clone();
+            let partial = subtree_sum(rank, world, micro_shards, &mut |s| Ok(leaf(s)))?;
+            summed.push(invariant_sum(&*self.group, &partial)?);
+        }
+        self.install(&summed)
+    }
+
+    /// Sets every parameter's gradient from the summed buckets; returns the loss.
+    fn install(&mut self, flat: &[Tensor]) -> Result<Tensor> {
+        let dims: Vec<Vec<usize>> = self
+            .module
+            .parameters()
+            .iter()
+            .map(|p| p.value.dims().to_vec())
+            .collect();
+        let dims: Vec<&[usize]> = dims.iter().map(Vec::as_slice).collect();
+        let (grads, loss) = self.buckets.unflatten(flat, &dims)?;
+        for (p, g) in self.module.parameters_mut().into_iter().zip(grads) {
+            p.grad = Some(g);
+        }
+        Ok(loss)
+    }
+}

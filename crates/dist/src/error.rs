@@ -1,0 +1,144 @@
+//! The crate's one error type.
+
+use std::time::Duration;
+
+use nn_mini::NnError;
+use tensor_core::TensorError;
+
+use crate::Backend;
+
+/// Shorthand for results in `dist`.
+pub type Result<T, E = DistError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a process group, the rendezvous, DDP or the
+/// distributed sampler. Every variant says what happened and, where it applies, which
+/// ranks were involved, so a failure on one rank of many can be read from its log alone.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DistError {
+    /// A tensor operation rejected its input.
+    #[error(transparent)]
+    Tensor(#[from] TensorError),
+    /// A layer, loss, optimiser, loader or checkpoint call failed.
+    #[error(transparent)]
+    Nn(#[from] NnError),
+    /// An argument outside its valid range (a bad split, a rank past the world size, ...).
+    #[error("{op}: invalid argument: {message}")]
+    InvalidArgument {
+        /// Where.
+        op: &'static str,
+        /// What was wrong and what was expected.
+        message: String,
+    },
+    /// The ranks called a collective with arguments that do not fit together (another
+    /// collective, dtype, element count or root), so no rank can complete it.
+    #[error("{op}: the ranks disagree: {message}")]
+    Mismatch {
+        /// The collective.
+        op: &'static str,
+        /// Which ranks passed what.
+        message: String,
+    },
+    /// Some ranks did not arrive in time.
+    #[error("{op}: timed out after {timeout:?} waiting for rank(s) {missing:?}")]
+    Timeout {
+        /// What was being waited for.
+        op: String,
+        /// The limit that expired.
+        timeout: Duration,
+        /// The ranks that had not arrived.
+        missing: Vec<usize>,
+    },
+    /// Some ranks left (their handle was dropped, their process exited or their
+    /// connection closed) before they took part.
+    #[error("{op}: rank(s) {ranks:?} exited before taking part")]
+    PeerExited {
+        /// What was being waited for.
+        op: String,
+        /// The ranks that are gone.
+        ranks: Vec<usize>,
+    },
+    /// A rank's thread panicked (threads backend); the message is the panic's.
+    #[error("rank {rank} panicked: {message}")]
+    RankPanicked {
+        /// The rank.
+        rank: usize,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+    /// An earlier collective failed; the group cannot be used any more (its ranks no
+    /// longer agree on which collective comes next).
+    #[error("the process group is unusable after an earlier failure: {reason}")]
+    Broken {
+        /// The first failure.
+        reason: String,
+    },
+    /// Another rank failed at a step every rank takes part in (rank 0 writing or reading
+    /// the checkpoint); the others learn it through the group and report it.
+    #[error("rank {rank} failed: {message}")]
+    RemoteFailure {
+        /// The rank that failed.
+        rank: usize,
+        /// What it failed to do.
+        message: String,
+    },
+    /// A backend was asked for that this build or machine does not have.
+    #[error("the {backend} backend is not available: {reason}")]
+    BackendUnavailable {
+        /// The backend.
+        backend: Backend,
+        /// Why, and what would make it available.
+        reason: String,
+    },
+    /// A torchrun-style environment variable is missing or malformed.
+    #[error("environment variable {name}: {message}")]
+    Environment {
+        /// The variable.
+        name: &'static str,
+        /// What was wrong and what was expected.
+        message: String,
+    },
+    /// The rendezvous store's protocol was violated (a peer sent something unexpected).
+    #[error("rendezvous with {address}: {message}")]
+    Rendezvous {
+        /// The store's address.
+        address: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// An operating-system error (sockets, files).
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The NCCL library reported an error.
+    #[error("NCCL {op}: {message}")]
+    Nccl {
+        /// The call.
+        op: &'static str,
+        /// NCCL's message.
+        message: String,
+    },
+}
+
+impl DistError {
+    /// A [`DistError::InvalidArgument`].
+    pub(crate) fn invalid(op: &'static str, message: impl Into<String>) -> Self {
+        DistError::InvalidArgument {
+            op,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<nn_mini::CheckpointError> for DistError {
+    /// A checkpoint error arrives the way nn-mini reports it (inside [`NnError`]), so a
+    /// caller matches one path whether it came from nn-mini or from here.
+    fn from(e: nn_mini::CheckpointError) -> Self {
+        DistError::Nn(e.into())
+    }
+}

@@ -1,0 +1,68 @@
+//! # dist: data parallel training whose loss curve does not depend on the number of ranks
+//!
+//! ```text
+//! tensor-core  Device, DType, Shape, Storage, Tensor, errors
+//!      ^
+//! rng-gen      Philox engine, generators, samplers
+//!      ^
+//! nn-mini      layers, losses, SGD, data loader, checkpoints
+//!      ^
+//! dist         <- you are here: ProcessGroup (threads, MPI, NCCL), DDP,
+//!      ^          DistributedSampler, world-size-invariant gradient sums
+//! ditto        facade: re-exports; examples, tests, benches
+//! ```
+//!
+//! PyTorch's data parallel pieces, and where they are here:
+//!
+//! | PyTorch | ditto |
+//! |---|---|
+//! | `init_process_group("gloo")` in one process, for tests | [`ThreadGroup`] (ranks are threads) |
+//! | `init_process_group("mpi")` under `mpirun` | `MpiGroup` (feature `mpi`) |
+//! | `init_process_group("nccl")` under `torchrun` | `NcclGroup::from_env` (feature `nccl`), [`rendezvous`] for the id |
+//! | `dist.is_nccl_available()` | [`is_nccl_available`] |
+//! | `all_reduce`, `broadcast`, `all_gather`, `all_to_all_single`, `barrier` | [`ProcessGroup`] |
+//! | `DistributedDataParallel` | [`DistributedDataParallel`] ([`ddp`]) |
+//! | `DistributedSampler` + `set_epoch` | [`nn_mini::data::DistributedSampler`], epoch from the loader |
+//!
+//! What differs is the promise: the loss curve does not depend on the number of ranks.
+//! Random layers draw every row at its position in the global batch
+//! ([`nn_mini::GlobalRows`]), and [`ReduceMode::Invariant`] sums fixed micro-shards in
+//! one fixed tree ([`ddp::tree`]), so 1, 2 and 4 ranks give bit-identical parameters;
+//! [`DdpTrainer`] is the demo's training loop built from these pieces, with checkpoints
+//! that resume on another world size. Each backend's collectives are tested against a
+//! serial reference; the MPI tests run under `mpirun` (`scripts/mpi_tests.sh`).
+
+#![warn(missing_docs)]
+
+pub mod ddp;
+mod error;
+mod group;
+mod host;
+mod launch_env;
+#[cfg(feature = "mpi")]
+mod mpi;
+#[cfg(feature = "nccl")]
+mod nccl;
+pub mod rendezvous;
+mod threads;
+mod trainer;
+
+pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
+pub use error::{DistError, Result};
+pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
+pub use launch_env::LaunchEnv;
+#[cfg(feature = "mpi")]
+pub use mpi::MpiGroup;
+#[cfg(feature = "nccl")]
+pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
+pub use threads::{ThreadGroup, DEFAULT_TIMEOUT};
+pub use trainer::{DdpTrainer, MODE_KEY, WORLD_SIZE_KEY};
+
+/// True when the NCCL library can be loaded. Always false in a build without the
+/// `nccl` feature (like `torch.distributed.is_nccl_available()` in a build without
+/// NCCL); never panics.
+#[cfg(not(feature = "nccl"))]
+#[must_use]
+pub fn is_nccl_available() -> bool {
+    false
+}

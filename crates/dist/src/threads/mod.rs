@@ -1,0 +1,318 @@
+//! The threads backend: ranks are threads of one process.
+//!
+//! For tests, and for data parallel over the cores of one machine without MPI. Each
+//! collective is a round at a shared [`hub::Hub`]: every rank posts its tensor, waits for
+//! the others, then computes its own result from all posts. Sums run in rank order
+//! (`((x0 + x1) + x2) + ...`), so the threads backend is deterministic at a fixed world
+//! size, like the others, and no more world-size invariant than they are.
+
+mod hub;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tensor_core::{Device, Tensor};
+
+use crate::group::{check, offsets};
+use crate::host::{add_assign, like, with_element, Summable};
+use crate::{Backend, DistError, ProcessGroup, ReduceOp, Result};
+use hub::{Args, Hub, Post, Round};
+
+/// How long a rank waits for the others in one collective before giving up, unless
+/// [`ThreadGroup::with_timeout`] says otherwise (PyTorch's default is also minutes).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// One rank of a group of threads. Create all ranks with [`ThreadGroup::new`] and move
+/// each into its own thread, or let [`ThreadGroup::run`] do that.
+///
+/// Dropping a handle tells the others this rank has left: a collective waiting for it
+/// fails with [`DistError::PeerExited`] at once instead of hanging. A collective that
+/// waits longer than the timeout fails with [`DistError::Timeout`] naming the missing
+/// ranks. After either, the group is broken and every later call fails.
+#[derive(Debug)]
+pub struct ThreadGroup {
+    rank: usize,
+    hub: Arc<Hub>,
+    timeout: Duration,
+    /// Collectives this rank has called (its round number).
+    calls: AtomicU64,
+}
+
+impl ThreadGroup {
+    /// The `world_size` ranks of a new group, in rank order.
+    pub fn new(world_size: usize) -> Result<Vec<ThreadGroup>> {
+        if world_size == 0 {
+            return Err(DistError::invalid(
+                "ThreadGroup::new",
+                "world_size must be > 0",
+            ));
+        }
+        let hub = Arc::new(Hub::new(world_size));
+        Ok((0..world_size)
+            .map(|rank| ThreadGroup {
+                rank,
+                hub: Arc::clone(&hub),
+                timeout: DEFAULT_TIMEOUT,
+                calls: AtomicU64::new(0),
+            })
+            .collect())
+    }
+
+    /// Sets how long this rank waits in one collective.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Runs `body` on `world_size` scoped threads, one per rank, and returns their
+    /// results in rank order, or the first error in rank order. A rank that panics
+    /// becomes [`DistError::RankPanicked`] (its handle is dropped during the unwind, so
+    /// the others fail with [`DistError::PeerExited`] instead of waiting).
+    pub fn run<T, F>(world_size: usize, body: F) -> Result<Vec<T>>
+    where
+        T: Send,
+        F: Fn(ThreadGroup) -> Result<T> + Sync,
+    {
+        let ranks = ThreadGroup::new(world_size)?;
+        let results: Vec<Result<T>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ranks
+                .into_iter()
+                .map(|group| {
+                    let body = &body;
+                    let rank = group.rank;
+                    scope.spawn(move || {
+                        catch_unwind(AssertUnwindSafe(|| body(group))).unwrap_or_else(|payload| {
+                            Err(DistError::RankPanicked {
+                                rank,
+                                message: panic_message(payload.as_ref()),
+                            })
+                        })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| panic_unreachable(p.as_ref())))
+                .collect()
+        });
+        results.into_iter().collect()
+    }
+
+    /// Posts this rank's part of a collective and waits for the round.
+    fn exchange(&self, op: &'static str, data: Tensor, args: Args) -> Result<Arc<Round>> {
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        let round = self
+            .hub
+            .exchange(self.rank, call, Post { op, data, args }, self.timeout)?;
+        agree(op, &round)?;
+        Ok(round)
+    }
+}
+
+impl Drop for ThreadGroup {
+    fn drop(&mut self) {
+        self.hub.leave(self.rank);
+    }
+}
+
+/// The text of a panic payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
+}
+
+/// `join` fails only if the thread panicked, and `catch_unwind` already caught that.
+fn panic_unreachable<T>(payload: &(dyn std::any::Any + Send)) -> T {
+    unreachable!(
+        "rank thread panicked outside catch_unwind: {}",
+        panic_message(payload)
+    )
+}
+
+/// Checks that every rank of `round` called `op` with fitting arguments; every rank
+/// runs the same check on the same posts, so all of them report the same mismatch.
+fn agree(op: &'static str, round: &Round) -> Result<()> {
+    let mismatch = |message: String| Err(DistError::Mismatch { op, message });
+    let first = &round.posts[0];
+    for (q, post) in round.posts.iter().enumerate() {
+        if post.op != op {
+            return mismatch(format!(
+                "rank {q} called {} while rank 0 called {op}",
+                post.op
+            ));
+        }
+        if post.data.dtype() != first.data.dtype() {
+            return mismatch(format!(
+                "rank {q} passed {} while rank 0 passed {}",
+                post.data.dtype(),
+                first.data.dtype()
+            ));
+        }
+    }
+    let world = round.posts.len();
+    match &first.args {
+        Args::Reduce | Args::Broadcast { .. } => {
+            for (q, post) in round.posts.iter().enumerate() {
+                if post.args != first.args || post.data.elem_count() != first.data.elem_count() {
+                    return mismatch(format!(
+                        "rank {q} passed {:?} with {} elements, rank 0 {:?} with {}",
+                        post.args,
+                        post.data.elem_count(),
+                        first.args,
+                        first.data.elem_count()
+                    ));
+                }
+            }
+        }
+        Args::Gather { counts } => {
+            for (q, post) in round.posts.iter().enumerate() {
+                if post.args != first.args {
+                    return mismatch(format!(
+                        "rank {q} passed {:?}, rank 0 counts {counts:?}",
+                        post.args
+                    ));
+                }
+            }
+        }
+        Args::AllToAll { .. } => {
+            // What q sends to r must be what r expects from q.
+            for r in 0..world {
+                for q in 0..world {
+                    let (Args::AllToAll { output_counts, .. }, Args::AllToAll { input_counts, .. }) =
+                        (&round.posts[r].args, &round.posts[q].args)
+                    else {
+                        return mismatch(format!("rank {q} did not call all_to_all"));
+                    };
+                    if output_counts[q] != input_counts[r] {
+                        return mismatch(format!(
+                            "rank {q} sends {} elements to rank {r}, which expects {}",
+                            input_counts[r], output_counts[q]
+                        ));
+                    }
+                }
+            }
+        }
+        Args::Barrier => {}
+    }
+    Ok(())
+}
+
+/// The sum of every post, folded in rank order.
+fn sum_posts<T: Summable>(round: &Round) -> Result<Vec<T>> {
+    let mut acc = round.posts[0].data.as_slice::<T>()?.to_vec();
+    for post in &round.posts[1..] {
+        add_assign(&mut acc, post.data.as_slice::<T>()?);
+    }
+    Ok(acc)
+}
+
+/// Rank `rank`'s `all_to_all` output: from each rank `q`, the run of `q`'s input that
+/// `q` addressed to `rank`.
+fn gather_addressed<T: tensor_core::Element>(round: &Round, rank: usize) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    for post in &round.posts {
+        let Args::AllToAll { input_counts, .. } = &post.args else {
+            unreachable!("agree() checked every post is all_to_all")
+        };
+        let start = offsets(input_counts)[rank];
+        let values = post.data.as_slice::<T>()?;
+        out.extend_from_slice(&values[start..start + input_counts[rank]]);
+    }
+    Ok(out)
+}
+
+impl ProcessGroup for ThreadGroup {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.hub.world()
+    }
+
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+
+    fn backend(&self) -> Backend {
+        Backend::Threads
+    }
+
+    fn all_reduce(&self, tensor: &mut Tensor, op: ReduceOp) -> Result<()> {
+        const OP: &str = "all_reduce";
+        check::tensor(OP, "tensor", tensor, Device::Cpu)?;
+        check::reducible(OP, tensor.dtype())?;
+        let ReduceOp::Sum = op;
+        let round = self.exchange(OP, tensor.clone(), Args::Reduce)?;
+        *tensor = match tensor.dtype() {
+            tensor_core::DType::F32 => like(tensor, sum_posts::<f32>(&round)?)?,
+            tensor_core::DType::F64 => like(tensor, sum_posts::<f64>(&round)?)?,
+            _ => like(tensor, sum_posts::<i64>(&round)?)?,
+        };
+        Ok(())
+    }
+
+    fn broadcast(&self, tensor: &mut Tensor, src: usize) -> Result<()> {
+        const OP: &str = "broadcast";
+        check::tensor(OP, "tensor", tensor, Device::Cpu)?;
+        check::root(OP, src, self.world_size())?;
+        let round = self.exchange(OP, tensor.clone(), Args::Broadcast { src })?;
+        *tensor = round.posts[src].data.reshape(tensor.dims())?;
+        Ok(())
+    }
+
+    fn all_gather(&self, output: &mut Tensor, input: &Tensor, counts: &[usize]) -> Result<()> {
+        const OP: &str = "all_gather";
+        let world = self.world_size();
+        check::all_gather(output, input, counts, self.rank, world, Device::Cpu)?;
+        let args = Args::Gather {
+            counts: counts.to_vec(),
+        };
+        let round = self.exchange(OP, input.clone(), args)?;
+        *output = with_element!(output.dtype(), T => {
+            let mut values = Vec::with_capacity(output.elem_count());
+            for post in &round.posts {
+                values.extend_from_slice(post.data.as_slice::<T>()?);
+            }
+            like(output, values)?
+        });
+        Ok(())
+    }
+
+    fn all_to_all(
+        &self,
+        output: &mut Tensor,
+        input: &Tensor,
+        output_counts: &[usize],
+        input_counts: &[usize],
+    ) -> Result<()> {
+        const OP: &str = "all_to_all";
+        let world = self.world_size();
+        check::all_to_all(
+            output,
+            input,
+            output_counts,
+            input_counts,
+            world,
+            Device::Cpu,
+        )?;
+        let args = Args::AllToAll {
+            output_counts: output_counts.to_vec(),
+            input_counts: input_counts.to_vec(),
+        };
+        let round = self.exchange(OP, input.clone(), args)?;
+        *output = with_element!(output.dtype(), T => like(output, gather_addressed::<T>(&round, self.rank)?)?);
+        Ok(())
+    }
+
+    fn barrier(&self) -> Result<()> {
+        let empty = Tensor::from_vec(Vec::<u8>::new(), &[0], Device::Cpu)?;
+        self.exchange("barrier", empty, Args::Barrier).map(drop)
+    }
+}

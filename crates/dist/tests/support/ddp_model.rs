@@ -1,0 +1,82 @@
+//! A small MLP with dropout trained for a few steps under DDP on any process group:
+//! the shared body of the threads and MPI DDP tests.
+
+use std::sync::Arc;
+
+use dist::{DdpConfig, DistributedDataParallel, LocalRows, ProcessGroup, ReduceMode};
+use nn_mini::{cross_entropy, Dropout, Linear, Module, ReLU, Sequential, Sgd, SgdConfig};
+use rng_gen::{Generator, Key};
+use tensor_core::{Device, Tensor};
+
+const FEATURES: usize = 8;
+const CLASSES: usize = 4;
+
+pub fn model(init_seed: u64, hidden: usize) -> Sequential {
+    let init = Generator::from_key(Device::Cpu, Key::new(init_seed));
+    let dropout = Generator::from_key(Device::Cpu, Key::new(99));
+    Sequential::new()
+        .push(Linear::new(FEATURES, hidden, &init).unwrap())
+        .push(ReLU::new())
+        .push(Dropout::new(0.2, &dropout).unwrap())
+        .push(Linear::new(hidden, CLASSES, &init).unwrap())
+}
+
+/// Global batch `step`: 16 rows, except a 5-row batch (some micro-shards empty).
+fn global_batch(step: u64) -> (Vec<f32>, Vec<i64>) {
+    let rows = if step == 2 { 5 } else { 16 };
+    let x = (0..rows * FEATURES)
+        .map(|i| ((i as u64 * 2_654_435_761 + step * 97) % 1000) as f32 / 500.0 - 1.0)
+        .collect();
+    let y = (0..rows)
+        .map(|i| ((i as u64 + step) % CLASSES as u64) as i64)
+        .collect();
+    (x, y)
+}
+
+/// Rank `rank`'s rows of global batch `step`: rows i % world == rank.
+fn local(step: u64, rank: usize, world: usize) -> (Tensor, Tensor, Vec<u64>, u64) {
+    let (x, y) = global_batch(step);
+    let batch_rows = y.len() as u64;
+    let rows: Vec<u64> = (rank as u64..batch_rows).step_by(world).collect();
+    let xs = rows
+        .iter()
+        .flat_map(|&r| x[r as usize * FEATURES..][..FEATURES].to_vec())
+        .collect();
+    let ys = rows.iter().map(|&r| y[r as usize]).collect();
+    (
+        Tensor::from_vec(xs, &[rows.len(), FEATURES], Device::Cpu).unwrap(),
+        Tensor::from_vec(ys, &[rows.len()], Device::Cpu).unwrap(),
+        rows,
+        batch_rows,
+    )
+}
+
+/// This rank's losses (bits) and final parameters (bits) after 4 steps.
+pub fn train(group: Arc<dyn ProcessGroup>, mode: ReduceMode) -> dist::Result<(Vec<u32>, Vec<u32>)> {
+    let (rank, world) = (group.rank(), group.world_size());
+    // Ranks initialise differently; DDP must start them all from rank 0's values.
+    let mut ddp =
+        DistributedDataParallel::new(model(1 + rank as u64, 16), group, DdpConfig::new(mode))?;
+    let mut sgd = Sgd::new(SgdConfig::new(0.1).momentum(0.9))?;
+    let mut losses = Vec::new();
+    for step in 0..4 {
+        let (input, target, rows, batch_rows) = local(step, rank, world);
+        let local = LocalRows {
+            input: &input,
+            target: &target,
+            rows: &rows,
+            batch_rows,
+        };
+        let loss = ddp.forward_backward(local, cross_entropy)?;
+        losses.push(loss.to_vec::<f32>()?[0].to_bits());
+        sgd.step(ddp.module_mut())?;
+    }
+    let params = ddp
+        .module()
+        .parameters()
+        .iter()
+        .flat_map(|p| p.value.to_vec::<f32>().unwrap())
+        .map(f32::to_bits)
+        .collect();
+    Ok((losses, params))
+}

@@ -1,0 +1,267 @@
+//! # ddp_train: data parallel training whose loss curve does not depend on the number of ranks
+//!
+//! `train_resume`'s run (a 64-256-256-10 MLP with dropout, SGD, Gaussian clusters with
+//! per-sample augmentation, everything derived from `--seed`) spread over ranks: each
+//! rank loads its share of every global batch (`DistributedSampler`), draws dropout for
+//! its rows at their global positions, and the gradients are summed across ranks. With
+//! `--invariant` the sum runs over fixed micro-shards in one fixed tree, so the curve is
+//! byte-identical for 1, 2 and 4 ranks and a checkpoint moves between world sizes:
+//!
+//! ```text
+//! cargo run --release --example ddp_train -- --backend threads --world-size 4 --seed 7 \
+//!     --steps 100 --invariant --out w4.csv
+//! cargo run --release --example ddp_train -- --backend threads --world-size 1 --seed 7 \
+//!     --steps 100 --invariant --out w1.csv             # w1.csv == w4.csv, byte for byte
+//! cargo build --release --features mpi --example ddp_train
+//! mpirun --allow-run-as-root --oversubscribe -np 4 target/release/examples/ddp_train \
+//!     --backend mpi --seed 7 --steps 100 --invariant --out m4.csv   # the same bytes
+//! cargo run --release --example ddp_train -- --demo    # 1 rank, 4 ranks, 4 -> 2 resume
+//! ```
+//!
+//! Rank 0 prints the progress, writes the CSV and compares; the loop itself is
+//! `dist::DdpTrainer`. Read `main` and `run_rank` top to bottom.
+
+#[path = "ddp_train_support/args.rs"]
+mod args;
+#[path = "train_resume_support/curves.rs"]
+mod curves;
+#[path = "ddp_train_support/demo.rs"]
+mod demo;
+#[path = "train_resume_support/plot.rs"]
+mod plot;
+#[path = "train_resume_support/args.rs"]
+mod train_args;
+
+use std::error::Error;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use dist::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
+use nn_mini::train::TrainConfig;
+
+use args::{Args, BackendFlag};
+use train_args::ArgError;
+
+/// Print a progress line every this many steps.
+const LOG_EVERY: u64 = 20;
+
+fn main() -> ExitCode {
+    let args = match args::parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("error: {e}\n\n{}", args::usage());
+            return ExitCode::from(2);
+        }
+    };
+    if args.train.help {
+        println!("{}", args::usage());
+        return ExitCode::SUCCESS;
+    }
+    let result = if args.train.demo {
+        demo::run(&args)
+    } else {
+        launch(&args)
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) if e.is::<ArgError>() => {
+            eprintln!("error: {e}\n\n{}", args::usage());
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// Starts the ranks on the chosen backend and returns rank 0's exit code.
+fn launch(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
+    match args.backend {
+        BackendFlag::Threads => {
+            let world = args.world_size.unwrap_or(1);
+            // Each rank runs in its own thread; rank 0's exit code is the program's.
+            let codes = ThreadGroup::run(world, |pg| {
+                let rank = pg.rank();
+                run_rank(args, Arc::new(pg)).map_err(|e| dist::DistError::RemoteFailure {
+                    rank,
+                    message: e.to_string(),
+                })
+            });
+            Ok(codes?.swap_remove(0))
+        }
+        BackendFlag::Mpi => mpi_group().and_then(|group| run_rank(args, group)),
+        BackendFlag::Nccl => nccl_group().and_then(|group| run_rank(args, group)),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
+    Ok(Arc::new(dist::MpiGroup::init()?))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
+    Err("this binary was built without MPI: cargo build --release --features mpi --example ddp_train".into())
+}
+
+#[cfg(feature = "nccl")]
+fn nccl_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
+    let timeout = std::time::Duration::from_secs(300);
+    Ok(Arc::new(dist::NcclGroup::from_env(timeout)?))
+}
+
+#[cfg(not(feature = "nccl"))]
+fn nccl_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
+    Err("this binary was built without NCCL: cargo build --release --features nccl --example ddp_train".into())
+}
+
+/// One rank's whole run. Every rank trains; rank 0 also talks.
+fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<dyn Error>> {
+    let flags = &args.train;
+    let (rank, world) = (group.rank(), group.world_size());
+    let say = |line: String| {
+        if rank == 0 {
+            println!("{line}");
+        }
+    };
+    let mode = match args.invariant {
+        true => ReduceMode::Invariant {
+            micro_shards: args.micro_shards.unwrap_or(8),
+        },
+        false => ReduceMode::Fast,
+    };
+
+    // 1. Start fresh from the seed, or pick up a checkpoint (saved on any world size).
+    let mut trainer = match &flags.resume {
+        None => {
+            let config = TrainConfig {
+                seed: flags.seed.unwrap_or(0),
+                batch_size: flags.batch_size.unwrap_or(128),
+                num_workers: flags.workers.unwrap_or(0),
+                device: group.device(),
+                ..TrainConfig::default()
+            };
+            rng_gen::manual_seed(config.seed);
+            DdpTrainer::new(config, mode, group)?
+        }
+        Some(path) => {
+            let trainer = DdpTrainer::resume(path, group, flags.workers)
+                .map_err(|e| format!("cannot resume from {}: {e}", path.display()))?;
+            let saved = trainer.config();
+            check_same("--seed", flags.seed, saved.seed)?;
+            check_same("--batch-size", flags.batch_size, saved.batch_size)?;
+            if trainer.mode() != mode && (args.invariant || args.micro_shards.is_some()) {
+                return Err(ArgError::Conflict(format!(
+                    "the checkpoint was saved in {} mode; a resume continues it",
+                    trainer.mode()
+                ))
+                .into());
+            }
+            say(format!(
+                "resumed {} at step {} (epoch {}, batch {}) on {world} rank(s)",
+                path.display(),
+                trainer.step_count(),
+                trainer.loader().epoch(),
+                trainer.loader().position()
+            ));
+            trainer
+        }
+    };
+    let steps = flags.steps.unwrap_or(200);
+    let done = trainer.step_count();
+    if steps <= done || flags.save_at.is_some_and(|k| k <= done) {
+        return Err(ArgError::Conflict(format!(
+            "the run is already at step {done}: --steps ({steps}) and --save-at must be later"
+        ))
+        .into());
+    }
+    let c = trainer.config();
+    say(format!(
+        "seed {} | MLP {:?} | dropout {} | SGD lr {} momentum {} | batch {} ({} per rank x {world}) | {} | {}",
+        c.seed,
+        c.layers,
+        c.dropout,
+        c.lr,
+        c.momentum,
+        c.batch_size,
+        c.batch_size / world,
+        trainer.group().backend(),
+        trainer.mode()
+    ));
+
+    // 2. Train; --save-at checkpoints after that step (rank 0 writes) and stops.
+    let mut rows: Vec<(u64, f32)> = Vec::new();
+    let started = Instant::now();
+    while trainer.step_count() < steps {
+        let loss = trainer.step()?;
+        let step = trainer.step_count();
+        rows.push((step, loss));
+        if step % LOG_EVERY == 0 || step == steps || Some(step) == flags.save_at {
+            let rate = rows.len() as f64 / started.elapsed().as_secs_f64();
+            say(format!(
+                "step {step:>5}/{steps} | loss {loss:.6} | {rate:>7.1} steps/s"
+            ));
+        }
+        if Some(step) == flags.save_at {
+            let path = flags
+                .checkpoint
+                .clone()
+                .unwrap_or_else(|| "checkpoint.safetensors".into());
+            trainer.save(&path)?;
+            say(format!(
+                "saved {} after step {step}; stopping here",
+                path.display()
+            ));
+            break;
+        }
+    }
+    if rank != 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    // 3. Rank 0: this run's rows, the comparison, the plot (as train_resume does).
+    if let Some(out) = &flags.out {
+        curves::write_csv(out, &rows)?;
+    }
+    let mut code = ExitCode::SUCCESS;
+    let reference = match &flags.compare {
+        Some(path) => {
+            let name = path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            Some((name, curves::read_csv(path)?))
+        }
+        None => None,
+    };
+    if let Some((name, reference)) = &reference {
+        if !curves::compare(&rows, reference, name) {
+            code = ExitCode::from(1);
+        }
+    }
+    if let Some(png) = &flags.plot {
+        let history: Vec<(u64, f32)> = (1..).zip(trainer.losses().iter().copied()).collect();
+        let reference = reference.as_ref().map(|(n, r)| (n.as_str(), r));
+        let resumed_after = flags.resume.as_ref().map(|_| done);
+        plot::draw(png, &history, reference, resumed_after)
+            .map_err(|e| format!("cannot draw {}: {e}", png.display()))?;
+        println!("plotted {}", png.display());
+    }
+    Ok(code)
+}
+
+/// Errors when a flag repeats a setting with a value other than the checkpoint's.
+fn check_same<T: PartialEq + std::fmt::Display>(
+    flag: &str,
+    given: Option<T>,
+    saved: T,
+) -> Result<(), ArgError> {
+    match given {
+        Some(value) if value != saved => Err(ArgError::Conflict(format!(
+            "{flag} {value} does not match the checkpoint's {saved}; a resume continues the saved run"
+        ))),
+        _ => Ok(()),
+    }
+}
