@@ -68,9 +68,9 @@ pub use error::RngError;
 pub use fork::{fork_rng, fork_rng_all_threads};
 pub use generator::{Generator, DEFAULT_SEED};
 pub use ops::{
-    bernoulli, bernoulli_, bits, bits_, dropout, dropout_backward, dropout_into, dropout_rows, dropout_with_mask,
-    normal, normal_, rand, randint, randn, random_, randperm, sample, sample_, sample_at, uniform,
-    uniform_, DropoutState, Layout, Sampler, BATCH_WORDS,
+    bernoulli, bernoulli_, bits, bits_, dropout, dropout_backward, dropout_into, dropout_rows,
+    dropout_with_mask, normal, normal_, rand, randint, randn, random_, randperm, sample, sample_,
+    sample_at, uniform, uniform_, DropoutState, Layout, Sampler, BATCH_WORDS,
 };
 pub use philox_rng::PhiloxRng;
 pub use registry::{

@@ -7,8 +7,10 @@
 //! path has each GPU thread sum about 4096 elements in f64 and add that into its lane's
 //! f64 total with `atomicAdd`, in arrival order. `Algorithm::Auto` takes it in `Off`
 //! mode for contiguous lanes (reducing the last dimension, or everything) of at least
-//! [`SUM_FAST_MIN_LANE`] elements, where the deterministic kernel's serial second phase
-//! gets long.
+//! [`SUM_FAST_MIN_LANE`] elements: on an H100 (`benches/gpu_determinism_bench.rs`,
+//! `benches/RESULTS.md`) the atomic path won only for a 2^26-element total (2.68 ms
+//! against 3.60) and lost by 4x to 14x for lanes of 2^16 to 2^20, so Auto takes it
+//! only from there.
 
 #[cfg(feature = "cuda")]
 use crate::determinism::paths::SUM_CUDA;
@@ -16,8 +18,8 @@ use crate::determinism::Algorithm;
 use crate::{Result, Tensor};
 
 /// The lane length from which `Algorithm::Auto` takes CUDA's atomic sum in `Off` mode
-/// (the determinism table says "65536+").
-pub const SUM_FAST_MIN_LANE: usize = 1 << 16;
+/// (the determinism table says "2^26+"), the smallest lane the H100 measured it faster on.
+pub const SUM_FAST_MIN_LANE: usize = 1 << 26;
 
 impl Tensor {
     /// Sum along `dim` (`None`: of every element, as a rank-0 tensor; `keepdim` keeps a
