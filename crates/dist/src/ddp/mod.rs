@@ -287,8 +287,11 @@ fn value_bytes(t: &Tensor) -> Result<Vec<u8>> {
 /// value differs from rank 0's.
 fn agree_on(group: &dyn ProcessGroup, fingerprint: u64, what: &str) -> Result<()> {
     let world = group.world_size();
-    let mine = Tensor::from_vec(vec![fingerprint as i64], &[1], Device::Cpu)?;
-    let mut all = Tensor::zeros(&[world], DType::I64, Device::Cpu)?;
+    // On the group's device: NCCL moves only tensors on its GPU (the first H100 run of
+    // `ddp_train --backend nccl` failed here with CPU tensors).
+    let device = group.device();
+    let mine = Tensor::from_vec(vec![fingerprint as i64], &[1], Device::Cpu)?.to_device(device)?;
+    let mut all = Tensor::zeros(&[world], DType::I64, device)?;
     group.all_gather(&mut all, &mine, &vec![1; world])?;
     let all = all.to_vec::<i64>()?;
     let differ: Vec<usize> = (0..world).filter(|&q| all[q] != all[0]).collect();
