@@ -12,6 +12,11 @@
       A stub for every driver and cuBLAS function cudarc can call that the stand-in does
       not define, returning CUDA_ERROR_NOT_SUPPORTED / CUBLAS_STATUS_NOT_SUPPORTED with
       a message naming the call, so no call ends in a missing-symbol panic.
+  generate.py manifest OUT_TXT SOURCE...
+      What the host builds were compiled from: one line per source, its FNV-1a 64 hash
+      (16 hex digits), a tab and its path. The stand-in re-hashes these files at its
+      first module load and refuses to run kernels whose source changed since
+      (cuda-standin/src/freshness.cpp computes the same hash).
 """
 
 import os
@@ -106,6 +111,23 @@ def stubs(cudarc_dir, defined_file, out_cpp):
     print(f"{count} unimplemented calls stubbed, {len(functions) - count} implemented", file=sys.stderr)
 
 
+def fnv1a64(data):
+    """FNV-1a, 64 bits, of `data` (bytes): freshness.cpp's `fnv1a64`."""
+    value = 0xCBF29CE484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return value
+
+
+def manifest(out_txt, *sources):
+    lines = []
+    for source in sources:
+        with open(source, "rb") as f:
+            lines.append(f"{fnv1a64(f.read()):016x}\t{os.path.abspath(source)}\n")
+    with open(out_txt, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+
+
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
-    {"errors": errors, "kernels": kernels, "stubs": stubs}[command](*args)
+    {"errors": errors, "kernels": kernels, "stubs": stubs, "manifest": manifest}[command](*args)

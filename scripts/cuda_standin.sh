@@ -45,9 +45,18 @@ cudarc_dir() {
 CUDARC="$(cudarc_dir)" || { (cd "$ROOT" && cargo fetch >&2); CUDARC="$(cudarc_dir)"; } || {
   echo "cudarc's sources are not in the cargo registry (cargo fetch failed?)" >&2; exit 1; }
 
+# The folders of kernel sources. Every `__global__` of their .cu files gets a host build;
+# the .cu files and the headers beside them are what those builds are made from, which
+# the rebuild stamp covers and the manifest lists that the stand-in checks them against
+# before it runs a kernel (cuda-standin/src/freshness.cpp).
+KERNEL_DIRS=("$ROOT"/kernels/cuda "$ROOT"/crates/tensor-core/cuda "$ROOT"/examples/custom_random_op)
+KERNEL_SOURCES=()
+KERNEL_FILES=()
 shopt -s nullglob
-KERNEL_SOURCES=("$ROOT"/kernels/cuda/*.cu "$ROOT"/crates/tensor-core/cuda/*.cu
-                "$ROOT"/examples/custom_random_op/*.cu)
+for dir in "${KERNEL_DIRS[@]}"; do
+  KERNEL_SOURCES+=("$dir"/*.cu)
+  KERNEL_FILES+=("$dir"/*.cu "$dir"/*.cuh)
+done
 shopt -u nullglob
 [ "${#KERNEL_SOURCES[@]}" -gt 0 ] || { echo "no kernel sources found" >&2; exit 1; }
 
@@ -60,7 +69,7 @@ stamp() {
     echo "${CXXFLAGS[*]}"; "$CXX" --version | head -1
     cat "$0" "$SRC"/generate.py "$SRC"/src/* "$SRC"/shim/* "$CUDARC"/src/driver/sys/mod.rs "$CUDARC"/src/cublas/sys/mod.rs
     for f in "${KERNEL_SOURCES[@]}"; do echo "$f"; done
-    cat "$ROOT"/kernels/cuda/* "$ROOT"/crates/tensor-core/cuda/* "$ROOT"/examples/custom_random_op/*
+    cat "${KERNEL_FILES[@]}"
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -96,7 +105,10 @@ build() {
   "$CXX" "${CXXFLAGS[@]}" -w -c "$gen/stubs.cpp" -o "$obj/stubs.o"
   printf '{\n  global: cu*; nccl*; ditto_standin_*;\n  local: *;\n};\n' > "$gen/exports.map"
   "$CXX" -shared -o "$LIB" "$obj"/*.o -Wl,-soname,libcuda.so.1 -Wl,--version-script="$gen/exports.map" \
-    -Wl,-z,defs -lpthread
+    -Wl,-z,defs -lpthread -ldl
+  # What these host builds were compiled from, beside the library: a kernel edited after
+  # this build makes module loads fail with a request to rebuild, not run old code.
+  python3 "$SRC/generate.py" manifest "$OUT/lib/kernel_sources.txt" "${KERNEL_FILES[@]}"
   # The names cudarc (libcuda.so, libcublas.so.13) and NVRTC (libcuda.so.1) open; one
   # library behind all of them, so the driver and cuBLAS share devices and memory.
   local name
@@ -119,7 +131,8 @@ build() {
   printf '{\n  global: cu*; ditto_standin_*;\n  local: cuMemAllocAsync; cuMemcpyHtoDAsync_v2; cuLaunchKernel; *;\n};\n' \
     > "$gen/half-installed.map"
   "$CXX" -shared -o "$OUT/half-installed/libditto_cuda_standin.so" "$obj"/*.o -Wl,-soname,libcuda.so.1 \
-    -Wl,--version-script="$gen/half-installed.map" -Wl,-z,defs -lpthread
+    -Wl,--version-script="$gen/half-installed.map" -Wl,-z,defs -lpthread -ldl
+  cp "$OUT/lib/kernel_sources.txt" "$OUT/half-installed/"
   for name in libcuda.so libcuda.so.1 libcublas.so libcublas.so.13; do
     ln -sf libditto_cuda_standin.so "$OUT/half-installed/$name"
   done

@@ -96,7 +96,8 @@ thread_local LastError last_error;
 
 bool is_loud(CUresult code) {
     return code == CUDA_ERROR_ILLEGAL_ADDRESS || code == CUDA_ERROR_LAUNCH_FAILED ||
-           code == CUDA_ERROR_INVALID_PTX || code == CUDA_ERROR_NOT_SUPPORTED;
+           code == CUDA_ERROR_INVALID_PTX || code == CUDA_ERROR_INVALID_IMAGE ||
+           code == CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CUresult record(CUresult code, const char* call, const char* detail, bool loud) {

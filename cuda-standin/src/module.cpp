@@ -4,7 +4,8 @@
 // `.entry` resolves to the host build registered under the same name, after checking
 // that the PTX's parameter list and the C++ signature agree in count, sizes and
 // alignments. Like the CUDA 13.0 driver, the stand-in refuses PTX newer than ISA 9.0 and
-// PTX for a newer GPU than the device.
+// PTX for a newer GPU than the device. Host builds older than the kernel sources on disk
+// are refused too (freshness.cpp).
 #include "module.h"
 
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "cuda_host_shim.h"
 #include "errors.h"
+#include "freshness.h"
 
 // The simulated threads' built-in variables (declared in cuda_host_shim.h).
 STANDIN_TLS uint3 blockIdx;
@@ -89,6 +91,8 @@ CUresult load(CUmodule* out, const void* image, const char* call) {
     if (!parse_ptx(static_cast<const char*>(image), &ptx, &error)) {
         return fail(CUDA_ERROR_INVALID_PTX, call, "%s", error.c_str());
     }
+    CUresult fresh = check_kernel_sources_unchanged(call);
+    if (fresh != CUDA_SUCCESS) return fresh;
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = nullptr;
     CUresult ok = require_current(call, &ctx);
