@@ -18,7 +18,7 @@ use ditto::tensor_core::cudarc::cublas::sys::{cublasOperation_t, cublasStatus_t}
 use ditto::tensor_core::cudarc::cublas::{result::CublasError, CudaBlas, Gemm, GemmConfig};
 use ditto::tensor_core::cudarc::driver::sys::{self, CUresult};
 use ditto::tensor_core::cudarc::driver::{DevicePtr, DriverError, LaunchConfig, PushKernelArg};
-use support::{gpu, gpus, on_standin, STANDIN_LABEL};
+use support::{gpu, gpus, on_standin, run_test_in_child, STANDIN_LABEL};
 
 /// True when this stand-in-only test can run; prints why not otherwise.
 fn standin() -> bool {
@@ -378,25 +378,10 @@ fn standin_a_half_installed_driver_is_a_typed_error_not_a_panic() {
     // half-installed build of the stand-in first on its library path.
     let dir = std::env::var("DITTO_CUDA_STANDIN_DIR")
         .expect("DITTO_CUDA_STANDIN_DIR (cuda_standin.sh --print-env)");
-    let path = format!(
-        "{dir}/half-installed:{}",
-        std::env::var("LD_LIBRARY_PATH").unwrap_or_default()
-    );
-    let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "standin_a_half_installed_driver_is_a_typed_error_not_a_panic",
-            "--nocapture",
-        ])
-        .env(CHILD, "1")
-        .env("LD_LIBRARY_PATH", path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && text.contains("1 passed"),
-        "child process:\n{text}"
+    run_test_in_child(
+        "standin_a_half_installed_driver_is_a_typed_error_not_a_panic",
+        &std::path::Path::new(&dir).join("half-installed"),
+        (CHILD, "1"),
     );
 }
 

@@ -16,7 +16,7 @@ use std::process::Command;
 
 use ditto::rng_gen;
 use ditto::tensor_core::{DType, Device};
-use support::{gpu, on_standin, STANDIN_LABEL};
+use support::{gpu, on_standin, run_test_in_child, STANDIN_LABEL};
 
 /// Set in the child: what its module load must do ("load", or the expected message).
 const CHILD: &str = "DITTO_TEST_FRESHNESS_CHILD";
@@ -67,27 +67,6 @@ fn write_manifest(lib: &Path, source: &Path) {
     assert!(status.success());
 }
 
-/// Runs this test in a child that finds the stand-in in `lib` first.
-fn run_child(lib: &Path, expect: &str) {
-    let path = format!(
-        "{}:{}",
-        lib.display(),
-        std::env::var("LD_LIBRARY_PATH").unwrap_or_default()
-    );
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", TEST, "--nocapture"])
-        .env(CHILD, expect)
-        .env("LD_LIBRARY_PATH", path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && text.contains("1 passed"),
-        "child expecting {expect:?}:\n{text}"
-    );
-}
-
 #[test]
 fn standin_refuses_to_run_kernels_built_from_changed_sources() {
     if let Ok(expect) = std::env::var(CHILD) {
@@ -111,15 +90,23 @@ fn standin_refuses_to_run_kernels_built_from_changed_sources() {
     write_manifest(&lib, &source);
 
     // Unchanged: the module loads (so the refusals below come from the check).
-    run_child(&lib, "load");
+    run_test_in_child(TEST, &lib, (CHILD, "load"));
     // Edited after the build.
     std::fs::write(
         &source,
         "extern \"C\" __global__ void k() { /* edited */ }\n",
     )
     .unwrap();
-    run_child(&lib, "kernel.cu changed since the stand-in was built");
+    run_test_in_child(
+        TEST,
+        &lib,
+        (CHILD, "kernel.cu changed since the stand-in was built"),
+    );
     // Deleted after the build.
     std::fs::remove_file(&source).unwrap();
-    run_child(&lib, "kernel.cu is gone since the stand-in was built");
+    run_test_in_child(
+        TEST,
+        &lib,
+        (CHILD, "kernel.cu is gone since the stand-in was built"),
+    );
 }

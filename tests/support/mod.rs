@@ -163,3 +163,30 @@ pub fn gpus(n: usize) -> bool {
     println!("skipping: needs {n} CUDA devices, {count} present");
     false
 }
+
+/// Runs the test `test` of this test binary again, alone, in a child process whose
+/// library path starts at `library_dir` and which has `env` set; panics with the child's
+/// output unless that test passed there. The CUDA driver is loaded once per process, so
+/// a test of another driver build (the stand-in's half-installed variant, or a stand-in
+/// with a manifest of the test's own) runs its checks in a child.
+pub fn run_test_in_child(test: &str, library_dir: &std::path::Path, env: (&str, &str)) {
+    let path = format!(
+        "{}:{}",
+        library_dir.display(),
+        std::env::var("LD_LIBRARY_PATH").unwrap_or_default()
+    );
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture"])
+        .env(env.0, env.1)
+        .env("LD_LIBRARY_PATH", path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && text.contains("1 passed"),
+        "child process ({}={}):\n{text}",
+        env.0,
+        env.1
+    );
+}
