@@ -29,6 +29,8 @@ mod curves;
 mod demo;
 #[path = "train_resume_support/plot.rs"]
 mod plot;
+#[path = "train_resume_support/report.rs"]
+mod report;
 #[path = "train_resume_support/args.rs"]
 mod train_args;
 
@@ -41,7 +43,8 @@ use dist::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::train::TrainConfig;
 
 use args::{Args, BackendFlag};
-use train_args::ArgError;
+use report::Report;
+use train_args::{check_same, ArgError};
 
 /// Print a progress line every this many steps.
 const LOG_EVERY: u64 = 20;
@@ -222,46 +225,10 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
     }
 
     // 3. Rank 0: this run's rows, the comparison, the plot (as train_resume does).
-    if let Some(out) = &flags.out {
-        curves::write_csv(out, &rows)?;
-    }
-    let mut code = ExitCode::SUCCESS;
-    let reference = match &flags.compare {
-        Some(path) => {
-            let name = path.file_name().map_or_else(
-                || path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            Some((name, curves::read_csv(path)?))
-        }
-        None => None,
+    let report = Report {
+        out: flags.out.as_deref(),
+        compare: flags.compare.as_deref(),
+        plot: flags.plot.as_deref(),
     };
-    if let Some((name, reference)) = &reference {
-        if !curves::compare(&rows, reference, name) {
-            code = ExitCode::from(1);
-        }
-    }
-    if let Some(png) = &flags.plot {
-        let history: Vec<(u64, f32)> = (1..).zip(trainer.losses().iter().copied()).collect();
-        let reference = reference.as_ref().map(|(n, r)| (n.as_str(), r));
-        let resumed_after = flags.resume.as_ref().map(|_| done);
-        plot::draw(png, &history, reference, resumed_after)
-            .map_err(|e| format!("cannot draw {}: {e}", png.display()))?;
-        println!("plotted {}", png.display());
-    }
-    Ok(code)
-}
-
-/// Errors when a flag repeats a setting with a value other than the checkpoint's.
-fn check_same<T: PartialEq + std::fmt::Display>(
-    flag: &str,
-    given: Option<T>,
-    saved: T,
-) -> Result<(), ArgError> {
-    match given {
-        Some(value) if value != saved => Err(ArgError::Conflict(format!(
-            "{flag} {value} does not match the checkpoint's {saved}; a resume continues the saved run"
-        ))),
-        _ => Ok(()),
-    }
+    report.finish(&rows, trainer.losses(), flags.resume.as_ref().map(|_| done))
 }

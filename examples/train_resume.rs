@@ -28,6 +28,8 @@ mod curves;
 mod demo;
 #[path = "train_resume_support/plot.rs"]
 mod plot;
+#[path = "train_resume_support/report.rs"]
+mod report;
 
 use std::error::Error;
 use std::process::ExitCode;
@@ -36,7 +38,8 @@ use std::time::Instant;
 use nn_mini::train::{TrainConfig, Trainer};
 use nn_mini::Checkpoint;
 
-use args::{ArgError, Args, USAGE};
+use args::{check_same, ArgError, Args, USAGE};
+use report::Report;
 
 /// Print a progress line every this many steps.
 const LOG_EVERY: u64 = 20;
@@ -162,51 +165,12 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
         }
     }
 
-    // 3. Write this run's rows (a resumed run writes only the steps it ran).
-    if let Some(out) = &args.out {
-        curves::write_csv(out, &rows)?;
-    }
-
-    // 4. Compare with another run, step for step, bit for bit.
-    let mut code = ExitCode::SUCCESS;
-    let reference = match &args.compare {
-        Some(path) => {
-            let name = path.file_name().map_or_else(
-                || path.display().to_string(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            Some((name, curves::read_csv(path)?))
-        }
-        None => None,
+    // 3. Write this run's rows, compare them with another run step for step and bit
+    //    for bit, and plot the whole history (restored steps included) over it.
+    let report = Report {
+        out: args.out.as_deref(),
+        compare: args.compare.as_deref(),
+        plot: args.plot.as_deref(),
     };
-    if let Some((name, reference)) = &reference {
-        if !curves::compare(&rows, reference, name) {
-            code = ExitCode::from(1);
-        }
-    }
-
-    // 5. Plot the whole history (restored steps included) over the reference.
-    if let Some(png) = &args.plot {
-        let history: Vec<(u64, f32)> = (1..).zip(trainer.losses().iter().copied()).collect();
-        let reference = reference.as_ref().map(|(n, r)| (n.as_str(), r));
-        let resumed_after = args.resume.as_ref().map(|_| done);
-        plot::draw(png, &history, reference, resumed_after)
-            .map_err(|e| format!("cannot draw {}: {e}", png.display()))?;
-        println!("plotted {}", png.display());
-    }
-    Ok(code)
-}
-
-/// Errors when a flag repeats a setting with a value other than the checkpoint's.
-fn check_same<T: PartialEq + std::fmt::Display>(
-    flag: &str,
-    given: Option<T>,
-    saved: T,
-) -> Result<(), ArgError> {
-    match given {
-        Some(value) if value != saved => Err(ArgError::Conflict(format!(
-            "{flag} {value} does not match the checkpoint's {saved}; a resume continues the saved run"
-        ))),
-        _ => Ok(()),
-    }
+    report.finish(&rows, trainer.losses(), args.resume.as_ref().map(|_| done))
 }

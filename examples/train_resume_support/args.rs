@@ -249,6 +249,21 @@ fn set<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
     taken
 }
 
+/// Errors when a flag given with `--resume` repeats a setting with a value other than
+/// the checkpoint's: a resume continues the saved run, it cannot change it.
+pub fn check_same<T: PartialEq + std::fmt::Display>(
+    flag: &str,
+    given: Option<T>,
+    saved: T,
+) -> Result<(), ArgError> {
+    match given {
+        Some(value) if value != saved => Err(ArgError::Conflict(format!(
+            "{flag} {value} does not match the checkpoint's {saved}; a resume continues the saved run"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
