@@ -53,25 +53,27 @@ std::string library_dir() {
     return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// Why the host builds are out of date ("<file> changed", "<file> is gone", ...), or ""
-// when every source listed in the manifest is unchanged.
+// Why the host builds cannot be trusted to be the sources on disk (a kernel source
+// changed or was deleted since the build, or the manifest is unreadable), or "" when
+// every source listed in the manifest is unchanged.
 std::string why_out_of_date() {
     const std::string manifest_path = library_dir() + "/kernel_sources.txt";
     std::string manifest;
     if (!read_file(manifest_path, &manifest)) {
-        return "the stand-in's list of kernel sources (" + manifest_path + ") cannot be read";
+        return "the stand-in's list of the kernel sources it was built from (" + manifest_path +
+               ") cannot be read";
     }
     std::istringstream lines(manifest);
     std::string line;
     while (std::getline(lines, line)) {
         const size_t tab = line.find('\t');
-        if (tab != 16) return "a malformed line in " + manifest_path + " (\"" + line + "\")";
+        if (tab != 16) return "the stand-in's manifest " + manifest_path + " has a malformed line (\"" + line + "\")";
         const std::string path = line.substr(tab + 1);
         std::string bytes;
-        if (!read_file(path, &bytes)) return "the kernel source " + path + " is gone";
+        if (!read_file(path, &bytes)) return "the kernel source " + path + " was deleted (or cannot be read) since the stand-in was built";
         char hex[17];
         std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(bytes)));
-        if (line.compare(0, tab, hex) != 0) return "the kernel source " + path + " changed";
+        if (line.compare(0, tab, hex) != 0) return "the kernel source " + path + " changed since the stand-in was built";
     }
     return "";
 }
@@ -86,8 +88,8 @@ CUresult check_kernel_sources_unchanged(const char* call) {
     std::call_once(once, [] { why = why_out_of_date(); });
     if (why.empty()) return CUDA_SUCCESS;
     return fail(CUDA_ERROR_INVALID_IMAGE, call,
-                "%s since the stand-in was built, so its host builds of the kernels would run old code; "
-                "rebuild it: eval \"$(bash scripts/cuda_standin.sh --print-env)\"",
+                "%s, so its host builds of the kernels may not be the code NVRTC compiles; rebuild it: "
+                "eval \"$(bash scripts/cuda_standin.sh --print-env)\"",
                 why.c_str());
 }
 
