@@ -19,7 +19,7 @@
 //! ```
 //!
 //! Rank 0 prints the progress, writes the CSV and compares; the loop itself is
-//! `dist::DdpTrainer`. Read `main` and `run_rank` top to bottom.
+//! `distributed::DdpTrainer`. Read `main` and `run_rank` top to bottom.
 
 #[path = "ddp_train_support/args.rs"]
 mod args;
@@ -39,7 +39,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use dist::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
+use distributed::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::train::TrainConfig;
 
 use args::{Args, BackendFlag};
@@ -87,7 +87,7 @@ fn launch(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
             // Each rank runs in its own thread; rank 0's exit code is the program's.
             let codes = ThreadGroup::run(world, |pg| {
                 let rank = pg.rank();
-                run_rank(args, Arc::new(pg)).map_err(|e| dist::DistError::RemoteFailure {
+                run_rank(args, Arc::new(pg)).map_err(|e| distributed::DistError::RemoteFailure {
                     rank,
                     message: e.to_string(),
                 })
@@ -101,7 +101,7 @@ fn launch(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
 
 #[cfg(feature = "mpi")]
 fn mpi_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
-    Ok(Arc::new(dist::MpiGroup::init()?))
+    Ok(Arc::new(distributed::MpiGroup::init()?))
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -112,7 +112,7 @@ fn mpi_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
 #[cfg(feature = "nccl")]
 fn nccl_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
     let timeout = std::time::Duration::from_secs(300);
-    Ok(Arc::new(dist::NcclGroup::from_env(timeout)?))
+    Ok(Arc::new(distributed::NcclGroup::from_env(timeout)?))
 }
 
 #[cfg(not(feature = "nccl"))]

@@ -51,7 +51,7 @@ examples=$(cargo build --release --message-format=json -p ditto --example train_
 # --- data parallel (issue 11): NCCL at world size 1 on the GPU -----------------------
 echo "building ddp_train and the NCCL availability test with --features nccl (release)..." >&2
 examples="$examples $(cargo build --release --message-format=json -p ditto --features nccl --example ddp_train | executables)"
-tests="$tests $(cargo test --release --no-run --message-format=json -p dist --features nccl --test nccl_availability | executables)"
+tests="$tests $(cargo test --release --no-run --message-format=json -p distributed --features nccl --test nccl_availability | executables)"
 # ----------------------------------------------------------------------------------------
 echo "building the GPU bench (release)..." >&2
 benches=$(cargo bench --no-run --message-format=json -p ditto --bench gpu_bench | executables)

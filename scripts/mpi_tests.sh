@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the MPI tests of crates/dist (feature `mpi`) as real multi-process jobs: every
+# Runs the MPI tests of crates/distributed (feature `mpi`) as real multi-process jobs: every
 # test target named mpi_* under `mpirun -np 2` and `-np 4`. (`cargo test --features
 # mpi` also runs them, as a world of one process.) Needs an MPI installation:
 #   apt-get install libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev
@@ -12,7 +12,7 @@ if ! command -v mpirun >/dev/null; then
     exit 1
 fi
 # cargo prints one JSON line per built artifact; keep the executables of mpi_* tests.
-bins=$(cargo test -p dist --features mpi --no-run --test 'mpi_*' --message-format=json "$@" \
+bins=$(cargo test -p distributed --features mpi --no-run --test 'mpi_*' --message-format=json "$@" \
     | grep -o '"executable":"[^"]*/mpi_[^"]*"' | cut -d'"' -f4)
 if [ -z "$bins" ]; then
     echo "mpi_tests: no mpi_* test binaries were built" >&2

@@ -5,7 +5,7 @@
 
 #![warn(missing_docs)]
 
-pub use dist;
+pub use distributed;
 pub use kernels;
 pub use nn_mini;
 pub use rng_gen;

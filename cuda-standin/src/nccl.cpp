@@ -1,4 +1,4 @@
-// NCCL, host-executed: the calls ditto's NCCL backend makes (crates/dist/src/nccl.rs), so
+// NCCL, host-executed: the calls ditto's NCCL backend makes (crates/distributed/src/nccl.rs), so
 // its plumbing (unique id, communicator init, all-reduce, broadcast, all-gather, grouped
 // send/recv) runs in CI without a GPU.
 //

@@ -321,7 +321,7 @@ impl Trainer {
 /// The `model.*` tensors must be exactly the configuration's parameters, shape for
 /// shape: checked on the checkpoint's own tensors before the model is built, so a
 /// configuration edited to describe a huge model fails here instead of allocating.
-/// (Public so that other training loops over the same model, like `dist`'s, check
+/// (Public so that other training loops over the same model, like `distributed`'s, check
 /// their checkpoints the same way.)
 pub fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
     config.validate()?;

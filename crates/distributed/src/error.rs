@@ -7,7 +7,7 @@ use tensor_core::TensorError;
 
 use crate::Backend;
 
-/// Shorthand for results in `dist`.
+/// Shorthand for results in `distributed`.
 pub type Result<T, E = DistError> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in a process group, the rendezvous, DDP or the

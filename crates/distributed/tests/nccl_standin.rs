@@ -4,7 +4,7 @@
 //! REQUIRE_GPU=1 says it must run.
 #![cfg(feature = "nccl")]
 
-use dist::{is_nccl_available, unique_id, NcclGroup, ProcessGroup, ReduceOp};
+use distributed::{is_nccl_available, unique_id, NcclGroup, ProcessGroup, ReduceOp};
 use tensor_core::{Device, Tensor};
 
 fn skip() -> bool {

@@ -1,7 +1,7 @@
 //! `is_nccl_available()` answers without panicking, in builds with and without the
 //! `nccl` feature; without the library, asking for the backend is a typed error.
 
-use dist::{is_nccl_available, Backend, DistError};
+use distributed::{is_nccl_available, Backend, DistError};
 
 #[test]
 fn availability_is_a_plain_answer() {
@@ -32,12 +32,12 @@ fn without_the_library_the_backend_is_a_typed_error() {
             }
         )
     };
-    assert!(unavailable(dist::unique_id().unwrap_err()));
-    assert!(unavailable(dist::nccl_version().unwrap_err()));
+    assert!(unavailable(distributed::unique_id().unwrap_err()));
+    assert!(unavailable(distributed::nccl_version().unwrap_err()));
     assert!(unavailable(
-        dist::NcclGroup::new(0, 1, 0, &[0; 128]).unwrap_err()
+        distributed::NcclGroup::new(0, 1, 0, &[0; 128]).unwrap_err()
     ));
-    let bad_rank = dist::NcclGroup::new(3, 2, 0, &[0; 128]).unwrap_err();
+    let bad_rank = distributed::NcclGroup::new(3, 2, 0, &[0; 128]).unwrap_err();
     assert!(
         matches!(bad_rank, DistError::InvalidArgument { .. }),
         "{bad_rank}"
@@ -64,13 +64,13 @@ fn with_the_library_but_no_gpu_joining_is_a_typed_error() {
         println!("no NCCL library here; nothing to check");
         return;
     }
-    let version = dist::nccl_version().unwrap();
+    let version = distributed::nccl_version().unwrap();
     println!("NCCL version {version}");
     assert!(version >= 2_00_00, "{version}");
-    let id = dist::unique_id().unwrap();
+    let id = distributed::unique_id().unwrap();
     assert!(id.iter().any(|&b| b != 0), "an id carries rank 0's address");
     if !tensor_core::cuda::is_available() {
-        let e = dist::NcclGroup::new(0, 1, 0, &id).unwrap_err();
+        let e = distributed::NcclGroup::new(0, 1, 0, &id).unwrap_err();
         assert!(matches!(e, DistError::Tensor(_)), "{e}");
     }
 }

@@ -7,7 +7,7 @@
 
 mod support;
 
-use dist::{MpiGroup, ProcessGroup};
+use distributed::{MpiGroup, ProcessGroup};
 use support::collectives::check_all;
 
 fn main() {

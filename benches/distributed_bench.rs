@@ -2,9 +2,9 @@
 //! bandwidth of the collectives, on the threads backend (2 and 4 ranks) or over MPI.
 //!
 //! ```text
-//! cargo bench --bench dist_bench                       # threads, 2 and 4 ranks
-//! cargo bench --features mpi --bench dist_bench --no-run
-//! mpirun --allow-run-as-root --oversubscribe -np 4 target/release/deps/dist_bench-<hash> mpi
+//! cargo bench --bench distributed_bench                       # threads, 2 and 4 ranks
+//! cargo bench --features mpi --bench distributed_bench --no-run
+//! mpirun --allow-run-as-root --oversubscribe -np 4 target/release/deps/distributed_bench-<hash> mpi
 //! ```
 //!
 //! Not criterion: every rank must make the same calls in the same order (a collective
@@ -18,8 +18,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use dist::ddp::{fast_sum, invariant_sum};
-use dist::{even_counts, DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
+use distributed::ddp::{fast_sum, invariant_sum};
+use distributed::{even_counts, DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::train::TrainConfig;
 use tensor_core::{DType, Device, Tensor};
 
@@ -54,7 +54,7 @@ fn main() {
 
 #[cfg(feature = "mpi")]
 fn run_mpi() {
-    let group: Arc<dyn ProcessGroup> = Arc::new(dist::MpiGroup::init().unwrap());
+    let group: Arc<dyn ProcessGroup> = Arc::new(distributed::MpiGroup::init().unwrap());
     if group.rank() == 0 {
         print_machine();
     }
@@ -66,7 +66,7 @@ fn run_mpi() {
 
 #[cfg(not(feature = "mpi"))]
 fn run_mpi() {
-    eprintln!("built without MPI: cargo bench --features mpi --bench dist_bench --no-run");
+    eprintln!("built without MPI: cargo bench --features mpi --bench distributed_bench --no-run");
     std::process::exit(2);
 }
 

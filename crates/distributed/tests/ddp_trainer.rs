@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use dist::{DdpTrainer, DistError, ProcessGroup, ReduceMode, ThreadGroup};
+use distributed::{DdpTrainer, DistError, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::train::{TrainConfig, Trainer};
 use nn_mini::Module;
 
@@ -36,7 +36,7 @@ fn outcome(losses: &[f32], model: &dyn Module, offset: u64) -> Outcome {
     (losses.iter().map(|l| l.to_bits()).collect(), params, offset)
 }
 
-fn finish(mut t: DdpTrainer, steps: u64) -> dist::Result<Outcome> {
+fn finish(mut t: DdpTrainer, steps: u64) -> distributed::Result<Outcome> {
     while t.step_count() < steps {
         t.step()?;
     }

@@ -7,8 +7,8 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use dist::rendezvous::{fetch, RendezvousServer};
-use dist::DistError;
+use distributed::rendezvous::{fetch, RendezvousServer};
+use distributed::DistError;
 
 const PAYLOAD: &[u8] = &[7u8; 128];
 
@@ -20,8 +20,8 @@ fn run(
     peers: &[usize],
     timeout: Duration,
 ) -> (
-    dist::Result<()>,
-    Vec<(usize, dist::Result<Vec<u8>>)>,
+    distributed::Result<()>,
+    Vec<(usize, distributed::Result<Vec<u8>>)>,
     Duration,
 ) {
     let server = RendezvousServer::bind("127.0.0.1:0").unwrap();

@@ -1,4 +1,4 @@
-//! Helpers shared by the dist tests.
+//! Helpers shared by the distributed tests.
 #![allow(dead_code)]
 
 pub mod collectives;

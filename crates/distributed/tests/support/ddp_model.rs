@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use dist::{DdpConfig, DistributedDataParallel, LocalRows, ProcessGroup, ReduceMode};
+use distributed::{DdpConfig, DistributedDataParallel, LocalRows, ProcessGroup, ReduceMode};
 use nn_mini::{cross_entropy, Dropout, Linear, Module, ReLU, Sequential, Sgd, SgdConfig};
 use rng_gen::{Generator, Key};
 use tensor_core::{Device, Tensor};
@@ -52,7 +52,7 @@ fn local(step: u64, rank: usize, world: usize) -> (Tensor, Tensor, Vec<u64>, u64
 }
 
 /// This rank's losses (bits) and final parameters (bits) after 4 steps.
-pub fn train(group: Arc<dyn ProcessGroup>, mode: ReduceMode) -> dist::Result<(Vec<u32>, Vec<u32>)> {
+pub fn train(group: Arc<dyn ProcessGroup>, mode: ReduceMode) -> distributed::Result<(Vec<u32>, Vec<u32>)> {
     let (rank, world) = (group.rank(), group.world_size());
     // Ranks initialise differently; DDP must start them all from rank 0's values.
     let mut ddp =

@@ -7,7 +7,7 @@
 //! backend adds in (MPI and NCCL choose their own); the order itself is tested where it
 //! is defined (the threads backend folds in rank order).
 
-use dist::{even_counts, DistError, ProcessGroup, ReduceOp};
+use distributed::{even_counts, DistError, ProcessGroup, ReduceOp};
 use tensor_core::{bf16, f16, DType, Device, Tensor};
 
 /// Element counts: empty, single, uneven against 2 and 4 ranks, and larger.
@@ -282,7 +282,7 @@ fn check_all_to_all(pg: &dyn ProcessGroup) {
 /// every rank, passing the same bad argument, gets the error and none hangs).
 fn check_local_errors(pg: &dyn ProcessGroup) {
     let world = pg.world_size();
-    let invalid = |r: dist::Result<()>| matches!(r, Err(DistError::InvalidArgument { .. }));
+    let invalid = |r: distributed::Result<()>| matches!(r, Err(DistError::InvalidArgument { .. }));
     let mut t = input(pg.rank(), 4, DType::U8, 0);
     assert!(invalid(pg.all_reduce(&mut t, ReduceOp::Sum)), "u8 sum");
     assert!(invalid(pg.broadcast(&mut t, world)), "root past the world");

@@ -1,4 +1,4 @@
-//! # dist: data parallel training whose loss curve does not depend on the number of ranks
+//! # distributed: data parallel training whose loss curve does not depend on the number of ranks
 //!
 //! ```text
 //! tensor-core  Device, DType, Shape, Storage, Tensor, errors
@@ -7,7 +7,7 @@
 //!      ^
 //! nn-mini      layers, losses, SGD, data loader, checkpoints
 //!      ^
-//! dist         <- you are here: ProcessGroup (threads, MPI, NCCL), DDP,
+//! distributed  <- you are here: ProcessGroup (threads, MPI, NCCL), DDP,
 //!      ^          DistributedSampler, world-size-invariant gradient sums
 //! ditto        facade: re-exports; examples, tests, benches
 //! ```
@@ -19,7 +19,7 @@
 //! | `init_process_group("gloo")` in one process, for tests | [`ThreadGroup`] (ranks are threads) |
 //! | `init_process_group("mpi")` under `mpirun` | `MpiGroup` (feature `mpi`) |
 //! | `init_process_group("nccl")` under `torchrun` | `NcclGroup::from_env` (feature `nccl`), [`rendezvous`] for the id |
-//! | `dist.is_nccl_available()` | [`is_nccl_available`] |
+//! | `torch.distributed.is_nccl_available()` | [`is_nccl_available`] |
 //! | `all_reduce`, `broadcast`, `all_gather`, `all_to_all_single`, `barrier` | [`ProcessGroup`] |
 //! | `DistributedDataParallel` | [`DistributedDataParallel`] ([`ddp`]) |
 //! | `DistributedSampler` + `set_epoch` | [`nn_mini::data::DistributedSampler`], epoch from the loader |

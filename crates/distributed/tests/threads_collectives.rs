@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use dist::{DistError, ProcessGroup, ReduceOp, ThreadGroup};
+use distributed::{DistError, ProcessGroup, ReduceOp, ThreadGroup};
 use support::collectives::{bits, check_all};
 use tensor_core::{DType, Device, Tensor};
 

@@ -9,7 +9,7 @@ mod support;
 
 use std::sync::Arc;
 
-use dist::{DdpTrainer, MpiGroup, ProcessGroup, ReduceMode, ThreadGroup};
+use distributed::{DdpTrainer, MpiGroup, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::train::TrainConfig;
 use support::ddp_model::train;
 use tensor_core::{Device, Tensor};
