@@ -5,7 +5,7 @@
 //!
 //! Run: `cargo run --release --example custom_random_op`. Its tests (`cargo test
 //! --example custom_random_op`) check that the result does not depend on the thread
-//! count and that the generator advances as DESIGN.md §1 says.
+//! count and that the generator advances as docs/contract.md §7 says.
 
 #[path = "custom_random_op/gumbel.rs"]
 mod gumbel;

@@ -2,9 +2,9 @@
 //! (`links = "ditto_kernels"`: their build scripts read `DEP_DITTO_KERNELS_INCLUDE`, see
 //! `ditto_build::ditto_include_dirs`), and with the `host-parity` feature compiles the
 //! headers as plain C++ through `host/parity_shim.cpp`, so tests can run the very code
-//! the GPU runs on the host and compare it with the Rust engine bit for bit (DESIGN.md
-//! §3). Without the feature no C++ compiler is needed. The compiler flags are
-//! `ditto_build::host_cuda_build`'s, shared with tensor-core.
+//! the GPU runs on the host and compare it with the Rust engine bit for bit
+//! (docs/contract.md §11). Without the feature no C++ compiler is needed. The compiler
+//! flags are `ditto_build::host_cuda_build`'s, shared with tensor-core.
 
 use std::path::PathBuf;
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The line budget (GUIDE.md: files under 500 lines): fails, listing them, when a tracked
-# non-test source file has more than 500 lines. Exempt: tests (files under a tests/
+# The line budget (a project rule: files under 500 lines): fails, listing them, when a
+# tracked non-test source file has more than 500 lines. Exempt: tests (files under a tests/
 # folder, and files named tests.rs or *_tests.rs, which hold only #[cfg(test)] code) and
 # generated files (marked "@generated", or lockfiles).
 set -euo pipefail

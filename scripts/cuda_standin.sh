@@ -13,11 +13,12 @@
 #
 # Output goes to $DITTO_CUDA_STANDIN_DIR (default target/cuda-standin, git-ignored);
 # nothing is installed system-wide. A rebuild happens only when an input changed.
-# Kernels are compiled as C++17 with -ffp-contract=off -fno-fast-math (DESIGN.md §1),
-# each .cu its own translation unit, and found from the sources: every `__global__` in
-# kernels/cuda/*.cu and crates/tensor-core/cuda/*.cu, so new kernels are picked up, and
-# in the custom random op example's examples/custom_random_op/*.cu (which includes
-# ditto's headers by name, as a downstream kernel does: kernels/cuda is on its path).
+# Kernels are compiled as C++17 with -ffp-contract=off -fno-fast-math
+# (docs/contract.md §11), each .cu its own translation unit, and found from the sources:
+# every `__global__` in kernels/cuda/*.cu and crates/tensor-core/cuda/*.cu, so new
+# kernels are picked up, and in the custom random op example's
+# examples/custom_random_op/*.cu (which includes ditto's headers by name, as a
+# downstream kernel does: kernels/cuda is on its path).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

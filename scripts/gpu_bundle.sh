@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds ditto's GPU test and bench binaries here (the GPU machines have no Rust) and
-# packs them with a runner into the git-ignored gpu-bundle/ (DESIGN.md §3).
+# packs them with a runner into the git-ignored gpu-bundle/ (docs/contract.md §11).
 #
 #   scripts/gpu_bundle.sh              # build + pack
 #   then, on the GPU machine, from the folder holding gpu-bundle/:

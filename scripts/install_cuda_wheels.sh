@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the pinned CUDA 13.0 wheels that ditto's NVRTC tests need into a cached venv
-# and prints the LD_LIBRARY_PATH line to export (DESIGN.md §3).
+# and prints the LD_LIBRARY_PATH line to export (docs/contract.md §11).
 #
 # Why wheels: they need no CUDA toolkit and no GPU, only PyPI. Why these pins: newer
 # NVRTC releases emit PTX that the CUDA 13.0 drivers on our GPU machines reject.

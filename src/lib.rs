@@ -1,7 +1,7 @@
 //! # ditto: reproducible randomness for tensors, on CPUs and CUDA GPUs
 //!
 //! The facade crate: it re-exports the five crates of the workspace so a user depends on
-//! one crate. See `README.md` and `DESIGN.md` for the random-stream contract.
+//! one crate. See `README.md` and `docs/contract.md` for the random-stream contract.
 
 #![warn(missing_docs)]
 

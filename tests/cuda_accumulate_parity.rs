@@ -1,6 +1,6 @@
 //! The CUDA bodies of `index_add`, `scatter_add` and the one-pass atomic sum
 //! (`crates/tensor-core/cuda/tensor_ops.cuh`), compiled for the host, against the CPU
-//! ops (DESIGN.md §3).
+//! ops (docs/contract.md §11).
 //!
 //! * The owner-computes (deterministic) bodies must give the CPU deterministic path's
 //!   bits, whichever order their work items run in (forwards and backwards here; any

@@ -1,5 +1,5 @@
 //! tensor-core's CUDA kernel bodies (`crates/tensor-core/cuda/tensor_ops.cuh`), compiled
-//! for the host, against the CPU ops, bit for bit (DESIGN.md §3).
+//! for the host, against the CPU ops, bit for bit (docs/contract.md §11).
 //!
 //! The host shim runs each kernel's loop with the arguments the CUDA launchers build, so
 //! this checks the GPU code's indexing, broadcasting, order of sums and NaN handling on

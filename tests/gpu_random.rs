@@ -1,4 +1,5 @@
-//! ditto's random ops on a CUDA GPU against the CPU, bit for bit (DESIGN.md §1, §3).
+//! ditto's random ops on a CUDA GPU against the CPU, bit for bit (docs/contract.md §1,
+//! §11).
 //!
 //! Every op and dtype, at sizes 1, 3, 4, 5, 1000 and 2^20 + 3, through the public ops
 //! (automatic launch) and through the launchers with forced launch geometries; the

@@ -3,9 +3,9 @@
 //! the `kernels` crate passes it on with its own folder), and with the `host-parity`
 //! feature compiles the tensor-op kernel bodies (`cuda/tensor_ops.cuh`) as plain C++
 //! through `host/tensor_ops_shim.cpp`, so tests can run the code the GPU runs on the host
-//! and compare it with the CPU ops (DESIGN.md §3). Without the feature no C++ compiler
-//! is needed. The compiler flags are `ditto_build::host_cuda_build`'s, shared with the
-//! kernels crate.
+//! and compare it with the CPU ops (docs/contract.md §11). Without the feature no C++
+//! compiler is needed. The compiler flags are `ditto_build::host_cuda_build`'s, shared
+//! with the kernels crate.
 
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 // What a `.cu` file needs from CUDA to compile as host C++ for the stand-in.
 //
 // scripts/cuda_standin.sh compiles every kernel source with this header forced in first
-// (-include), unchanged, as C++17 with -ffp-contract=off (DESIGN.md §1: no fused
+// (-include), unchanged, as C++17 with -ffp-contract=off (docs/contract.md §11: no fused
 // multiply-add on either side). `__global__` means nothing; the built-in variables are
 // per host thread, set by the stand-in's launcher before each simulated GPU thread runs,
 // one thread at a time. So only kernels without `__shared__` memory and `__syncthreads()`

@@ -145,7 +145,7 @@ DITTO_HD float ditto_bf16_to_f32(uint16_t b) {
 }
 
 // ---------------------------------------------------------------------------------
-// Words to uniforms (DESIGN.md §1).
+// Words to uniforms (docs/contract.md §5.2).
 
 // Uniform f32 in [0, 1): the low 24 bits times 2^-24 (exact).
 DITTO_HD float ditto_uniform_f32(uint32_t word) {

@@ -1,6 +1,6 @@
-// Philox4x32-10 (Random123, Salmon et al. SC'11): the only statement of its rounds in C++.
-// Twin of crates/rng-gen/src/stream/philox.rs; DESIGN.md §1 lists the known answers and
-// the key / counter layout used below.
+// Philox4x32-10 (Random123, Salmon et al. SC'11): the only statement of its rounds in
+// C++. Twin of crates/rng-gen/src/stream/philox.rs; docs/contract.md §2 lists the known
+// answers and §3 the key / counter layout used below.
 #ifndef DITTO_PHILOX_CUH
 #define DITTO_PHILOX_CUH
 

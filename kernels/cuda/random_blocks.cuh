@@ -1,7 +1,8 @@
-// One Philox block of every random op: the per-element rules of DESIGN.md §1, written
-// once for the GPU kernels (random.cu loops over blocks) and for the host parity tests
-// (host/parity_shim.cpp calls the very same functions for one block index). Dropout's
-// blocks are in dropout.cuh, which builds on the element types and loads/stores here.
+// One Philox block of every random op: the per-element rules of docs/contract.md §5,
+// written once for the GPU kernels (random.cu loops over blocks) and for the host parity
+// tests (host/parity_shim.cpp calls the very same functions for one block index).
+// Dropout's blocks are in dropout.cuh, which builds on the element types and loads/stores
+// here.
 //
 // Block `b` of an op with base offset `o` is Philox block `o + b`; its four words are
 // words 4b..4b+3 of the op. With one word per element it yields elements 4b..4b+3;

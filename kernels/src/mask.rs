@@ -1,5 +1,5 @@
 //! The packed dropout mask: one bit per element, so a saved mask costs n / 8 bytes
-//! instead of n (DESIGN.md §1: backward "never needs a byte per element").
+//! instead of n (docs/contract.md §5.7: backward "never needs a byte per element").
 //!
 //! Element `i` is bit `i % 32` of 32-bit word `i / 32`; bits past `n` in the last word
 //! are 0. The CUDA forward kernel writes this layout (one thread per word, no atomics)

@@ -4,8 +4,9 @@
 //!
 //! Needs libnvrtc (scripts/install_cuda_wheels.sh, then export the LD_LIBRARY_PATH it
 //! prints). Without it the test prints why and passes, except under `CI=true`, where a
-//! missing NVRTC is a failure (DESIGN.md §3). With `DITTO_PTXAS` pointing at ptxas
-//! (`install_cuda_wheels.sh --ptxas`), it also prints registers and spills per kernel.
+//! missing NVRTC is a failure (docs/contract.md §11). With `DITTO_PTXAS` pointing at
+//! ptxas (`install_cuda_wheels.sh --ptxas`), it also prints registers and spills per
+//! kernel.
 #![cfg(feature = "cuda")]
 
 use std::process::Command;

@@ -13,8 +13,8 @@
 //! `all_reduce` uses MPI's typed sum. MPI's own all-reduce picks its algorithm from the
 //! process count and message size: measured with OpenMPI 4.1 on 8 f32 micro-shards, it
 //! is bit-identical run to run at a fixed `-np` but differs between `-np` 1, 2, 4 and 8
-//! (`shared/notes/distributed-facts.md`). That is the fast mode; the invariant mode of
-//! [`crate::ddp`] does not use it.
+//! (docs/distributed.md#3-why-the-fast-mode-depends-on-the-world-size). That is the fast
+//! mode; the invariant mode of [`crate::ddp`] does not use it.
 //!
 //! MPI's C calls report errors by aborting the job (its default error handler), so
 //! every argument is checked here first: element counts must fit MPI's `int` counts.

@@ -6,7 +6,9 @@ mod support;
 
 use std::sync::Arc;
 
-use distributed::{DdpConfig, DistError, DistributedDataParallel, ProcessGroup, ReduceMode, ThreadGroup};
+use distributed::{
+    DdpConfig, DistError, DistributedDataParallel, ProcessGroup, ReduceMode, ThreadGroup,
+};
 use support::ddp_model::{self, model};
 
 /// Losses (bits) and final parameters (bits) of every rank after 4 steps.

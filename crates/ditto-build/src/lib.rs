@@ -2,11 +2,11 @@
 //!
 //! ditto checks its CUDA code without a GPU by compiling the `__host__ __device__`
 //! bodies of its kernels with the host C++ compiler and comparing them with the Rust
-//! code bit for bit (DESIGN.md §3, "host parity"). Two of ditto's own crates do that
-//! (tensor-core for the tensor ops, kernels for the random ops), and so can a downstream
-//! crate that writes its own random op with a CUDA body (docs/custom-random-op.md). They
-//! all call [`host_cuda_build`], so the compiler flags that make host floats behave like
-//! NVRTC's `--fmad=false` are written once:
+//! code bit for bit ("host parity", docs/contract.md §11). Two of ditto's own crates do
+//! that (tensor-core for the tensor ops, kernels for the random ops), and so can a
+//! downstream crate that writes its own random op with a CUDA body
+//! (docs/custom-random-op.md). They all call [`host_cuda_build`], so the compiler flags
+//! that make host floats behave like NVRTC's `--fmad=false` are written once:
 //!
 //! ```no_run
 //! // build.rs of a crate whose host/shim.cpp includes its own op.cuh and ditto's headers

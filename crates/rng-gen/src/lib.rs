@@ -11,8 +11,8 @@
 //! ```
 //!
 //! Every random op is a pure function of `(seed, offset, op, dtype, n, parameters,
-//! element index)` (DESIGN.md §1). [`stream`] states that function; generators hold
-//! `(seed, offset)` and reserve blocks of the stream for each op.
+//! element index)` (docs/contract.md §1). [`stream`] states that function; generators
+//! hold `(seed, offset)` and reserve blocks of the stream for each op.
 //!
 //! ```
 //! use rng_gen::{rand, Generator};

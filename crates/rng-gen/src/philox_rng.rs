@@ -8,9 +8,10 @@ use crate::stream::key::{fold_in, Key};
 use crate::stream::philox::block_words;
 use crate::{Generator, RngError};
 
-/// The stream of a [`Key`], one 32-bit word at a time, in the order of DESIGN.md §1:
-/// word `w` is lane `w % 4` of block `offset + w / 4`. So `PhiloxRng::from_key(k)`
-/// yields exactly the words `bits` would fill a tensor with from the same key.
+/// The stream of a [`Key`], one 32-bit word at a time, in the order of
+/// docs/contract.md §3: word `w` is lane `w % 4` of block `offset + w / 4`. So
+/// `PhiloxRng::from_key(k)` yields exactly the words `bits` would fill a tensor with from
+/// the same key.
 ///
 /// - [`next_u32`](RngCore::next_u32): the next word.
 /// - [`next_u64`](RngCore::next_u64): two words, the first as the low half, the second

@@ -1,4 +1,5 @@
-//! Generator state bytes (DESIGN.md §1): what `get_state` returns and `set_state` reads.
+//! Generator state bytes (docs/contract.md §8): what `get_state` returns and `set_state`
+//! reads.
 //!
 //! Why bytes and not a struct? Checkpoints store them next to the weights, possibly for
 //! years, and a run resumed from them must continue the exact stream. So the format is

@@ -1,8 +1,8 @@
 //! The CUDA headers (`kernels/cuda/*.cuh`), compiled for the host, against the Rust
-//! engine, bit for bit (DESIGN.md §3). No GPU needed: `kernels::host_parity` runs the
-//! very `__host__ __device__` functions the kernels call, including each kernel's
-//! per-block body, so a pass here means the GPU computes what the CPU samplers compute
-//! as long as the device does IEEE arithmetic the way the host does (checked by the GPU
+//! engine, bit for bit (docs/contract.md §11). No GPU needed: `kernels::host_parity` runs
+//! the very `__host__ __device__` functions the kernels call, including each kernel's
+//! per-block body, so a pass here means the GPU computes what the CPU samplers compute as
+//! long as the device does IEEE arithmetic the way the host does (checked by the GPU
 //! tests in the workspace's `tests/gpu_random.rs`).
 //!
 //! Inputs are many pseudo-random values (a fixed SplitMix64 stream, so failures repeat)

@@ -1,6 +1,6 @@
 //! Accuracy of ditto's own f32 `ln` and `sincospi`, exhaustively, over every input the
-//! normal sampler can give them (DESIGN.md §1): `ln(v)` and `sincospi(2 v)` for every
-//! distinct `v = open_uniform_f32(w)`, `w` a u32.
+//! normal sampler can give them (docs/contract.md §6): `ln(v)` and `sincospi(2 v)` for
+//! every distinct `v = open_uniform_f32(w)`, `w` a u32.
 //!
 //! `v` depends on `w` only through `f32(w)` (round to nearest even), and the distinct
 //! `f32(w)` are: the integers 0..2^24, then in each binade [2^e, 2^(e+1)) for

@@ -1,5 +1,5 @@
-//! Every op against a second, deliberately naive implementation of DESIGN.md §1: one
-//! `word_at` call per word, plain loops, conversions written out from the spec text
+//! Every op against a second, deliberately naive implementation of docs/contract.md §5:
+//! one `word_at` call per word, plain loops, conversions written out from the spec text
 //! (only the contract's own `ln` / `sincospi` are shared). Sizes cross the samplers'
 //! chunk boundary (16384 words) so the parallel path is checked too.
 

@@ -1,4 +1,4 @@
-//! How far each op moves its generator (DESIGN.md §1 "Offset bookkeeping"): worked
+//! How far each op moves its generator (docs/contract.md §7, "Offsets"): worked
 //! examples, agreement with `rng_gen::increment_for` (what every device reserves) over a
 //! sweep of sizes, independence from parameter values, and consecutive ops starting
 //! where the previous one ended.

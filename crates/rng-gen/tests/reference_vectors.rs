@@ -1,7 +1,8 @@
 //! ditto against PyTorch's stateless Philox API: every vector in
-//! `shared/reference/torch_func_random.json` (taken from `torch.func._random` on CPU)
-//! must be reproduced, through the stream functions and through the tensor ops.
-//! The file is part of the contract: if it is missing, this test fails.
+//! `tests/data/torch_func_random.json` (taken from `torch.func._random` on CPU; how, in
+//! `tests/data/README.md`) must be reproduced, through the stream functions and through
+//! the tensor ops. The file is part of the contract (`docs/contract.md` §12) and lives
+//! in this crate, so a fresh clone runs this test with nothing beside it.
 
 mod common;
 
@@ -18,8 +19,7 @@ use tensor_core::{DType, Device};
 use common::{generator, ulp_distance, values, word};
 
 fn reference_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/reference/torch_func_random.json")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/torch_func_random.json")
 }
 
 fn load_cases() -> Vec<Value> {
@@ -27,7 +27,7 @@ fn load_cases() -> Vec<Value> {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "\n\n*** reference vectors missing: {} ({e}).\n*** They are part of the random-stream \
-             contract; clone the shared/ folder beside the repository.\n\n",
+             contract and tracked in git: restore the file from the repository.\n\n",
             path.display()
         )
     });

@@ -1,5 +1,5 @@
-//! The CPU samplers give the same bits whatever the number of threads (DESIGN.md §1:
-//! "not the number of CPU threads").
+//! The CPU samplers give the same bits whatever the number of threads
+//! (docs/contract.md §1: "not the number of CPU threads").
 //!
 //! Each op runs inside explicit rayon pools of 1, 2 and 3 threads. That covers what
 //! `RAYON_NUM_THREADS=1` vs `RAYON_NUM_THREADS=2` would test (the variable only sizes

@@ -3,8 +3,8 @@
 // downstream crate's kernels, are compiled the same two ways from one definition.
 //
 // The headers are compiled twice: by NVRTC for the GPU, and by the host C++ compiler for
-// the parity tests (DESIGN.md §3), which check them against the Rust code bit for bit.
-// This file makes both work: NVRTC has no <stdint.h>, and a host compiler has no
+// the parity tests (docs/contract.md §11), which check them against the Rust code bit for
+// bit. This file makes both work: NVRTC has no <stdint.h>, and a host compiler has no
 // __host__ / __device__. The bit casts and the 64-bit high product use the GPU's
 // intrinsics on the device and portable code on the host.
 #ifndef DITTO_HOST_DEVICE_CUH

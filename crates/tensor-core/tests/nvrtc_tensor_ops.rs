@@ -4,7 +4,7 @@
 //!
 //! Needs libnvrtc (scripts/install_cuda_wheels.sh, then export the LD_LIBRARY_PATH it
 //! prints). Without it the test prints why and passes, except under `CI=true`, where a
-//! missing NVRTC is a failure (DESIGN.md §3).
+//! missing NVRTC is a failure (docs/contract.md §11).
 #![cfg(feature = "cuda")]
 
 use tensor_core::cuda::{nvrtc, TENSOR_OPS, TENSOR_OPS_KERNELS};

@@ -1,5 +1,6 @@
 //! The ops that fill a buffer with fresh random elements: bits, uniform, normal,
-//! bernoulli, randint. Element `i` of the buffer is element `i` of the op (DESIGN.md §1).
+//! bernoulli, randint. Element `i` of the buffer is element `i` of the op
+//! (docs/contract.md §3).
 //!
 //! Each `*_call` states the op's kernel and arguments once (matching its signature in
 //! `cuda/random.cu`); each launcher runs that call on a whole buffer.

@@ -52,7 +52,10 @@ fn local(step: u64, rank: usize, world: usize) -> (Tensor, Tensor, Vec<u64>, u64
 }
 
 /// This rank's losses (bits) and final parameters (bits) after 4 steps.
-pub fn train(group: Arc<dyn ProcessGroup>, mode: ReduceMode) -> distributed::Result<(Vec<u32>, Vec<u32>)> {
+pub fn train(
+    group: Arc<dyn ProcessGroup>,
+    mode: ReduceMode,
+) -> distributed::Result<(Vec<u32>, Vec<u32>)> {
     let (rank, world) = (group.rank(), group.world_size());
     // Ranks initialise differently; DDP must start them all from rank 0's values.
     let mut ddp =

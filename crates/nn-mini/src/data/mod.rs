@@ -37,8 +37,8 @@
 //! any worker count. `in_order(false)` (PyTorch's `DataLoader(in_order=False)`) delivers
 //! batches as workers finish them instead: each batch is still the same, but their order
 //! depends on timing. That is the loader's nondeterministic fast path
-//! ([`IN_ORDER_FALSE`]), which DESIGN.md §4's `use_deterministic_algorithms` switch
-//! governs: `Warn` warns once, `Error` refuses it.
+//! ([`IN_ORDER_FALSE`]), which the `use_deterministic_algorithms` switch
+//! (docs/determinism.md#the-switch) governs: `Warn` warns once, `Error` refuses it.
 //!
 //! # Limits
 //!

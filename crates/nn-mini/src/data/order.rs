@@ -9,12 +9,13 @@ use tensor_core::{audit, Device};
 use super::keys::order_key;
 use crate::{NnError, Result};
 
-/// The largest dataset a shuffling loader accepts: 2^31 samples. A shuffled epoch's
-/// order is a materialised permutation (Fisher-Yates, DESIGN.md §1), 8 bytes per sample
-/// (16 GiB at the limit) plus as much again while `randperm`'s tensor is converted.
-/// Past it, [`DataLoaderBuilder::build`](super::DataLoaderBuilder::build) fails with
-/// [`NnError::LoaderLimit`] instead of trying; shard such a dataset, or shuffle it in
-/// blocks yourself. Unshuffled loaders have no such limit: their order is computed.
+/// The largest dataset a shuffling loader accepts: 2^31 samples. A shuffled epoch's order
+/// is a materialised permutation (Fisher-Yates, docs/contract.md §5.9), 8 bytes per
+/// sample (16 GiB at the limit) plus as much again while `randperm`'s tensor is
+/// converted. Past it, [`DataLoaderBuilder::build`](super::DataLoaderBuilder::build)
+/// fails with [`NnError::LoaderLimit`] instead of trying; shard such a dataset, or
+/// shuffle it in blocks yourself. Unshuffled loaders have no such limit: their order is
+/// computed.
 pub const MAX_SHUFFLED_LEN: usize = 1 << 31;
 
 /// One epoch's order. `Sequential` is the identity, computed on demand (position `i`

@@ -30,7 +30,8 @@ pub struct GaussianClusters {
     noise: f32,
 }
 
-/// `n` standard normals from a word stream (Box-Muller on word pairs, DESIGN.md §1).
+/// `n` standard normals from a word stream (Box-Muller on word pairs,
+/// docs/contract.md §5.3).
 fn normals(rng: &mut impl RngCore, n: usize) -> impl Iterator<Item = f32> + '_ {
     (0..n.div_ceil(2))
         .flat_map(move |_| {

@@ -1,6 +1,7 @@
 //! `bernoulli` and `bernoulli_`: independent coin flips with one probability.
 //!
-//! One word per element: 1 iff the f32 uniform of the word is `< p` (DESIGN.md §1).
+//! One word per element: 1 iff the f32 uniform of the word is `< p`
+//! (docs/contract.md §5.6).
 
 use std::marker::PhantomData;
 

@@ -9,7 +9,7 @@
 //! CUDA. Each op file states its op and nothing else: the checks of its parameters, its
 //! samplers (which words an element uses, the body turning them into the element, the
 //! CUDA kernel doing the same) and which sampler each dtype gets. The per-element rules
-//! are those of DESIGN.md §1 and [`crate::stream::convert`].
+//! are those of docs/contract.md §5 and [`crate::stream::convert`].
 
 mod args;
 mod bernoulli;
@@ -45,8 +45,8 @@ use crate::stream::convert::{uniform_bf16_as_f32, uniform_f16_as_f32, uniform_f3
 use crate::stream::half_float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 
 /// The output types of the samplers that compute in f32: f32 itself, and f16 / bf16,
-/// which DESIGN.md §1 defines as "compute f32, round to nearest even", so one generic
-/// sampler serves all three and the rounding happens in exactly one place.
+/// which docs/contract.md §5.10 defines as "compute f32, round to nearest even", so one
+/// generic sampler serves all three and the rounding happens in exactly one place.
 pub(crate) trait NarrowFloat: Element {
     /// `x` rounded to nearest even (exact for f32).
     fn round_from_f32(x: f32) -> Self;

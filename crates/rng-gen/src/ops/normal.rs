@@ -1,6 +1,6 @@
 //! `randn`, `normal` and `normal_`: Gaussian samples by Box-Muller on pairs of words.
 //!
-//! f32 / f16 / bf16 (DESIGN.md §1): pair `m` uses words `2m`, `2m+1`;
+//! f32 / f16 / bf16 (docs/contract.md §5.3): pair `m` uses words `2m`, `2m+1`;
 //! `u1 = v(w_2m)`, `u2 = v(w_2m+1)` with `v(w) = f32(w) * 2^-32 + 2^-33` in (0, 1];
 //! `r = sqrt(-2 ln u1)`, `(s, c) = sincospi(2 u2)` (ditto's own `ln` / `sincospi`);
 //! elements `2m = r c`, `2m+1 = r s`; then `mean + std * z`, rounded to f16 / bf16 once.

@@ -1,7 +1,7 @@
 //! `randint` and `random_`: uniform integers on `[low, high)`.
 //!
 //! Two words per element: `low + below(w_2i, w_2i+1, high - low)`, the high half of a
-//! 64x64-bit product (DESIGN.md §1). Fixed consumption, no rejection loop.
+//! 64x64-bit product (docs/contract.md §5.8). Fixed consumption, no rejection loop.
 
 use tensor_core::{DType, Device, Tensor};
 

@@ -1,12 +1,12 @@
 //! [`Sampler`]: what a random op tells the pipeline, and all it needs to tell it.
 //!
-//! A sampler states an op the way DESIGN.md §1 does: how many consecutive words each
-//! group of consecutive elements uses ([`Layout`]), and how a group's words become its
-//! elements (the *body*). The pipeline (`ops/pipeline.rs`) does everything else, the same
-//! way for ditto's own ops and for a downstream crate's: validation, taking the output
-//! (a new tensor or an existing one), reserving `ceil(words / 4)` blocks once, and the
-//! fill, in parallel and bit-identical for any thread count on the CPU, or as a kernel
-//! launch on CUDA. `docs/custom-random-op.md` writes one from scratch.
+//! A sampler states an op the way docs/contract.md §5 does: how many consecutive words
+//! each group of consecutive elements uses ([`Layout`]), and how a group's words become
+//! its elements (the *body*). The pipeline (`ops/pipeline.rs`) does everything else, the
+//! same way for ditto's own ops and for a downstream crate's: validation, taking the
+//! output (a new tensor or an existing one), reserving `ceil(words / 4)` blocks once, and
+//! the fill, in parallel and bit-identical for any thread count on the CPU, or as a
+//! kernel launch on CUDA. `docs/custom-random-op.md` writes one from scratch.
 
 use tensor_core::Element;
 

@@ -1,12 +1,12 @@
 //! Every sampler's fast path against its scalar reference, bit for bit.
 //!
-//! The reference is the DESIGN.md §1 definition as the samplers state it: group `g`
-//! gets words `g * words ..` straight from the one-counter engine ([`word_at`]) and is
-//! filled by `fill_group`. The fast path is the CPU fill: batched Philox and the batch
+//! The reference is the docs/contract.md §5 definition as the samplers state it: group
+//! `g` gets words `g * words ..` straight from the one-counter engine ([`word_at`]) and
+//! is filled by `fill_group`. The fast path is the CPU fill: batched Philox and the batch
 //! body, compiled for each instruction set this CPU runs (AVX-512, AVX2, baseline), with
 //! plain and with streaming stores, on 1 and 3 threads. Sizes cover empty outputs,
-//! partial batches and chunks, odd normal counts; offsets wrap past 2^64 inside the
-//! first batch and inside a later chunk.
+//! partial batches and chunks, odd normal counts; offsets wrap past 2^64 inside the first
+//! batch and inside a later chunk.
 
 use std::sync::atomic::AtomicU32;
 

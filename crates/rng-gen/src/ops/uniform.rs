@@ -1,9 +1,9 @@
 //! `rand`, `uniform` and `uniform_`: uniform samples on `[low, high)`.
 //!
 //! One word per element (two for f64): `u` is the element type's uniform of its word
-//! (DESIGN.md §1: 24, 11 or 8 random bits for f32, f16, bf16; 53 bits from two words for
-//! f64), then `low + (high - low) * u`, one multiply then one add, in f32 (rounded to
-//! f16 / bf16 once) or in f64.
+//! (docs/contract.md §5.2: 24, 11 or 8 random bits for f32, f16, bf16; 53 bits from two
+//! words for f64), then `low + (high - low) * u`, one multiply then one add, in f32
+//! (rounded to f16 / bf16 once) or in f64.
 
 use std::marker::PhantomData;
 

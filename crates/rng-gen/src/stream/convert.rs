@@ -1,4 +1,4 @@
-//! From Philox words to numbers: the per-element conversions of DESIGN.md §1.
+//! From Philox words to numbers: the per-element conversions of docs/contract.md §5.
 //!
 //! Each function here is a pure function of its words, and `kernels/cuda/ditto_math.cuh`
 //! holds its twin. Samplers (CPU) and kernels (GPU) only decide *which* words an element
@@ -111,7 +111,7 @@ pub fn bernoulli(word: u32, p: f32) -> bool {
     uniform_f32(word) < p
 }
 
-/// Dropout keeps an element iff `u >= p`; see DESIGN.md §1.
+/// Dropout keeps an element iff `u >= p`; see docs/contract.md §5.7.
 #[must_use]
 #[inline]
 pub fn dropout_keep(word: u32, p: f32) -> bool {

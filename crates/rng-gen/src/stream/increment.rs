@@ -1,5 +1,5 @@
 //! How many Philox blocks each of ditto's random ops consumes: the offset bookkeeping of
-//! DESIGN.md §1, next to the stream it describes. The random-op pipeline
+//! docs/contract.md §7, next to the stream it describes. The random-op pipeline
 //! (`ops/pipeline.rs`) reserves `ceil(words / 4)` blocks for every op, on every device,
 //! from the op's own word count; for ditto's built-in ops that count is the one stated
 //! here (a test checks every built-in sampler against [`words_for`]).

@@ -1,7 +1,7 @@
-//! The random-stream specification (DESIGN.md §1), in Rust: the engine, keys, the
-//! word-to-number conversions and the f32 routines they need, and how many blocks each
-//! built-in op consumes. Everything above this module (generators, samplers, the data
-//! loader) only decides which words to use.
+//! The random-stream specification (docs/contract.md §2 to §7), in Rust: the engine,
+//! keys, the word-to-number conversions and the f32 routines they need, and how many
+//! blocks each built-in op consumes. Everything above this module (generators, samplers,
+//! the data loader) only decides which words to use.
 
 pub mod convert;
 pub mod f32math;

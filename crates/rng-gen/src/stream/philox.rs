@@ -106,7 +106,7 @@ pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     philox4x32_10_lanes::<1>(&counter.map(|w| [w]), key).map(|[w]| w)
 }
 
-/// The four words of block `block` of the stream keyed by `seed` (DESIGN.md §1:
+/// The four words of block `block` of the stream keyed by `seed` (docs/contract.md §3:
 /// key `(seed lo, seed hi)`, counter `(block lo, block hi, 0, 0)`).
 #[must_use]
 #[inline]
@@ -129,7 +129,7 @@ pub fn word_at(seed: u64, base: u64, word: u64) -> u32 {
 mod tests {
     use super::*;
 
-    /// The known answers from Random123's kat_vectors, as listed in DESIGN.md §1.
+    /// The known answers from Random123's kat_vectors, as listed in docs/contract.md §2.
     #[test]
     fn known_answers() {
         let cases: [([u32; 4], [u32; 2], [u32; 4]); 3] = [

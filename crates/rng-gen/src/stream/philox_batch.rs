@@ -32,7 +32,7 @@ pub fn philox4x32_10_batch(
 /// The words of blocks `first_block .. first_block + BATCH_BLOCKS` (block numbers wrap
 /// modulo 2^64) of the stream keyed by `seed`, in stream order: `words[4*j + l]` is
 /// lane `l` of block `first_block + j`, i.e. `block_words(seed, first_block + j)[l]`
-/// (DESIGN.md §1 key and counter layout).
+/// (docs/contract.md §3 key and counter layout).
 #[inline]
 pub fn batch_words(seed: u64, first_block: u64, words: &mut [u32; BATCH_WORDS]) {
     with_widest_simd(
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn known_answers_in_every_lane() {
-        // DESIGN.md §1 known answers, placed in different lanes of one batch.
+        // docs/contract.md §2 known answers, placed in different lanes of one batch.
         let cases: [([u32; 4], [u32; 4]); 2] = [
             ([0; 4], [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]),
             (

@@ -1,5 +1,5 @@
-//! The process-wide deterministic-algorithms switch (DESIGN.md §4), PyTorch's
-//! `torch.use_deterministic_algorithms` in Rust form.
+//! The process-wide deterministic-algorithms switch (docs/determinism.md#the-switch),
+//! PyTorch's `torch.use_deterministic_algorithms` in Rust form.
 //!
 //! Random ops in ditto are deterministic by construction. What is not: an op whose
 //! *fast* path lets timing decide the result, such as GPU atomics accumulating floats in

@@ -1,5 +1,6 @@
-//! Dropout forward as a sampler: one word per element, keep iff `u >= p` (DESIGN.md §1),
-//! kept elements scaled, dropped ones `+0`, and optionally the packed keep-mask.
+//! Dropout forward as a sampler: one word per element, keep iff `u >= p`
+//! (docs/contract.md §5.7), kept elements scaled, dropped ones `+0`, and optionally the
+//! packed keep-mask.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -7,9 +7,10 @@
 //! Instead every rank reserves the stretch of the whole global batch, so generators stay
 //! in lockstep, and computes its rows at their global element indices: row `r` of a
 //! batch of rows of `row_len` elements uses words `r * row_len ..` of the op, exactly
-//! the words a single process dropping out the whole batch gives that row (DESIGN.md §1:
-//! word `w` of the op is lane `w % 4` of block `o + w / 4`). Masks therefore equal the
-//! single-process run's row for row, and never collide between ranks.
+//! the words a single process dropping out the whole batch gives that row
+//! (docs/contract.md §3: word `w` of the op is lane `w % 4` of block `o + w / 4`; §9.1).
+//! Masks therefore equal the single-process run's row for row, and never collide
+//! between ranks.
 
 use tensor_core::Tensor;
 
