@@ -27,12 +27,12 @@ mod args;
 mod curves;
 #[path = "ddp_train_support/demo.rs"]
 mod demo;
+#[path = "common/flags.rs"]
+mod flags;
 #[path = "train_resume_support/plot.rs"]
 mod plot;
 #[path = "train_resume_support/report.rs"]
 mod report;
-#[path = "train_resume_support/args.rs"]
-mod train_args;
 
 use std::error::Error;
 use std::process::ExitCode;
@@ -43,39 +43,32 @@ use distributed::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::train::TrainConfig;
 
 use args::{Args, BackendFlag};
+use flags::{check_same, conflict};
 use report::Report;
-use train_args::{check_same, ArgError};
 
 /// Print a progress line every this many steps.
 const LOG_EVERY: u64 = 20;
 
 fn main() -> ExitCode {
-    let args = match args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(e) => {
-            eprintln!("error: {e}\n\n{}", args::usage());
-            return ExitCode::from(2);
-        }
-    };
-    if args.train.help {
-        println!("{}", args::usage());
-        return ExitCode::SUCCESS;
+    let args = Args::parse_or_exit();
+    if let Some(mode) = args.run.deterministic {
+        tensor_core::use_deterministic_algorithms(mode.into());
     }
-    let result = if args.train.demo {
+    let result = if args.demo {
         demo::run(&args)
     } else {
         launch(&args)
     };
     match result {
         Ok(code) => code,
-        Err(e) if e.is::<ArgError>() => {
-            eprintln!("error: {e}\n\n{}", args::usage());
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(3)
-        }
+        // Flags that contradict the checkpoint or each other: clap's format, status 2.
+        Err(e) => match e.downcast::<clap::Error>() {
+            Ok(e) => e.exit(),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(3)
+            }
+        },
     }
 }
 
@@ -122,7 +115,7 @@ fn nccl_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
 
 /// One rank's whole run. Every rank trains; rank 0 also talks.
 fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<dyn Error>> {
-    let flags = &args.train;
+    let flags = &args.run;
     let (rank, world) = (group.rank(), group.world_size());
     let say = |line: String| {
         if rank == 0 {
@@ -153,10 +146,10 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
             let trainer = DdpTrainer::resume(path, group, flags.workers)
                 .map_err(|e| format!("cannot resume from {}: {e}", path.display()))?;
             let saved = trainer.config();
-            check_same("--seed", flags.seed, saved.seed)?;
-            check_same("--batch-size", flags.batch_size, saved.batch_size)?;
+            check_same::<Args, _>("--seed", flags.seed, saved.seed)?;
+            check_same::<Args, _>("--batch-size", flags.batch_size, saved.batch_size)?;
             if trainer.mode() != mode && (args.invariant || args.micro_shards.is_some()) {
-                return Err(ArgError::Conflict(format!(
+                return Err(conflict::<Args>(format!(
                     "the checkpoint was saved in {} mode; a resume continues it",
                     trainer.mode()
                 ))
@@ -175,7 +168,7 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
     let steps = flags.steps.unwrap_or(200);
     let done = trainer.step_count();
     if steps <= done || flags.save_at.is_some_and(|k| k <= done) {
-        return Err(ArgError::Conflict(format!(
+        return Err(conflict::<Args>(format!(
             "the run is already at step {done}: --steps ({steps}) and --save-at must be later"
         ))
         .into());

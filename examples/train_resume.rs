@@ -26,6 +26,8 @@ mod args;
 mod curves;
 #[path = "train_resume_support/demo.rs"]
 mod demo;
+#[path = "common/flags.rs"]
+mod flags;
 #[path = "train_resume_support/plot.rs"]
 mod plot;
 #[path = "train_resume_support/report.rs"]
@@ -38,26 +40,17 @@ use std::time::Instant;
 use nn_mini::train::{TrainConfig, Trainer};
 use nn_mini::Checkpoint;
 
-use args::{check_same, ArgError, Args, USAGE};
+use args::Args;
+use flags::{check_same, conflict};
 use report::Report;
 
 /// Print a progress line every this many steps.
 const LOG_EVERY: u64 = 20;
 
 fn main() -> ExitCode {
-    let args = match args::parse(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(e) => {
-            eprintln!("error: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    if args.help {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    if let Some(mode) = args.deterministic {
-        tensor_core::use_deterministic_algorithms(mode);
+    let args = Args::parse_or_exit();
+    if let Some(mode) = args.run.deterministic {
+        tensor_core::use_deterministic_algorithms(mode.into());
     }
     let result = if args.demo {
         demo::run(&args)
@@ -66,28 +59,29 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(e) if e.is::<ArgError>() => {
-            eprintln!("error: {e}\n\n{USAGE}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(3)
-        }
+        // Flags that contradict the checkpoint or each other: clap's format, status 2.
+        Err(e) => match e.downcast::<clap::Error>() {
+            Ok(e) => e.exit(),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(3)
+            }
+        },
     }
 }
 
 fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
+    let flags = &args.run;
     // 1. Start fresh from the seed, or pick up a checkpoint. A resume takes every
     //    setting from the checkpoint; flags may only repeat them (or change the worker
     //    count, which never changes a number, or the device, which keeps the random
     //    streams but rounds matmul and exp differently: see TrainConfig).
-    let mut trainer = match &args.resume {
+    let mut trainer = match &flags.resume {
         None => {
             let config = TrainConfig {
-                seed: args.seed.unwrap_or(0),
-                batch_size: args.batch_size.unwrap_or(128),
-                num_workers: args.workers.unwrap_or(0),
+                seed: flags.seed.unwrap_or(0),
+                batch_size: flags.batch_size.unwrap_or(128),
+                num_workers: flags.workers.unwrap_or(0),
                 device: args.device.unwrap_or_default(),
                 ..TrainConfig::default()
             };
@@ -100,9 +94,9 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
             let ck = Checkpoint::load(path)
                 .map_err(|e| format!("cannot resume from {}: {e}", path.display()))?;
             let saved = Trainer::config_of(&ck)?;
-            check_same("--seed", args.seed, saved.seed)?;
-            check_same("--batch-size", args.batch_size, saved.batch_size)?;
-            let trainer = Trainer::from_checkpoint(&ck, args.workers, args.device)
+            check_same::<Args, _>("--seed", flags.seed, saved.seed)?;
+            check_same::<Args, _>("--batch-size", flags.batch_size, saved.batch_size)?;
+            let trainer = Trainer::from_checkpoint(&ck, flags.workers, args.device)
                 .map_err(|e| format!("cannot resume from {}: {e}", path.display()))?;
             println!(
                 "resumed {} at step {} (epoch {}, batch {} of the epoch)",
@@ -114,10 +108,10 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
             trainer
         }
     };
-    let steps = args.steps.unwrap_or(200);
+    let steps = flags.steps.unwrap_or(200);
     let done = trainer.step_count();
-    if steps <= done || args.save_at.is_some_and(|k| k <= done) {
-        return Err(ArgError::Conflict(format!(
+    if steps <= done || flags.save_at.is_some_and(|k| k <= done) {
+        return Err(conflict::<Args>(format!(
             "the run is already at step {done}: --steps ({steps}) and --save-at must be later"
         ))
         .into());
@@ -150,12 +144,12 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
         let loss = trainer.step()?;
         let step = trainer.step_count();
         rows.push((step, loss));
-        if step % LOG_EVERY == 0 || step == steps || Some(step) == args.save_at {
+        if step % LOG_EVERY == 0 || step == steps || Some(step) == flags.save_at {
             let rate = rows.len() as f64 / started.elapsed().as_secs_f64();
             println!("step {step:>5}/{steps} | loss {loss:.6} | {rate:>7.1} steps/s");
         }
-        if Some(step) == args.save_at {
-            let path = args
+        if Some(step) == flags.save_at {
+            let path = flags
                 .checkpoint
                 .clone()
                 .unwrap_or_else(|| "checkpoint.safetensors".into());
@@ -168,9 +162,9 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
     // 3. Write this run's rows, compare them with another run step for step and bit
     //    for bit, and plot the whole history (restored steps included) over it.
     let report = Report {
-        out: args.out.as_deref(),
-        compare: args.compare.as_deref(),
-        plot: args.plot.as_deref(),
+        out: flags.out.as_deref(),
+        compare: flags.compare.as_deref(),
+        plot: flags.plot.as_deref(),
     };
-    report.finish(&rows, trainer.losses(), args.resume.as_ref().map(|_| done))
+    report.finish(&rows, trainer.losses(), flags.resume.as_ref().map(|_| done))
 }

@@ -1,188 +1,170 @@
 //! Command-line flags of `ddp_train`: its own (`--backend`, `--world-size`,
-//! `--invariant`, `--micro-shards`), peeled off first, then `train_resume`'s, parsed by
-//! `train_resume`'s own parser so the two programs share one definition of them.
+//! `--invariant`, `--micro-shards`, `--demo`) plus the run's flags it shares with
+//! `train_resume` (`examples/common/flags.rs`), parsed by clap (derive). There is no
+//! `--device`: the backend picks it.
 
-use super::train_args::{self, ArgError};
+use clap::builder::RangedU64ValueParser;
+use clap::{Parser, ValueEnum};
 
-pub use super::train_args::Args as TrainArgs;
+use super::flags::{conflict, RunFlags};
 
-/// The usage message (ddp_train's flags, then the ones it shares with train_resume).
-pub fn usage() -> String {
-    format!(
-        "\
-usage: ddp_train [options]
-
-Data parallel training of train_resume's MLP; the loss curve does not depend on the
-number of ranks with --invariant.
-
-  --backend B         threads (default), mpi (build with --features mpi, start with
-                      mpirun) or nccl (build with --features nccl, one process per GPU
-                      with torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-                      MASTER_PORT)
-  --world-size N      ranks for the threads backend (default 1); mpi and nccl take
-                      theirs from the launcher
-  --invariant         world-size-invariant gradient sums (fixed micro-shards, fixed
-                      tree); without it the backend's all-reduce (fast, reproducible
-                      only at a fixed world size)
-  --micro-shards N    micro-shards of --invariant (a power of two, default 8); the
-                      world size must be a power of two dividing it
-  --batch-size N      the global batch (all ranks together), divided among the ranks
-  --demo              threads: a straight run on 1 rank, the same on 4 ranks, a run on
-                      4 ranks killed at --save-at and resumed on 2, each compared with
-                      the first (--invariant is implied)
-
-train_resume's flags, shared (except --device: the backend picks it):
-{}",
-        train_args::USAGE
-            .split_once("\n\n")
-            .map_or(train_args::USAGE, |(_, flags)| flags)
-    )
-}
+/// The most ranks of the threads backend, and the most micro-shards.
+pub const MAX_RANKS: u64 = 1024;
 
 /// Which engine runs the ranks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BackendFlag {
+    /// Ranks are threads of this process (CPU)
     Threads,
+    /// One process per rank under mpirun (CPU); build with --features mpi
     Mpi,
+    /// One process per GPU, launched like torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
+    /// MASTER_ADDR, MASTER_PORT); build with --features nccl
     Nccl,
 }
 
-/// ddp_train's flags.
-#[derive(Clone, Debug)]
+/// Data parallel training of train_resume's MLP; with --invariant the loss curve does
+/// not depend on the number of ranks.
+///
+/// Rank 0 prints, writes the CSV and the checkpoint, and compares. --batch-size is the
+/// global batch (all ranks together), divided among the ranks.
+///
+/// Exit status: 0 ok, 1 the compared curves differ, 2 bad flags, 3 any other error.
+#[derive(Parser, Clone, Debug, PartialEq)]
+#[command(name = "ddp_train")]
 pub struct Args {
+    /// Which engine runs the ranks
+    #[arg(long, value_enum, default_value_t = BackendFlag::Threads)]
     pub backend: BackendFlag,
+
+    /// Ranks of the threads backend, 1..=1024 [default: 1]; mpi and nccl take theirs
+    /// from the launcher
+    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_RANKS))]
     pub world_size: Option<usize>,
+
+    /// World-size-invariant gradient sums (fixed micro-shards, fixed tree); without it
+    /// the backend's all-reduce (fast, reproducible only at a fixed world size)
+    #[arg(long)]
     pub invariant: bool,
+
+    /// Micro-shards of --invariant: a power of two in 1..=1024 [default: 8]; the world
+    /// size must be a power of two dividing it
+    #[arg(long, value_name = "N", value_parser = power_of_two_shards)]
     pub micro_shards: Option<usize>,
-    /// train_resume's flags (`--demo` and `--help` included).
-    pub train: TrainArgs,
+
+    /// Threads backend: a straight run on 1 rank, the same on 4 ranks, a run on 4
+    /// ranks killed at --save-at and resumed on 2, each compared with the first
+    /// (implies --invariant)
+    #[arg(long, conflicts_with_all = ["resume", "compare", "out", "world_size"])]
+    pub demo: bool,
+
+    #[command(flatten)]
+    pub run: RunFlags,
 }
 
-/// Parses the command line.
-pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, ArgError> {
-    let mut backend = None;
-    let mut world_size = None;
-    let mut invariant = false;
-    let mut micro_shards = None;
-    let mut rest = Vec::new();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |flag: &str| match inline.clone() {
-            Some(v) => Ok(v),
-            None => args
-                .next()
-                .ok_or_else(|| ArgError::MissingValue(flag.to_string())),
-        };
-        let invalid = |flag: &str, value: &str, expected| ArgError::InvalidValue {
-            flag: flag.to_string(),
-            value: value.to_string(),
-            expected,
-        };
-        match flag.as_str() {
-            "--backend" => {
-                let v = value(&flag)?;
-                let parsed = match v.as_str() {
-                    "threads" => BackendFlag::Threads,
-                    "mpi" => BackendFlag::Mpi,
-                    "nccl" => BackendFlag::Nccl,
-                    _ => return Err(invalid(&flag, &v, "threads, mpi or nccl")),
-                };
-                if backend.replace(parsed).is_some() {
-                    return Err(ArgError::Repeated(flag));
-                }
-            }
-            "--world-size" | "--micro-shards" => {
-                let v = value(&flag)?;
-                let n: usize = v
-                    .parse()
-                    .ok()
-                    .filter(|&n| n > 0 && n <= 1024)
-                    .ok_or_else(|| invalid(&flag, &v, "a positive integer up to 1024"))?;
-                let slot = if flag == "--world-size" {
-                    &mut world_size
-                } else {
-                    &mut micro_shards
-                };
-                if slot.replace(n).is_some() {
-                    return Err(ArgError::Repeated(flag));
-                }
-            }
-            "--invariant" => {
-                if inline.is_some() {
-                    return Err(invalid(&flag, inline.as_deref().unwrap_or(""), "no value"));
-                }
-                if std::mem::replace(&mut invariant, true) {
-                    return Err(ArgError::Repeated(flag));
-                }
-            }
-            _ => rest.push(arg),
+/// `--micro-shards`: a power of two in 1..=[`MAX_RANKS`].
+fn power_of_two_shards(value: &str) -> Result<usize, String> {
+    match value.parse::<u64>() {
+        Ok(n) if n.is_power_of_two() && n <= MAX_RANKS => Ok(n as usize),
+        _ => Err(format!("expected a power of two in 1..={MAX_RANKS}")),
+    }
+}
+
+impl Args {
+    /// Parses the process's command line; prints the error and exits with status 2 on
+    /// bad flags (and prints `--help` and exits with 0).
+    pub fn parse_or_exit() -> Self {
+        match Args::parse().validated() {
+            Ok(args) => args,
+            Err(e) => e.exit(),
         }
     }
-    let train = train_args::parse(rest)?;
-    let backend = backend.unwrap_or(BackendFlag::Threads);
-    let conflict = |m: &str| Err(ArgError::Conflict(m.to_string()));
-    if train.device.is_some() {
-        return conflict("--device is not a ddp_train flag: threads and mpi run on the CPU, nccl on GPU LOCAL_RANK");
+
+    /// The checks clap's attributes cannot state; `--demo` turns on `--invariant`.
+    pub fn validated(mut self) -> Result<Self, clap::Error> {
+        self.run.validate::<Args>()?;
+        let threads = self.backend == BackendFlag::Threads;
+        if self.world_size.is_some() && !threads {
+            return Err(conflict::<Args>(
+                "--world-size is for the threads backend; mpi and nccl take the world size from their launcher".into(),
+            ));
+        }
+        if self.demo && !threads {
+            return Err(conflict::<Args>(
+                "--demo runs on the threads backend with 1, 4 and 2 ranks itself".into(),
+            ));
+        }
+        if self.micro_shards.is_some() && !self.invariant && !self.demo {
+            return Err(conflict::<Args>("--micro-shards needs --invariant".into()));
+        }
+        self.invariant |= self.demo;
+        Ok(self)
     }
-    if world_size.is_some() && backend != BackendFlag::Threads {
-        return conflict("--world-size is for the threads backend; mpi and nccl take the world size from their launcher");
-    }
-    if micro_shards.is_some() && !invariant && !train.demo {
-        return conflict("--micro-shards needs --invariant");
-    }
-    if train.demo && (backend != BackendFlag::Threads || world_size.is_some()) {
-        return conflict("--demo runs on the threads backend with 1, 4 and 2 ranks itself");
-    }
-    Ok(Args {
-        backend,
-        world_size,
-        invariant: invariant || train.demo,
-        micro_shards,
-        train,
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
-    fn parse_str(line: &str) -> Result<Args, ArgError> {
-        parse(line.split_whitespace().map(String::from))
+    fn parse(line: &str) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("ddp_train").chain(line.split_whitespace()))?
+            .validated()
     }
 
     #[test]
-    fn peels_off_its_flags_and_passes_the_rest_on() {
-        let a = parse_str(
-            "--backend threads --world-size 4 --seed 7 --steps 100 --invariant --out w4.csv",
-        )
-        .unwrap();
+    fn the_command_is_well_formed_and_help_states_every_range() {
+        Args::command().debug_assert();
+        let help = Args::command().render_long_help().to_string();
+        for range in ["1..=1024", "1..=1000000", "1..=4000", "0..=256", "--seed"] {
+            assert!(
+                help.contains(range),
+                "--help does not state {range}:\n{help}"
+            );
+        }
+        assert!(!help.contains("--device"));
+    }
+
+    #[test]
+    fn own_flags_and_shared_ones_parse_and_bad_input_is_refused() {
+        let a =
+            parse("--backend threads --world-size 4 --seed 7 --steps 100 --invariant --out w4.csv")
+                .unwrap();
         assert_eq!(
             (a.backend, a.world_size, a.invariant),
             (BackendFlag::Threads, Some(4), true)
         );
-        assert_eq!((a.train.seed, a.train.steps), (Some(7), Some(100)));
+        assert_eq!((a.run.seed, a.run.steps), (Some(7), Some(100)));
+        assert_eq!(parse("--backend=mpi").unwrap().backend, BackendFlag::Mpi);
+        assert_eq!(parse("").unwrap().backend, BackendFlag::Threads);
+        assert!(parse("--demo").unwrap().invariant);
         assert_eq!(
-            parse_str("--backend=mpi").unwrap().backend,
-            BackendFlag::Mpi
+            parse("--invariant --micro-shards 16").unwrap().micro_shards,
+            Some(16)
         );
-        assert!(parse_str("--demo").unwrap().invariant);
         for (line, want) in [
-            ("--backend gloo", "threads, mpi or nccl"),
+            ("--backend gloo", "possible values: threads, mpi, nccl"),
             ("--backend mpi --world-size 2", "threads backend"),
-            ("--world-size 0", "positive"),
-            ("--device cpu", "not a ddp_train flag"),
+            ("--world-size 0", "0 is not in 1..=1024"),
+            ("--world-size 1025", "not in 1..=1024"),
+            (
+                "--invariant --micro-shards 12",
+                "a power of two in 1..=1024",
+            ),
+            (
+                "--invariant --micro-shards 2048",
+                "a power of two in 1..=1024",
+            ),
+            ("--batch-size 4000000000000", "not in 1..=4000"),
+            ("--device cpu", "unexpected argument '--device'"),
             ("--micro-shards 4", "needs --invariant"),
-            ("--invariant --invariant", "more than once"),
-            ("--frobnicate", "unknown"),
+            ("--invariant --invariant", "cannot be used multiple times"),
+            ("--frobnicate", "unexpected argument"),
             ("--demo --backend mpi", "threads backend"),
+            ("--demo --world-size 2", "cannot be used with"),
         ] {
-            let err = parse_str(line).unwrap_err().to_string();
+            let err = parse(line).unwrap_err().to_string();
             assert!(err.contains(want), "{line}: {err}");
         }
-        assert!(usage().contains("--seed N"));
     }
 }

@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
+use clap::ValueEnum;
+
 use super::args::Args;
 
 /// Runs `ddp_train` with `args` as a child process, echoing the command line.
@@ -15,7 +17,7 @@ fn run_child(exe: &Path, args: &[String]) -> Result<i32, Box<dyn std::error::Err
 }
 
 pub fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let flags = &args.train;
+    let flags = &args.run;
     let exe = std::env::current_exe()?;
     let steps = flags.steps.unwrap_or(100);
     let save_at = flags.save_at.unwrap_or(steps / 2).max(1);
@@ -43,6 +45,9 @@ pub fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     }
     if let Some(workers) = flags.workers {
         common.extend(["--workers".into(), workers.to_string()]);
+    }
+    if let Some(mode) = flags.deterministic.and_then(|m| m.to_possible_value()) {
+        common.extend(["--deterministic".into(), mode.get_name().to_string()]);
     }
     let mut fresh = common.clone();
     fresh.extend(["--seed".into(), flags.seed.unwrap_or(0).to_string()]);

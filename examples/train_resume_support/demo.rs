@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use tensor_core::DeterministicMode;
+use clap::ValueEnum;
 
 use super::args::Args;
 
@@ -14,19 +14,11 @@ fn run_child(exe: &Path, args: &[String]) -> Result<i32, Box<dyn std::error::Err
     Ok(status.code().unwrap_or(3))
 }
 
-/// The `--deterministic` value naming `mode`.
-fn mode_flag(mode: DeterministicMode) -> String {
-    match mode {
-        DeterministicMode::Off => "off",
-        DeterministicMode::Warn => "warn",
-        DeterministicMode::Error => "error",
-    }
-    .to_string()
-}
-
 /// 1. a straight run to `a.csv`; 2. the same run killed after step k with a checkpoint;
 /// 3. a resume from that checkpoint, compared with `a.csv` step for step.
 pub fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
+    let device = args.device;
+    let args = &args.run;
     let exe = std::env::current_exe()?;
     let steps = args.steps.unwrap_or(200);
     let save_at = args.save_at.unwrap_or(steps * 3 / 5).max(1);
@@ -48,8 +40,13 @@ pub fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
     let mut common = vec!["--steps".to_string(), steps.to_string()];
     for (flag, value) in [
         ("--workers", args.workers.map(|w| w.to_string())),
-        ("--device", args.device.map(|d| d.to_string())),
-        ("--deterministic", args.deterministic.map(mode_flag)),
+        ("--device", device.map(|d| d.to_string())),
+        (
+            "--deterministic",
+            args.deterministic
+                .and_then(|m| m.to_possible_value())
+                .map(|v| v.get_name().to_string()),
+        ),
     ] {
         if let Some(value) = value {
             common.extend([flag.to_string(), value]);

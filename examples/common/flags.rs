@@ -1,0 +1,144 @@
+//! The flags `train_resume` and `ddp_train` share, as one clap struct each program
+//! flattens into its own, so the two command lines cannot drift apart.
+//!
+//! Every numeric flag has a range, stated in `--help` and enforced by clap before
+//! anything runs: a value outside it is an error naming the flag and the range (exit
+//! status 2), never a run with a silently clamped or absurd setting.
+
+use std::path::PathBuf;
+
+use clap::builder::RangedU64ValueParser;
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, ValueEnum};
+use tensor_core::DeterministicMode;
+
+/// The most steps a run may train: a million steps take hours on a CPU, and the loss
+/// history every checkpoint carries stays at 4 MB.
+pub const MAX_STEPS: u64 = 1_000_000;
+/// The largest batch: the synthetic dataset's size (`TrainConfig::default()
+/// .dataset_size`, checked by a test). The loader does not drop a last partial batch,
+/// so a larger batch would silently be the whole dataset.
+pub const MAX_BATCH_SIZE: u64 = 4000;
+/// The most data-loader worker threads.
+pub const MAX_WORKERS: u64 = 256;
+
+/// `--deterministic`: the modes of `tensor_core::use_deterministic_algorithms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeFlag {
+    /// Fast paths where they pay (the default).
+    Off,
+    /// Deterministic paths; an explicit fast one warns once per op.
+    Warn,
+    /// Deterministic paths; an explicit fast one is an error.
+    Error,
+}
+
+impl From<ModeFlag> for DeterministicMode {
+    fn from(mode: ModeFlag) -> Self {
+        match mode {
+            ModeFlag::Off => DeterministicMode::Off,
+            ModeFlag::Warn => DeterministicMode::Warn,
+            ModeFlag::Error => DeterministicMode::Error,
+        }
+    }
+}
+
+/// A training run's flags. `None` means "not given", so a resume can tell a default
+/// from a value the user typed (the defaults are stated in each flag's help).
+#[derive(Args, Clone, Debug, Default, PartialEq)]
+pub struct RunFlags {
+    /// Run seed, any unsigned 64-bit integer [default: 0]; on --resume it must match
+    /// the checkpoint's
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// Train until step N, 1..=1000000 [default: 200]
+    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<u64>::new().range(1..=MAX_STEPS))]
+    pub steps: Option<u64>,
+
+    /// Samples per batch, 1..=4000 (the dataset's size) [default: 128]; on --resume it
+    /// must match the checkpoint's
+    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_BATCH_SIZE))]
+    pub batch_size: Option<usize>,
+
+    /// Data-loader worker threads, 0..=256 [default: 0]; never changes a number
+    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_WORKERS))]
+    pub workers: Option<usize>,
+
+    /// Write the checkpoint after STEP and exit, like a job hitting its time limit;
+    /// 1..=--steps
+    #[arg(long, value_name = "STEP", value_parser = RangedU64ValueParser::<u64>::new().range(1..=MAX_STEPS))]
+    pub save_at: Option<u64>,
+
+    /// Where --save-at writes [default: checkpoint.safetensors]
+    #[arg(long, value_name = "PATH")]
+    pub checkpoint: Option<PathBuf>,
+
+    /// Continue the run saved in PATH (its settings come from the checkpoint)
+    #[arg(long, value_name = "PATH")]
+    pub resume: Option<PathBuf>,
+
+    /// Write this run's losses as CSV: step,loss (one row per step run)
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+
+    /// Compare this run's losses with the same steps of another CSV; prints both
+    /// curves and `identical: yes` or `identical: no` (exit status 1)
+    #[arg(long, value_name = "PATH")]
+    pub compare: Option<PathBuf>,
+
+    /// Draw the loss curve(s) as a PNG
+    #[arg(long, value_name = "PATH")]
+    pub plot: Option<PathBuf>,
+
+    /// use_deterministic_algorithms' mode [default: off]; every op the runs use is
+    /// deterministic, so the curves are the same in every mode
+    #[arg(long, value_name = "MODE")]
+    pub deterministic: Option<ModeFlag>,
+}
+
+impl RunFlags {
+    /// The checks clap's attributes cannot state: `--save-at` within `--steps`.
+    pub fn validate<C: CommandFactory>(&self) -> Result<(), clap::Error> {
+        if let (Some(save_at), Some(steps)) = (self.save_at, self.steps) {
+            if save_at > steps {
+                return Err(conflict::<C>(format!(
+                    "--save-at {save_at} is after the last step (--steps {steps})"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A command-line error of program `C` found after parsing (flags that contradict
+/// each other or a checkpoint); printed like clap's own, with exit status 2.
+pub fn conflict<C: CommandFactory>(message: String) -> clap::Error {
+    C::command().error(ErrorKind::ArgumentConflict, message)
+}
+
+/// Errors when a flag given with `--resume` repeats a setting with a value other than
+/// the checkpoint's: a resume continues the saved run, it cannot change it.
+pub fn check_same<C: CommandFactory, T: PartialEq + std::fmt::Display>(
+    flag: &str,
+    given: Option<T>,
+    saved: T,
+) -> Result<(), clap::Error> {
+    match given {
+        Some(value) if value != saved => Err(conflict::<C>(format!(
+            "{flag} {value} does not match the checkpoint's {saved}; a resume continues the saved run"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_bound_is_the_dataset_size() {
+        let dataset = nn_mini::train::TrainConfig::default().dataset_size;
+        assert_eq!(MAX_BATCH_SIZE, dataset as u64);
+    }
+}
