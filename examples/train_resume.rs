@@ -13,7 +13,7 @@
 //!     --checkpoint ck.safetensors --out b.csv
 //! cargo run --release --example train_resume -- --resume ck.safetensors --steps 200 \
 //!     --out c.csv --compare a.csv          # prints `identical: yes`
-//! cargo run --release --example train_resume -- --demo   # all three, in one command
+//! cargo run --release --example train_resume -- --demo   # all three, and a loss-curve PNG
 //! ```
 //!
 //! Steps 121..200 of `a.csv` and `c.csv` are byte-identical, with any `--workers`.

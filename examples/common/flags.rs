@@ -87,9 +87,13 @@ pub struct RunFlags {
     #[arg(long, value_name = "PATH")]
     pub compare: Option<PathBuf>,
 
-    /// Draw the loss curve(s) as a PNG
+    /// Draw the loss curve(s) as a PNG (--demo draws one by default, next to its CSVs)
     #[arg(long, value_name = "PATH")]
     pub plot: Option<PathBuf>,
+
+    /// With --demo: do not draw the loss-curve PNG
+    #[arg(long, conflicts_with = "plot")]
+    pub no_plot: bool,
 
     /// use_deterministic_algorithms' mode [default: off]; every op the runs use is
     /// deterministic, so the curves are the same in every mode

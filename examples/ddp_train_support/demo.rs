@@ -101,11 +101,21 @@ pub fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
             &a,
         ],
     );
-    if let Some(plot) = &flags.plot {
-        resumed.extend(["--plot".into(), plot.display().to_string()]);
+    // The loss curves of the resumed run over the first run's, next to the CSVs.
+    let png = match (&flags.plot, flags.no_plot) {
+        (_, true) => None,
+        (Some(path), false) => Some(path.display().to_string()),
+        (None, false) => Some(file("loss.png")),
+    };
+    if let Some(png) = &png {
+        resumed.extend(["--plot".into(), png.clone()]);
     }
     let resumed_same = run_child(&exe, &resumed)?;
     println!("\n(files in {})", dir.display());
+    // Status 0 or 1: the resumed run got as far as its report, so the PNG is there.
+    if let Some(png) = png.filter(|_| resumed_same <= 1) {
+        println!("loss curves: {png}");
+    }
     let all_same = same_on_4 == 0 && resumed_same == 0;
     println!(
         "1 rank, 4 ranks and 4 -> 2 ranks identical: {}",

@@ -89,10 +89,20 @@ pub fn run(args: &Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
         "--compare".into(),
         file("a.csv"),
     ]);
-    if let Some(plot) = &args.plot {
-        resumed.extend(["--plot".into(), plot.display().to_string()]);
+    // The loss curves of the resumed run over the first run's, next to the CSVs.
+    let png = match (&args.plot, args.no_plot) {
+        (_, true) => None,
+        (Some(path), false) => Some(path.display().to_string()),
+        (None, false) => Some(file("loss.png")),
+    };
+    if let Some(png) = &png {
+        resumed.extend(["--plot".into(), png.clone()]);
     }
     let code = run_child(&exe, &resumed)?;
     println!("\n(files in {})", dir.display());
+    // Status 0 or 1: the resumed run got as far as its report, so the PNG is there.
+    if let Some(png) = png.filter(|_| code <= 1) {
+        println!("loss curves: {png}");
+    }
     Ok(ExitCode::from(u8::try_from(code).unwrap_or(3)))
 }

@@ -31,29 +31,43 @@ impl Report<'_> {
         if let Some(out) = self.out {
             curves::write_csv(out, rows)?;
         }
-        let mut code = ExitCode::SUCCESS;
+        let mut identical = None;
         let reference = match self.compare {
-            Some(path) => {
-                let name = path.file_name().map_or_else(
-                    || path.display().to_string(),
-                    |n| n.to_string_lossy().into_owned(),
-                );
-                Some((name, curves::read_csv(path)?))
-            }
+            Some(path) => Some((file_name(path), curves::read_csv(path)?)),
             None => None,
         };
         if let Some((name, reference)) = &reference {
-            if !curves::compare(rows, reference, name) {
-                code = ExitCode::from(1);
-            }
+            identical = Some(curves::compare(rows, reference, name));
         }
         if let Some(png) = self.plot {
             let history: Vec<(u64, f32)> = (1..).zip(losses.iter().copied()).collect();
-            let reference = reference.as_ref().map(|(n, r)| (n.as_str(), r));
-            plot::draw(png, &history, reference, resumed_after)
-                .map_err(|e| format!("cannot draw {}: {e}", png.display()))?;
-            println!("plotted {}", png.display());
+            let name = self.out.map_or_else(|| "this run".to_string(), file_name);
+            let title = match (&reference, identical) {
+                (Some((other, _)), Some(true)) => format!("{name} and {other}: identical"),
+                (Some((other, _)), _) => format!("{name} and {other}: they differ"),
+                (None, _) => name.clone(),
+            };
+            let curves = plot::Curves {
+                title: &title,
+                name: &name,
+                history: &history,
+                reference: reference.as_ref().map(|(n, r)| (n.as_str(), r)),
+                resumed_after,
+            };
+            plot::draw(png, &curves).map_err(|e| format!("cannot draw {}: {e}", png.display()))?;
+            println!("loss curves plotted: {}", png.display());
         }
-        Ok(code)
+        Ok(match identical {
+            Some(false) => ExitCode::from(1),
+            _ => ExitCode::SUCCESS,
+        })
     }
+}
+
+/// The file name of `path` (all of it when it has none), for legends and tables.
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
