@@ -18,58 +18,37 @@
 //! cargo run --release --example ddp_train -- --demo    # 1 rank, 4 ranks, 4 -> 2 resume
 //! ```
 //!
-//! Rank 0 prints the progress, writes the CSV and compares; the loop itself is
-//! `distributed::DdpTrainer`. Read `main` and `run_rank` top to bottom.
+//! Rank 0 prints the progress, writes the CSV and compares. Read `main` and `run_rank`
+//! top to bottom: the loop is the one of `train_resume`, with `distributed::DdpTrainer`
+//! in place of `nn_mini::train::Trainer`; `common/` holds what the two share.
 
 #[path = "ddp_train_support/args.rs"]
 mod args;
-#[path = "train_resume_support/curves.rs"]
-mod curves;
+mod common;
 #[path = "ddp_train_support/demo.rs"]
 mod demo;
-#[path = "common/flags.rs"]
-mod flags;
-#[path = "train_resume_support/plot.rs"]
-mod plot;
-#[path = "train_resume_support/report.rs"]
-mod report;
 
 use std::error::Error;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
 
 use distributed::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
-use nn_mini::train::TrainConfig;
 
 use args::{Args, BackendFlag};
-use flags::{check_same, conflict};
-use report::Report;
-
-/// Print a progress line every this many steps.
-const LOG_EVERY: u64 = 20;
+use common::flags::{check_same, conflict};
+use common::report::Report;
+use common::run::{checkpoint_path, exit_code, last_step, Progress};
 
 fn main() -> ExitCode {
     let args = Args::parse_or_exit();
     if let Some(mode) = args.run.deterministic {
         tensor_core::use_deterministic_algorithms(mode.into());
     }
-    let result = if args.demo {
+    exit_code(if args.demo {
         demo::run(&args)
     } else {
         launch(&args)
-    };
-    match result {
-        Ok(code) => code,
-        // Flags that contradict the checkpoint or each other: clap's format, status 2.
-        Err(e) => match e.downcast::<clap::Error>() {
-            Ok(e) => e.exit(),
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(3)
-            }
-        },
-    }
+    })
 }
 
 /// Starts the ranks on the chosen backend and returns rank 0's exit code.
@@ -132,13 +111,7 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
     // 1. Start fresh from the seed, or pick up a checkpoint (saved on any world size).
     let mut trainer = match &flags.resume {
         None => {
-            let config = TrainConfig {
-                seed: flags.seed.unwrap_or(0),
-                batch_size: flags.batch_size.unwrap_or(128),
-                num_workers: flags.workers.unwrap_or(0),
-                device: group.device(),
-                ..TrainConfig::default()
-            };
+            let config = flags.train_config(group.device());
             rng_gen::manual_seed(config.seed);
             DdpTrainer::new(config, mode, group)?
         }
@@ -165,14 +138,8 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
             trainer
         }
     };
-    let steps = flags.steps.unwrap_or(200);
     let done = trainer.step_count();
-    if steps <= done || flags.save_at.is_some_and(|k| k <= done) {
-        return Err(conflict::<Args>(format!(
-            "the run is already at step {done}: --steps ({steps}) and --save-at must be later"
-        ))
-        .into());
-    }
+    let steps = last_step::<Args>(flags, done)?;
     let c = trainer.config();
     say(format!(
         "seed {} | MLP {:?} | dropout {} | SGD lr {} momentum {} | batch {} ({} per rank x {world}) | {} | {}",
@@ -187,24 +154,19 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
         trainer.mode()
     ));
 
-    // 2. Train; --save-at checkpoints after that step (rank 0 writes) and stops.
-    let mut rows: Vec<(u64, f32)> = Vec::new();
-    let started = Instant::now();
+    // 2. Train. `trainer.step()` is one SGD step on this rank's rows of the next global
+    //    batch, its gradients summed across the ranks (a collective: every rank calls
+    //    it; read it in crates/distributed/src/trainer/mod.rs). `--save-at`
+    //    checkpoints after that step (rank 0 writes) and stops.
+    let mut progress = Progress::new(flags, steps);
     while trainer.step_count() < steps {
         let loss = trainer.step()?;
         let step = trainer.step_count();
-        rows.push((step, loss));
-        if step % LOG_EVERY == 0 || step == steps || Some(step) == flags.save_at {
-            let rate = rows.len() as f64 / started.elapsed().as_secs_f64();
-            say(format!(
-                "step {step:>5}/{steps} | loss {loss:.6} | {rate:>7.1} steps/s"
-            ));
+        if let Some(line) = progress.record(step, loss) {
+            say(line);
         }
         if Some(step) == flags.save_at {
-            let path = flags
-                .checkpoint
-                .clone()
-                .unwrap_or_else(|| "checkpoint.safetensors".into());
+            let path = checkpoint_path(flags);
             trainer.save(&path)?;
             say(format!(
                 "saved {} after step {step}; stopping here",
@@ -218,10 +180,9 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
     }
 
     // 3. Rank 0: this run's rows, the comparison, the plot (as train_resume does).
-    let report = Report {
-        out: flags.out.as_deref(),
-        compare: flags.compare.as_deref(),
-        plot: flags.plot.as_deref(),
-    };
-    report.finish(&rows, trainer.losses(), flags.resume.as_ref().map(|_| done))
+    Report::of(flags).finish(
+        &progress.rows,
+        trainer.losses(),
+        flags.resume.as_ref().map(|_| done),
+    )
 }

@@ -17,74 +17,49 @@
 //! ```
 //!
 //! Steps 121..200 of `a.csv` and `c.csv` are byte-identical, with any `--workers`.
-//! The loop itself lives in `nn_mini::train` so tests can resume it at every step; this
-//! file is the command line around it. Read `main` and `run` top to bottom.
+//! Read `main` top to bottom: set up or resume, train, report. A training binary can
+//! start as a copy of this file, `train_resume_support/args.rs` (its flags) and
+//! `common/` (what it shares with `ddp_train`: flags, progress, CSV, plot, demo).
 
 #[path = "train_resume_support/args.rs"]
 mod args;
-#[path = "train_resume_support/curves.rs"]
-mod curves;
+mod common;
 #[path = "train_resume_support/demo.rs"]
 mod demo;
-#[path = "common/flags.rs"]
-mod flags;
-#[path = "train_resume_support/plot.rs"]
-mod plot;
-#[path = "train_resume_support/report.rs"]
-mod report;
 
 use std::error::Error;
 use std::process::ExitCode;
-use std::time::Instant;
 
-use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::train::Trainer;
 use nn_mini::Checkpoint;
 
 use args::Args;
-use flags::{check_same, conflict};
-use report::Report;
-
-/// Print a progress line every this many steps.
-const LOG_EVERY: u64 = 20;
+use common::flags::check_same;
+use common::report::Report;
+use common::run::{checkpoint_path, exit_code, last_step, Progress};
 
 fn main() -> ExitCode {
     let args = Args::parse_or_exit();
     if let Some(mode) = args.run.deterministic {
         tensor_core::use_deterministic_algorithms(mode.into());
     }
-    let result = if args.demo {
+    exit_code(if args.demo {
         demo::run(&args)
     } else {
         run(&args)
-    };
-    match result {
-        Ok(code) => code,
-        // Flags that contradict the checkpoint or each other: clap's format, status 2.
-        Err(e) => match e.downcast::<clap::Error>() {
-            Ok(e) => e.exit(),
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(3)
-            }
-        },
-    }
+    })
 }
 
 fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
     let flags = &args.run;
+
     // 1. Start fresh from the seed, or pick up a checkpoint. A resume takes every
     //    setting from the checkpoint; flags may only repeat them (or change the worker
     //    count, which never changes a number, or the device, which keeps the random
     //    streams but rounds matmul and exp differently: see TrainConfig).
     let mut trainer = match &flags.resume {
         None => {
-            let config = TrainConfig {
-                seed: flags.seed.unwrap_or(0),
-                batch_size: flags.batch_size.unwrap_or(128),
-                num_workers: flags.workers.unwrap_or(0),
-                device: args.device.unwrap_or_default(),
-                ..TrainConfig::default()
-            };
+            let config = flags.train_config(args.device.unwrap_or_default());
             // Like torch.manual_seed: the loop itself draws from its own generators, but
             // anything around it that uses the default generator is reproducible too.
             rng_gen::manual_seed(config.seed);
@@ -108,51 +83,33 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
             trainer
         }
     };
-    let steps = flags.steps.unwrap_or(200);
     let done = trainer.step_count();
-    if steps <= done || flags.save_at.is_some_and(|k| k <= done) {
-        return Err(conflict::<Args>(format!(
-            "the run is already at step {done}: --steps ({steps}) and --save-at must be later"
-        ))
-        .into());
-    }
-    let config = trainer.config();
+    let steps = last_step::<Args>(flags, done)?;
+    let c = trainer.config();
     println!(
         "seed {} | MLP {:?} | dropout {} | SGD lr {} momentum {} | batch {} | workers {} | {}",
-        config.seed,
-        config.layers,
-        config.dropout,
-        config.lr,
-        config.momentum,
-        config.batch_size,
-        config.num_workers,
-        config.device
+        c.seed, c.layers, c.dropout, c.lr, c.momentum, c.batch_size, c.num_workers, c.device
     );
-    if let tensor_core::Device::Cuda(ordinal) = config.device {
+    if let tensor_core::Device::Cuda(ordinal) = c.device {
         // The driver's name for the device, so that a log of a run on the host-executed
         // CUDA stand-in (docs/cuda-standin.md) never passes for a GPU run.
         let name = tensor_core::cuda::get_device_name(ordinal)?;
-        println!("{}: {name}", config.device);
+        println!("{}: {name}", c.device);
     }
 
-    // 2. Train. Each step: next batch, forward with dropout, cross-entropy, backward,
-    //    SGD. `--save-at` checkpoints after that step and stops, as if the job had been
-    //    killed there.
-    let mut rows: Vec<(u64, f32)> = Vec::new();
-    let started = Instant::now();
+    // 2. Train. `trainer.step()` is one SGD step: the loader's next batch, zero_grad,
+    //    forward with dropout, cross-entropy, backward, SGD update (read it in
+    //    crates/nn-mini/src/train/trainer.rs). `--save-at` checkpoints after that step
+    //    and stops, as if the job had been killed there.
+    let mut progress = Progress::new(flags, steps);
     while trainer.step_count() < steps {
         let loss = trainer.step()?;
         let step = trainer.step_count();
-        rows.push((step, loss));
-        if step % LOG_EVERY == 0 || step == steps || Some(step) == flags.save_at {
-            let rate = rows.len() as f64 / started.elapsed().as_secs_f64();
-            println!("step {step:>5}/{steps} | loss {loss:.6} | {rate:>7.1} steps/s");
+        if let Some(line) = progress.record(step, loss) {
+            println!("{line}");
         }
         if Some(step) == flags.save_at {
-            let path = flags
-                .checkpoint
-                .clone()
-                .unwrap_or_else(|| "checkpoint.safetensors".into());
+            let path = checkpoint_path(flags);
             trainer.save(&path)?;
             println!("saved {} after step {step}; stopping here", path.display());
             break;
@@ -161,10 +118,9 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
 
     // 3. Write this run's rows, compare them with another run step for step and bit
     //    for bit, and plot the whole history (restored steps included) over it.
-    let report = Report {
-        out: flags.out.as_deref(),
-        compare: flags.compare.as_deref(),
-        plot: flags.plot.as_deref(),
-    };
-    report.finish(&rows, trainer.losses(), flags.resume.as_ref().map(|_| done))
+    Report::of(flags).finish(
+        &progress.rows,
+        trainer.losses(),
+        flags.resume.as_ref().map(|_| done),
+    )
 }

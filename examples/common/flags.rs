@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use clap::builder::RangedU64ValueParser;
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, ValueEnum};
-use tensor_core::DeterministicMode;
+use nn_mini::train::TrainConfig;
+use tensor_core::{DeterministicMode, Device};
 
 /// The most steps a run may train: a million steps take hours on a CPU, and the loss
 /// history every checkpoint carries stays at 4 MB.
@@ -102,6 +103,18 @@ pub struct RunFlags {
 }
 
 impl RunFlags {
+    /// The configuration of a fresh run on `device`: the demo's MLP and data
+    /// (`TrainConfig::default()`) with the seed, batch size and worker count given.
+    pub fn train_config(&self, device: Device) -> TrainConfig {
+        TrainConfig {
+            seed: self.seed.unwrap_or(0),
+            batch_size: self.batch_size.unwrap_or(128),
+            num_workers: self.workers.unwrap_or(0),
+            device,
+            ..TrainConfig::default()
+        }
+    }
+
     /// The checks clap's attributes cannot state: `--save-at` within `--steps`.
     pub fn validate<C: CommandFactory>(&self) -> Result<(), clap::Error> {
         if let (Some(save_at), Some(steps)) = (self.save_at, self.steps) {
@@ -142,7 +155,7 @@ mod tests {
 
     #[test]
     fn the_batch_bound_is_the_dataset_size() {
-        let dataset = nn_mini::train::TrainConfig::default().dataset_size;
+        let dataset = TrainConfig::default().dataset_size;
         assert_eq!(MAX_BATCH_SIZE, dataset as u64);
     }
 }

@@ -6,7 +6,7 @@
 use clap::builder::RangedU64ValueParser;
 use clap::{Parser, ValueEnum};
 
-use super::flags::{conflict, RunFlags};
+use crate::common::flags::{conflict, RunFlags};
 
 /// The most ranks of the threads backend, and the most micro-shards.
 pub const MAX_RANKS: u64 = 1024;

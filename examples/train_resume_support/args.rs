@@ -4,7 +4,7 @@
 use clap::Parser;
 use tensor_core::Device;
 
-use super::flags::RunFlags;
+use crate::common::flags::RunFlags;
 
 /// Train an MLP, save it mid-run, resume it, and get the same loss curve bit for bit.
 ///

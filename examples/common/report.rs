@@ -6,7 +6,8 @@ use std::error::Error;
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::{curves, plot};
+use super::flags::RunFlags;
+use super::{curves, plot};
 
 /// Where a finished run's report goes: the `--out`, `--compare` and `--plot` flags.
 pub struct Report<'a> {
@@ -18,7 +19,16 @@ pub struct Report<'a> {
     pub plot: Option<&'a Path>,
 }
 
-impl Report<'_> {
+impl<'a> Report<'a> {
+    /// The report the run's flags ask for.
+    pub fn of(flags: &'a RunFlags) -> Self {
+        Report {
+            out: flags.out.as_deref(),
+            compare: flags.compare.as_deref(),
+            plot: flags.plot.as_deref(),
+        }
+    }
+
     /// Writes, compares and plots. `rows` are the steps this process ran, `losses` the
     /// whole history (a resumed run's restored steps first), `resumed_after` the step a
     /// resumed run started from. Exit code 1 when the comparison found a difference.

@@ -1,0 +1,11 @@
+//! What `train_resume` and `ddp_train` share around their training loops: the run's
+//! flags, progress lines, the end-of-run report (CSV, comparison, plot) and the
+//! demos' plumbing. Each example keeps its own `main` and loop, readable top to bottom;
+//! a training binary copied from one takes this folder along.
+
+pub mod curves;
+pub mod demo;
+pub mod flags;
+pub mod plot;
+pub mod report;
+pub mod run;
