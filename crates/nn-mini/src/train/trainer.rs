@@ -4,10 +4,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rng_gen::{fold_in, Generator, Key};
-use tensor_core::{DType, Device, Tensor};
+use tensor_core::{DType, Device};
 
+use super::run_state::{check_loader_state, read_history, ExpectedLoader, RunParts, RunView};
 use super::{GaussianClusters, TrainConfig};
-use crate::data::LoaderState;
 use crate::{
     cross_entropy, Checkpoint, CheckpointError, DataLoader, Dropout, Linear, Module, ReLU, Result,
     Sequential, Sgd, SgdConfig,
@@ -158,20 +158,16 @@ impl Trainer {
     /// use (`rng.*`), the loader position (`loader.state`), the step (`train.step`), the
     /// loss history (`train.loss_history`) and the configuration (`train.config`).
     pub fn checkpoint(&self) -> Result<Checkpoint> {
-        let mut ck = Checkpoint::new();
-        ck.put_module("model.", &self.model)?;
-        ck.put_sgd("optim.", &self.optimizer)?;
-        ck.put_generators(&[(DROPOUT_RNG, &self.dropout_generator)])?;
-        ck.put_default_generators(&self.default_generator_devices())?;
-        ck.put_loader(LOADER, &self.loader)?;
-        ck.insert(
-            STEP,
-            &Tensor::from_vec(vec![self.step as i64], &[], Device::Cpu)?,
-        )?;
-        let losses = Tensor::from_slice(&self.losses, &[self.losses.len()], Device::Cpu)?;
-        ck.insert(LOSSES, &losses)?;
-        ck.set_metadata(CONFIG_KEY, self.config.to_json())?;
-        Ok(ck)
+        RunView {
+            config: &self.config,
+            model: &self.model,
+            optimizer: &self.optimizer,
+            dropout_generator: &self.dropout_generator,
+            loader: self.loader.state()?,
+            step: self.step,
+            losses: &self.losses,
+        }
+        .to_checkpoint()
     }
 
     /// Writes [`checkpoint`](Self::checkpoint) to `path`, atomically.
@@ -207,26 +203,22 @@ impl Trainer {
         let mut config = Trainer::config_of(ck)?;
         config.num_workers = num_workers.unwrap_or(config.num_workers);
         config.device = device.unwrap_or(config.device);
-        check_model_shapes(ck, &config)?;
-        let step = ck.tensor_like(STEP, &[], DType::I64)?.to_scalar::<i64>()?;
-        let step = u64::try_from(step)
-            .map_err(|_| invalid_entry(STEP, format!("negative step {step}")))?;
-        let losses = ck.tensor(LOSSES)?;
-        let losses = ck
-            .tensor_like(LOSSES, &[losses.elem_count()], DType::F32)?
-            .to_vec::<f32>()?;
-        if losses.len() as u64 != step {
-            return Err(
-                invalid_entry(LOSSES, format!("{} losses for {step} steps", losses.len())).into(),
-            );
-        }
+        let (step, losses) = read_history(ck, &config)?;
         let mut trainer = Trainer::new(config)?;
-        trainer.check_loader_state(&ck.loader_state(LOADER)?, step)?;
-        trainer.check_momentum_buffers(ck, step)?;
-        ck.restore_module("model.", &mut trainer.model)?;
-        ck.restore_sgd("optim.", &mut trainer.optimizer, &trainer.model)?;
-        ck.restore_generators(&[(DROPOUT_RNG, &trainer.dropout_generator)])?;
-        ck.restore_default_generators(&trainer.default_generator_devices())?;
+        let expected = ExpectedLoader {
+            key: trainer.loader.key(),
+            batch_size: trainer.config.batch_size as u64,
+            per_epoch: trainer.loader.batches_per_epoch() as u64,
+            seed: trainer.config.seed,
+        };
+        check_loader_state(&ck.loader_state(LOADER)?, expected, step)?;
+        RunParts {
+            config: &trainer.config,
+            model: &mut trainer.model,
+            optimizer: &mut trainer.optimizer,
+            dropout_generator: &trainer.dropout_generator,
+        }
+        .restore(ck, step)?;
         ck.restore_loader(LOADER, &mut trainer.loader)?;
         trainer.step = step;
         trainer.losses = losses;
@@ -240,81 +232,6 @@ impl Trainer {
         device: Option<Device>,
     ) -> Result<Self> {
         Trainer::from_checkpoint(&Checkpoint::load(path)?, num_workers, device)
-    }
-
-    /// The devices whose default generators a checkpoint carries: the CPU always, and
-    /// the run's GPU on a CUDA run. The loop itself never draws from them; they are
-    /// saved so that code around it which does (like a script after
-    /// `torch.manual_seed`) resumes reproducibly too.
-    fn default_generator_devices(&self) -> Vec<Device> {
-        match self.config.device {
-            Device::Cpu => vec![Device::Cpu],
-            gpu => vec![Device::Cpu, gpu],
-        }
-    }
-
-    /// A fresh trainer's loader has this run's key; a saved loader of the same run has
-    /// the same key and sits where `step` batches from the start leave it.
-    fn check_loader_state(&self, saved: &LoaderState, step: u64) -> Result<()> {
-        let inconsistent = |reason: String| CheckpointError::Inconsistent {
-            name: LOADER.into(),
-            reason,
-        };
-        let expected = self.loader.key();
-        if saved.key != expected {
-            return Err(inconsistent(format!(
-                "its key {:?} is not the key {expected:?} that the configuration's seed {} \
-                 derives: the loader state belongs to another run",
-                saved.key, self.config.seed
-            ))
-            .into());
-        }
-        let per_epoch = self.loader.batches_per_epoch() as u64;
-        let (epoch, position) = (step / per_epoch, step % per_epoch);
-        if (saved.epoch, saved.position) != (epoch, position) {
-            return Err(inconsistent(format!(
-                "it is at epoch {}, batch {}, but after {step} steps of {per_epoch} batches \
-                 per epoch the loader is at epoch {epoch}, batch {position}",
-                saved.epoch, saved.position
-            ))
-            .into());
-        }
-        Ok(())
-    }
-
-    /// Every step updates every parameter, so after the first step each one has a
-    /// momentum buffer (when momentum is on) and before it none has.
-    fn check_momentum_buffers(&self, ck: &Checkpoint, step: u64) -> Result<()> {
-        let key = "optim.momentum_buffers";
-        let listed: Vec<String> = serde_json::from_str(ck.require_metadata(key)?)
-            .map_err(|e| invalid_entry(key, e.to_string()))?;
-        let mut listed: Vec<&str> = listed.iter().map(String::as_str).collect();
-        listed.sort_unstable();
-        let mut expected: Vec<String> = if step > 0 && self.config.momentum != 0.0 {
-            self.model
-                .named_parameters()
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        expected.sort_unstable();
-        if listed != expected {
-            return Err(CheckpointError::Inconsistent {
-                name: key.into(),
-                reason: format!(
-                    "{} momentum buffers {listed:?} are listed, but after {step} steps with \
-                     momentum {} the model's {} parameters have {} buffers {expected:?}",
-                    listed.len(),
-                    self.config.momentum,
-                    self.model.named_parameters().len(),
-                    expected.len()
-                ),
-            }
-            .into());
-        }
-        Ok(())
     }
 }
 
@@ -342,14 +259,6 @@ pub fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
         .into());
     }
     Ok(())
-}
-
-/// An [`CheckpointError::InvalidEntry`].
-fn invalid_entry(name: &str, reason: String) -> CheckpointError {
-    CheckpointError::InvalidEntry {
-        name: name.into(),
-        reason,
-    }
 }
 
 /// `Linear, ReLU, Dropout` for each hidden width, then a final `Linear`: the layout of

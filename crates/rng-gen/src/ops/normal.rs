@@ -12,8 +12,8 @@ use std::marker::PhantomData;
 use half::{bf16, f16};
 use tensor_core::{DType, Device, Tensor};
 
-use super::args::{check_float, elem_count, normal_params};
-use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
+use super::args::{check_float, normal_params};
+use super::pipeline::{IntoTensor, NewTensor, RunSampler};
 use super::sampler::{Layout, Sampler, BATCH_WORDS};
 use super::NarrowFloat;
 use crate::stream::convert::{box_muller, open_uniform_f32, scale_normal_f32, uniform_f64};
@@ -68,10 +68,7 @@ pub fn normal_(
     generator: Option<&Generator>,
 ) -> Result<(), RngError> {
     let (dtype, device) = (t.dtype(), t.device());
-    let run = IntoTensor {
-        out: t,
-        stream: Stream::Reserve(generator),
-    };
+    let run = IntoTensor::reserving(t, generator);
     normal_sampler("normal_", mean, std, dtype, device, run).map(|_| ())
 }
 
@@ -86,12 +83,7 @@ fn normal_new(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    elem_count(shape)?;
-    let run = NewTensor {
-        dims: shape,
-        device,
-        stream: Stream::Reserve(generator),
-    };
+    let run = NewTensor::reserving(shape, device, generator)?;
     normal_sampler(op, mean, std, dtype, device, run)
 }
 

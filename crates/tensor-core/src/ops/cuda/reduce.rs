@@ -61,11 +61,28 @@ pub(crate) fn sum_dim(
         // dense elements and `partial` outer*blocks*inner doubles.
         unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
     }
+    finish_sums(suffix, (outer, size, inner), blocks, kind, &partial, &mut out)?;
+    Ok(out)
+}
+
+/// Rounds each lane's f64 partial sums (`blocks` per lane, summed in block order) into
+/// `out`, divided by the lane length for a mean: the last kernel of both sums, so the
+/// blocked and the atomic sum round the same way.
+fn finish_sums(
+    suffix: &str,
+    (outer, size, inner): (u64, u64, u64),
+    blocks: u64,
+    kind: SumKind,
+    partial: &CudaStorage,
+    out: &mut Tensor,
+) -> Result<()> {
+    let ordinal = partial.ordinal();
+    let stream = partial.stream()?;
     let kernel_name = format!("ditto_finish_sums_{suffix}");
     let func = kernel(ordinal, &kernel_name)?;
     let cfg = launch_config(ordinal, outer * inner)?;
     let mean = i32::from(kind == SumKind::Mean);
-    let dst = output_storage(&mut out)?;
+    let dst = output_storage(out)?;
     let mut args = stream.launch_builder(&func);
     args.arg(&outer)
         .arg(&size)
@@ -75,9 +92,10 @@ pub(crate) fn sum_dim(
         .arg(partial.bytes())
         .arg(dst.bytes_mut());
     // SAFETY: matches `ditto_finish_sums_<T>(u64 outer, u64 size, u64 inner, u64 blocks,
-    // int mean, const double* partial, T* out)`; `dst` holds outer*inner elements.
+    // int mean, const double* partial, T* out)`; `partial` holds outer*blocks*inner
+    // doubles and `dst` outer*inner elements.
     unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
-    Ok(out)
+    Ok(())
 }
 
 /// Work items per thread of the one-pass atomic sum: few threads, so few atomics per
@@ -124,23 +142,8 @@ pub(crate) fn sum_atomic(
         // outer*inner doubles, and the walk covers every element for any grid.
         unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
     }
-    let kernel_name = format!("ditto_finish_sums_{suffix}");
-    let func = kernel(ordinal, &kernel_name)?;
-    let cfg = launch_config(ordinal, outer * inner)?;
-    let (one, mean) = (1u64, i32::from(kind == SumKind::Mean));
-    let dst = output_storage(&mut out)?;
-    let mut args = stream.launch_builder(&func);
-    args.arg(&outer)
-        .arg(&size)
-        .arg(&inner)
-        .arg(&one)
-        .arg(&mean)
-        .arg(totals.bytes())
-        .arg(dst.bytes_mut());
-    // SAFETY: matches `ditto_finish_sums_<T>(u64 outer, u64 size, u64 inner, u64 blocks,
-    // int mean, const double* partial, T* out)` with one block per lane: `totals` holds
-    // outer*inner doubles and `dst` outer*inner elements.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    // One "block" per lane: the totals are the lanes' whole sums.
+    finish_sums(suffix, (outer, size, inner), 1, kind, &totals, &mut out)?;
     Ok(out)
 }
 
