@@ -61,7 +61,14 @@ pub(crate) fn sum_dim(
         // dense elements and `partial` outer*blocks*inner doubles.
         unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
     }
-    finish_sums(suffix, (outer, size, inner), blocks, kind, &partial, &mut out)?;
+    finish_sums(
+        suffix,
+        (outer, size, inner),
+        blocks,
+        kind,
+        &partial,
+        &mut out,
+    )?;
     Ok(out)
 }
 
