@@ -46,17 +46,6 @@ use crate::stream::key::Key;
 use crate::thread_forks;
 use crate::{Generator, RngError};
 
-/// `devices` without repeats, in the order given.
-fn distinct(devices: &[Device]) -> Vec<Device> {
-    let mut out: Vec<Device> = Vec::with_capacity(devices.len());
-    for &device in devices {
-        if !out.contains(&device) {
-            out.push(device);
-        }
-    }
-    out
-}
-
 /// Runs `f` with the default generators of `devices` forked for the calling thread:
 /// like `torch.random.fork_rng`, except that nothing is rewound under other threads.
 ///
@@ -83,7 +72,7 @@ fn distinct(devices: &[Device]) -> Vec<Device> {
 /// running `f`, if a listed CUDA device does not exist.
 pub fn fork_rng<R>(devices: &[Device], f: impl FnOnce() -> R) -> Result<R, RngError> {
     let mut copies = Vec::new();
-    for device in distinct(devices) {
+    for device in Device::distinct(devices) {
         let current = default_generator(device)?;
         copies.push((device, Generator::from_key(device, current.key())));
     }
@@ -118,7 +107,7 @@ impl Drop for Restore {
 /// restores that block's copies.
 pub fn fork_rng_all_threads<R>(devices: &[Device], f: impl FnOnce() -> R) -> Result<R, RngError> {
     let mut saved: Vec<(Generator, Key)> = Vec::with_capacity(devices.len());
-    for device in distinct(devices) {
+    for device in Device::distinct(devices) {
         let generator = default_generator(device)?;
         let key = generator.key();
         saved.push((generator, key));

@@ -28,7 +28,8 @@ pub fn randn(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    normal_new("randn", shape, 0.0, 1.0, dtype, device, generator)
+    let run = NewTensor::reserving(shape, device, generator)?;
+    normal_sampler("randn", 0.0, 1.0, dtype, device, run)
 }
 
 /// Normal samples `mean + std * z` (`torch.normal` with scalar mean and std).
@@ -54,7 +55,8 @@ pub fn normal(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    normal_new("normal", shape, mean, std, dtype, device, generator)
+    let run = NewTensor::reserving(shape, device, generator)?;
+    normal_sampler("normal", mean, std, dtype, device, run)
 }
 
 /// [`normal`] into the existing float tensor `t` (`torch.Tensor.normal_(mean, std)`): the
@@ -70,21 +72,6 @@ pub fn normal_(
     let (dtype, device) = (t.dtype(), t.device());
     let run = IntoTensor::reserving(t, generator);
     normal_sampler("normal_", mean, std, dtype, device, run).map(|_| ())
-}
-
-/// The allocating form, under the name `op`.
-#[track_caller]
-fn normal_new(
-    op: &'static str,
-    shape: &[usize],
-    mean: f64,
-    std: f64,
-    dtype: DType,
-    device: Device,
-    generator: Option<&Generator>,
-) -> Result<Tensor, RngError> {
-    let run = NewTensor::reserving(shape, device, generator)?;
-    normal_sampler(op, mean, std, dtype, device, run)
 }
 
 /// Checks the parameters, and runs the sampler `dtype` gets.

@@ -29,7 +29,8 @@ pub fn rand(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    uniform_new("rand", shape, 0.0, 1.0, dtype, device, generator)
+    let run = NewTensor::reserving(shape, device, generator)?;
+    uniform_sampler("rand", 0.0, 1.0, dtype, run)
 }
 
 /// Uniform samples on `[low, high)` (`torch.empty(..).uniform_(low, high)`):
@@ -47,22 +48,8 @@ pub fn uniform(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    uniform_new("uniform", shape, low, high, dtype, device, generator)
-}
-
-/// The allocating form, under the name `op`.
-#[track_caller]
-fn uniform_new(
-    op: &'static str,
-    shape: &[usize],
-    low: f64,
-    high: f64,
-    dtype: DType,
-    device: Device,
-    generator: Option<&Generator>,
-) -> Result<Tensor, RngError> {
     let run = NewTensor::reserving(shape, device, generator)?;
-    uniform_sampler(op, low, high, dtype, run)
+    uniform_sampler("uniform", low, high, dtype, run)
 }
 
 /// [`uniform`] into the existing float tensor `t` (`torch.Tensor.uniform_(low, high)`):

@@ -113,12 +113,8 @@ mod tests {
         Tensor::from_vec(values, &[rows, row_len], Device::Cpu).unwrap()
     }
 
-    fn bits(t: &Tensor) -> Vec<u32> {
-        t.to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect()
+    fn bits(t: &Tensor) -> Vec<u64> {
+        t.to_bits().unwrap()
     }
 
     /// Any subset of rows equals those rows of the whole batch's dropout, for row
