@@ -70,7 +70,7 @@ pub use generator::{Generator, DEFAULT_SEED};
 pub use ops::{
     bernoulli, bernoulli_, bits, bits_, dropout, dropout_backward, dropout_into, dropout_rows,
     dropout_with_mask, normal, normal_, rand, randint, randn, random_, randperm, sample, sample_,
-    sample_at, uniform, uniform_, DropoutState, Layout, Sampler, BATCH_WORDS,
+    sample_at, uniform, uniform_, DropoutState, Layout, PackedMask, Sampler, BATCH_WORDS,
 };
 pub use philox_rng::PhiloxRng;
 pub use registry::{

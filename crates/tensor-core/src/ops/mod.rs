@@ -36,6 +36,7 @@ mod float;
 mod grouped;
 pub(crate) mod index_add;
 mod inplace;
+mod slice_scatter;
 pub(crate) mod kernel_layout;
 mod matmul;
 pub(crate) mod reduce;
