@@ -105,10 +105,17 @@ fn standin() -> bool {
 
 /// Sum of the per-step counts of `names`.
 fn total(per: &BTreeMap<String, f64>, names: &[&str]) -> f64 {
-    names.iter().map(|n| per.get(*n).copied().unwrap_or(0.0)).sum()
+    names
+        .iter()
+        .map(|n| per.get(*n).copied().unwrap_or(0.0))
+        .sum()
 }
 
-const ALLOCATIONS: &[&str] = &["cuMemAlloc_v2", "cuMemAllocAsync", "cuMemAllocFromPoolAsync"];
+const ALLOCATIONS: &[&str] = &[
+    "cuMemAlloc_v2",
+    "cuMemAllocAsync",
+    "cuMemAllocFromPoolAsync",
+];
 const FREES: &[&str] = &["cuMemFree_v2", "cuMemFreeAsync"];
 const MEMSETS: &[&str] = &[
     "cuMemsetD8_v2",
@@ -119,7 +126,11 @@ const MEMSETS: &[&str] = &[
 ];
 const DEVICE_TO_HOST: &[&str] = &["cuMemcpyDtoH_v2", "cuMemcpyDtoHAsync_v2"];
 const HOST_TO_DEVICE: &[&str] = &["cuMemcpyHtoD_v2", "cuMemcpyHtoDAsync_v2"];
-const WAITS: &[&str] = &["cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize"];
+const WAITS: &[&str] = &[
+    "cuStreamSynchronize",
+    "cuCtxSynchronize",
+    "cuEventSynchronize",
+];
 const PER_STEP_NEVER: &[&str] = &[
     "cuModuleGetFunction",
     "cuModuleLoadData",

@@ -60,7 +60,13 @@ mod tests {
     fn the_command_is_well_formed_and_help_states_every_range() {
         Args::command().debug_assert();
         let help = Args::command().render_long_help().to_string();
-        for range in ["1..=1000000", "1..=4000", "0..=256", "1..=--steps", "1..=256"] {
+        for range in [
+            "1..=1000000",
+            "1..=4000",
+            "0..=256",
+            "1..=--steps",
+            "1..=256",
+        ] {
             assert!(
                 help.contains(range),
                 "--help does not state {range}:\n{help}"

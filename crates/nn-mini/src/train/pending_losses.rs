@@ -55,7 +55,9 @@ impl PendingLosses {
     /// stay pending.
     pub(crate) fn peek(&self) -> Result<Vec<f32>> {
         match &self.buffer {
-            Some(buffer) if self.count > 0 => Ok(buffer.narrow(0, 0, self.count)?.to_vec::<f32>()?),
+            Some(buffer) if self.count > 0 => {
+                Ok(buffer.narrow(0, 0, self.count)?.to_vec::<f32>()?)
+            }
             _ => Ok(Vec::new()),
         }
     }

@@ -250,7 +250,10 @@ mod tests {
         assert_eq!(size_class((1 << 20) + 1, false), (1 << 20) + (1 << 17));
         for bytes in [5000usize, 70_000, 3_000_000, 123_456_789] {
             let class = size_class(bytes, false);
-            assert!(class >= bytes && class - bytes <= bytes / 8, "{bytes} -> {class}");
+            assert!(
+                class >= bytes && class - bytes <= bytes / 8,
+                "{bytes} -> {class}"
+            );
         }
     }
 

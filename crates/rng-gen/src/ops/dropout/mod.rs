@@ -276,7 +276,11 @@ fn forward<T: DropoutFloat>(
             use tensor_core::cuda::CudaStorage;
             // The kernel writes every word (bits past the last element 0).
             let mut mask_words = if want_mask {
-                Some(CudaStorage::alloc_uninit(storage.ordinal(), DType::U32, words)?)
+                Some(CudaStorage::alloc_uninit(
+                    storage.ordinal(),
+                    DType::U32,
+                    words,
+                )?)
             } else {
                 None
             };
