@@ -152,7 +152,7 @@ impl CudaStorage {
 
     /// The raw device bytes, for kernels to write.
     pub fn bytes_mut(&mut self) -> &mut CudaSlice<u8> {
-        &mut *self.bytes
+        &mut self.bytes
     }
 
     /// The stream this buffer is ordered on (the device's default stream).
