@@ -73,7 +73,8 @@ pub use generator::{Generator, DEFAULT_SEED};
 pub use ops::{
     bernoulli, bernoulli_, bits, bits_, dropout, dropout_backward, dropout_into, dropout_rows,
     dropout_with_mask, normal, normal_, rand, randint, randn, random_, randperm, sample, sample_,
-    sample_at, uniform, uniform_, DropoutState, Layout, PerWordSampler, Sampler, BATCH_WORDS,
+    sample_at, uniform, uniform_, DropoutState, Layout, PackedMask, PerWordSampler, Sampler,
+    BATCH_WORDS,
 };
 pub use philox_rng::PhiloxRng;
 pub use registry::{default_generator, get_rng_state, initial_seed, set_rng_state};

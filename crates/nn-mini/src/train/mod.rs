@@ -17,11 +17,13 @@
 //! uses them (`rng_gen::rand(.., None)`) also continues exactly.
 
 mod config;
+mod pending_losses;
 mod run_state;
 mod synthetic;
 mod trainer;
 
 pub use config::TrainConfig;
+pub use pending_losses::LOSS_SLOTS;
 pub use run_state::{
     check_loader_state, default_generator_devices, read_history, ExpectedLoader, RunParts, RunView,
 };

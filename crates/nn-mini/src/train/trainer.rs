@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rng_gen::{fold_in, Generator, Key};
 use tensor_core::{DType, Device};
 
+use super::pending_losses::PendingLosses;
 use super::run_state::{check_loader_state, read_history, ExpectedLoader, RunParts, RunView};
 use super::{GaussianClusters, TrainConfig};
 use crate::{
@@ -44,7 +45,10 @@ pub struct Trainer {
     loader: DataLoader,
     dropout_generator: Generator,
     step: u64,
+    /// Losses read to the host, one per step up to `step - pending.len()`.
     losses: Vec<f32>,
+    /// Losses of the latest steps, still on the device.
+    pending: PendingLosses,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -96,25 +100,56 @@ impl Trainer {
             dropout_generator,
             step: 0,
             losses: Vec::new(),
+            pending: PendingLosses::default(),
         })
     }
 
     /// One step: next batch, forward (dropout on), cross-entropy, backward, SGD update.
-    /// Returns the batch loss, which is also appended to the history.
+    /// Returns the batch loss, which is also appended to the history. Reading the loss
+    /// waits for the device; [`step_deferred`](Self::step_deferred) does not.
     pub fn step(&mut self) -> Result<f32> {
+        self.step_deferred()?;
+        let read = self.read_losses()?;
+        Ok(*read.last().expect("the step just run is pending"))
+    }
+
+    /// [`step`](Self::step) without reading the loss: it stays on the device (one slot
+    /// of a buffer there) until [`read_losses`](Self::read_losses), so on a GPU nothing
+    /// in the step waits for the device. After [`LOSS_SLOTS`](super::LOSS_SLOTS) unread
+    /// steps the pending losses are read first.
+    pub fn step_deferred(&mut self) -> Result<()> {
+        if self.pending.is_full() {
+            self.read_losses()?;
+        }
         let batch = self.loader.next_batch()?;
         let device = self.config.device;
         let input = batch.input.to_device(device)?;
-        let target = batch.target.to_device(device)?;
+        // The targets stay on the host: cross_entropy reads them there to check and pick
+        // each row's class, so uploading them would only mean reading them back.
+        let target = batch.target;
         self.model.zero_grad();
         let logits = self.model.forward(&input, true)?;
         let (loss, grad) = cross_entropy(&logits, &target)?;
         self.model.backward_params(&grad)?;
         self.optimizer.step(&mut self.model)?;
-        let loss = loss.to_dtype(DType::F32)?.to_scalar::<f32>()?;
+        self.pending.push(&loss.to_dtype(DType::F32)?)?;
         self.step += 1;
-        self.losses.push(loss);
-        Ok(loss)
+        Ok(())
+    }
+
+    /// Reads the losses of the steps run since the last read to the host, in one copy,
+    /// appends them to [`losses`](Self::losses) and returns them (oldest first).
+    pub fn read_losses(&mut self) -> Result<&[f32]> {
+        let read = self.pending.take()?;
+        let from = self.losses.len();
+        self.losses.extend(read);
+        Ok(&self.losses[from..])
+    }
+
+    /// Steps whose losses are still on the device, unread.
+    #[must_use]
+    pub fn unread_losses(&self) -> usize {
+        self.pending.len()
     }
 
     /// Steps completed.
@@ -123,7 +158,9 @@ impl Trainer {
         self.step
     }
 
-    /// The loss of every step so far; `losses()[k]` is the loss of step `k + 1`.
+    /// The loss of every step so far whose loss was read; `losses()[k]` is the loss of
+    /// step `k + 1`. After [`step`](Self::step) that is every step;
+    /// [`step_deferred`](Self::step_deferred)'s appear at [`read_losses`](Self::read_losses).
     #[must_use]
     pub fn losses(&self) -> &[f32] {
         &self.losses
@@ -158,6 +195,9 @@ impl Trainer {
     /// use (`rng.*`), the loader position (`loader.state`), the step (`train.step`), the
     /// loss history (`train.loss_history`) and the configuration (`train.config`).
     pub fn checkpoint(&self) -> Result<Checkpoint> {
+        // Losses still on the device are part of the history (read without consuming).
+        let mut losses = self.losses.clone();
+        losses.extend(self.pending.peek()?);
         RunView {
             config: &self.config,
             model: &self.model,
@@ -165,7 +205,7 @@ impl Trainer {
             dropout_generator: &self.dropout_generator,
             loader: self.loader.state()?,
             step: self.step,
-            losses: &self.losses,
+            losses: &losses,
         }
         .to_checkpoint()
     }

@@ -31,6 +31,7 @@ pub use bernoulli::{bernoulli, bernoulli_};
 pub use bits::{bits, bits_};
 pub use dropout::{
     dropout, dropout_backward, dropout_into, dropout_rows, dropout_with_mask, DropoutState,
+    PackedMask,
 };
 pub use normal::{normal, normal_, randn};
 pub use per_word::PerWordSampler;

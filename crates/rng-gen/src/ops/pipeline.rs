@@ -250,7 +250,8 @@ fn run_cuda<S: Sampler>(
     let kernel_error = |e: kernels::KernelError| RngError::Tensor(e.into_tensor_error(ordinal));
     let (mut new, dims, mut existing) = match target {
         Target::New { dims, .. } => {
-            let storage = CudaStorage::alloc(ordinal, <S::Elem as Element>::DTYPE, n)?;
+            // Every random kernel writes all `n` elements: no zero fill first.
+            let storage = CudaStorage::alloc_uninit(ordinal, <S::Elem as Element>::DTYPE, n)?;
             (Some(storage), Some(dims), None)
         }
         Target::Existing(t) => (None, None, Some(t)),

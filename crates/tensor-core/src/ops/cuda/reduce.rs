@@ -8,7 +8,7 @@ use cudarc::driver::PushKernelArg;
 
 use super::elementwise::float_suffix;
 use super::storage_of;
-use super::{dense, dense_view, empty, kernel, launch_config, launch_failed, output_storage};
+use super::{dense, dense_view, kernel, launch_config, launch_failed, output_storage, uninit};
 use crate::cuda::CudaStorage;
 use crate::ops::kernel_layout::lanes;
 use crate::ops::reduce::reduced_dims;
@@ -37,12 +37,13 @@ pub(crate) fn sum_dim(
     let (outer, size, inner) = lanes(t.dims(), dim);
     let blocks = size.div_ceil(REDUCE_BLOCK as u64);
     let out_dims = dim.map_or_else(Vec::new, |d| reduced_dims(t.dims(), d, keepdim));
-    let mut out = empty(&out_dims, t.dtype(), ordinal)?;
+    let mut out = uninit(&out_dims, t.dtype(), ordinal)?;
     if outer * inner == 0 {
         return Ok(out);
     }
     let partial_len = usize::try_from(outer * blocks * inner).unwrap_or(usize::MAX);
-    let mut partial = CudaStorage::alloc(ordinal, DType::F64, partial_len)?;
+    // Every (lane, block) partial sum is written by one thread before it is read.
+    let mut partial = CudaStorage::alloc_uninit(ordinal, DType::F64, partial_len)?;
     let stream = partial.stream()?;
     if blocks > 0 {
         let kernel_name = format!("ditto_block_sums_{suffix}");
@@ -125,7 +126,7 @@ pub(crate) fn sum_atomic(
     let ordinal = storage_of(&x)?.1;
     let (outer, size, inner) = lanes(t.dims(), dim);
     let out_dims = dim.map_or_else(Vec::new, |d| reduced_dims(t.dims(), d, keepdim));
-    let mut out = empty(&out_dims, t.dtype(), ordinal)?;
+    let mut out = uninit(&out_dims, t.dtype(), ordinal)?;
     if outer * inner == 0 {
         return Ok(out);
     }
@@ -167,8 +168,8 @@ pub(crate) fn max_dim(
     let ordinal = storage_of(&x)?.1;
     let (outer, size, inner) = lanes(t.dims(), Some(dim));
     let out_dims = reduced_dims(t.dims(), dim, keepdim);
-    let mut values = empty(&out_dims, t.dtype(), ordinal)?;
-    let mut indices = empty(&out_dims, DType::I64, ordinal)?;
+    let mut values = uninit(&out_dims, t.dtype(), ordinal)?;
+    let mut indices = uninit(&out_dims, DType::I64, ordinal)?;
     if outer * inner == 0 {
         return Ok((values, indices));
     }
@@ -200,7 +201,7 @@ pub(crate) fn log_softmax(t: &Tensor, dim: usize) -> Result<Tensor> {
     let x = dense(t)?;
     let ordinal = storage_of(&x)?.1;
     let (outer, size, inner) = lanes(t.dims(), Some(dim));
-    let mut out = empty(t.dims(), t.dtype(), ordinal)?;
+    let mut out = uninit(t.dims(), t.dtype(), ordinal)?;
     if outer * size * inner == 0 {
         return Ok(out);
     }
