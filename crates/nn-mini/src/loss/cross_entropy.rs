@@ -34,37 +34,26 @@ pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<(Tensor, Tenso
             ),
         ));
     }
-    let mut picked = Vec::with_capacity(batch);
-    let mut onehot = vec![0.0f64; batch * classes];
+    // The check needs the values on the host: free for host targets (the training
+    // loop's, which then go to the device once); targets already on a GPU are read back.
     for (row, &target) in targets.to_vec::<i64>()?.iter().enumerate() {
-        let class = usize::try_from(target)
-            .ok()
-            .filter(|&c| c < classes)
-            .ok_or(NnError::InvalidTarget {
+        if usize::try_from(target).map_or(true, |c| c >= classes) {
+            return Err(NnError::InvalidTarget {
                 op: OP,
                 row,
                 target,
                 classes,
-            })?;
-        picked.push(row * classes + class);
-        onehot[row * classes + class] = 1.0;
+            });
+        }
     }
+    // Both picks run where the logits are (device kernels on a GPU: no copy back).
+    let targets = targets.to_device(logits.device())?;
     let log_probs = logits.log_softmax(1)?;
     let loss = log_probs
-        .reshape(&[batch * classes])?
-        .index_select(0, &picked)?
+        .gather(1, &targets.reshape(&[batch, 1])?)?
         .sum_all()?
         .mul_scalar(-1.0 / batch as f64)?;
-    // Made in the logits' dtype on the host (0 and 1 are exact in both), so a device
-    // gets one upload and no conversion there.
-    let onehot = match logits.dtype() {
-        DType::F32 => {
-            let onehot: Vec<f32> = onehot.into_iter().map(|v| v as f32).collect();
-            Tensor::from_vec(onehot, &[batch, classes], logits.device())?
-        }
-        _ => Tensor::from_vec(onehot, &[batch, classes], logits.device())?
-            .to_dtype(logits.dtype())?,
-    };
+    let onehot = targets.one_hot(classes, logits.dtype())?;
     let grad = log_probs
         .exp()?
         .sub(&onehot)?

@@ -124,8 +124,8 @@ impl Trainer {
         let batch = self.loader.next_batch()?;
         let device = self.config.device;
         let input = batch.input.to_device(device)?;
-        // The targets stay on the host: cross_entropy reads them there to check and pick
-        // each row's class, so uploading them would only mean reading them back.
+        // The targets stay on the host: cross_entropy checks them there and uploads them
+        // once (the step's second and last upload).
         let target = batch.target;
         self.model.zero_grad();
         let logits = self.model.forward(&input, true)?;

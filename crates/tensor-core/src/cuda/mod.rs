@@ -34,7 +34,7 @@ pub static TENSOR_OPS: CudaSource = CudaSource {
 };
 
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 34] = [
+pub const TENSOR_OPS_KERNELS: [&str; 38] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -69,6 +69,10 @@ pub const TENSOR_OPS_KERNELS: [&str; 34] = [
     "ditto_scatter_add_atomic_f64",
     "ditto_scatter_add_owner_f64",
     "ditto_sum_atomic_f64",
+    "ditto_gather_index_f32",
+    "ditto_one_hot_f32",
+    "ditto_gather_index_f64",
+    "ditto_one_hot_f64",
 ];
 
 /// Wraps a cudarc driver error with the device and the operation that failed.
