@@ -9,6 +9,7 @@
 
 pub mod allocator;
 mod copy;
+pub mod graph;
 pub mod module_cache;
 pub mod nvrtc;
 mod registry;
@@ -18,6 +19,7 @@ pub use allocator::{
     empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
     reset_peak_memory_stats, MemoryStats,
 };
+pub use graph::{is_capturing, CudaGraph};
 pub use module_cache::CudaSource;
 pub use registry::{
     context, default_stream, device_count, get_device_name, is_available, sm_count, synchronize,
