@@ -7,7 +7,8 @@
 // (copies to or from host memory, stream-ordered allocations, waiting for the stream)
 // is refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture, so
 // cuStreamEndCapture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as with the
-// driver. cuGraphInstantiateWithFlags copies the nodes into an executable graph;
+// driver. cuBLAS calls on a capturing stream are recorded as host nodes (cublas.cpp).
+// cuGraphInstantiateWithFlags copies the nodes into an executable graph;
 // cuGraphLaunch replays them in recording order on the host, each kernel through the
 // same checks as cuLaunchKernel (so a graph whose buffers were freed faults, as it
 // would on a GPU). The call counts (DITTO_CUDA_STANDIN_STATS) show one cuGraphLaunch
@@ -44,9 +45,13 @@ bool is_default_stream(CUstream s) {
     return s == nullptr || s == STANDIN_STREAM_LEGACY || s == STANDIN_STREAM_PER_THREAD;
 }
 
-// Replays one memset or copy node (kernels go through launch_checked).
+// Replays one memset, copy or host node (kernels go through launch_checked).
 CUresult replay_memory_node(const GraphNode& node) {
     const char* call = "cuGraphLaunch";
+    if (node.kind == GraphNode::Host) {
+        node.host();
+        return CUDA_SUCCESS;
+    }
     if (node.kind == GraphNode::Memset) {
         CUresult ok = check_device_range(node.dst, node.width * node.count, call, "memset destination", nullptr);
         if (ok != CUDA_SUCCESS) return ok;
@@ -115,6 +120,15 @@ CUresult record_copy(Capture* capture, CUdeviceptr dst, CUdeviceptr src, size_t 
     node.src = src;
     node.count = bytes;
     capture->graph->nodes.push_back(node);
+    return CUDA_SUCCESS;
+}
+
+CUresult record_host(Capture* capture, std::function<void()> work, const char* call) {
+    if (capture->invalidated) return refuse_in_capture(capture, call, "a library call after the capture failed");
+    GraphNode node;
+    node.kind = GraphNode::Host;
+    node.host = std::move(work);
+    capture->graph->nodes.push_back(std::move(node));
     return CUDA_SUCCESS;
 }
 

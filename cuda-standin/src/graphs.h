@@ -2,6 +2,7 @@
 // checks the other calls make against an active capture (graphs.cpp).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,7 +15,7 @@ namespace standin {
 
 // One piece of recorded stream work, replayed by cuGraphLaunch in recording order.
 struct GraphNode {
-    enum Kind { Kernel, Memset, Copy } kind = Kernel;
+    enum Kind { Kernel, Memset, Copy, Host } kind = Kernel;
     // Kernel: the function, its geometry and a copy of every kernelParams value.
     CUfunction function = nullptr;
     Dim3 grid{1, 1, 1};
@@ -28,6 +29,9 @@ struct GraphNode {
     unsigned value = 0;
     size_t width = 0;
     size_t count = 0;
+    // Host: work the stand-in does on the host for a library call on the stream (a
+    // cuBLAS gemm), with its arguments bound; a GPU would record the library's kernels.
+    std::function<void()> host;
 };
 
 struct Graph {
@@ -69,6 +73,7 @@ CUresult check_unsafe_during_capture(Context* ctx, const char* call);
 CUresult record_memset(Capture* capture, CUdeviceptr dst, unsigned value, size_t width, size_t count,
                        const char* call);
 CUresult record_copy(Capture* capture, CUdeviceptr dst, CUdeviceptr src, size_t bytes, const char* call);
+CUresult record_host(Capture* capture, std::function<void()> work, const char* call);
 
 // A kernel launch after the driver's checks (launch.cpp): runs it, or with `capture`
 // non-null records it. `ctx` is the stream's context.

@@ -1,6 +1,8 @@
 //! `cross_entropy`: mean negative log-likelihood of integer class targets.
 
-use tensor_core::{DType, Tensor};
+use tensor_core::Tensor;
+
+use super::ClassTargets;
 
 use crate::{NnError, Result};
 
@@ -24,7 +26,7 @@ pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<(Tensor, Tenso
         ));
     }
     let (batch, classes) = (logits.dims()[0], logits.dims()[1]);
-    if targets.dtype() != DType::I64 || targets.dims() != [batch] {
+    if targets.dims() != [batch] {
         return Err(NnError::invalid(
             OP,
             format!(
@@ -34,20 +36,31 @@ pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<(Tensor, Tenso
             ),
         ));
     }
-    // The check needs the values on the host: free for host targets (the training
-    // loop's, which then go to the device once); targets already on a GPU are read back.
-    for (row, &target) in targets.to_vec::<i64>()?.iter().enumerate() {
-        if usize::try_from(target).map_or(true, |c| c >= classes) {
-            return Err(NnError::InvalidTarget {
-                op: OP,
-                row,
-                target,
-                classes,
-            });
-        }
+    let targets = ClassTargets::new(OP, targets, classes, logits.device())?;
+    cross_entropy_with(logits, &targets)
+}
+
+/// [`cross_entropy`] with targets checked beforehand ([`ClassTargets`]): nothing is read
+/// back to the host, so on a GPU the whole loss is kernels (a CUDA graph can hold it).
+/// Errors when the logits are not `[batch, classes]` for the targets' batch and class
+/// count, or are on another device.
+pub fn cross_entropy_with(logits: &Tensor, targets: &ClassTargets) -> Result<(Tensor, Tensor)> {
+    const OP: &str = "cross_entropy";
+    let want = [targets.tensor().elem_count(), targets.classes()];
+    if logits.dims() != want || logits.device() != targets.tensor().device() {
+        return Err(NnError::invalid(
+            OP,
+            format!(
+                "logits must be {want:?} on {}, got {:?} on {}",
+                targets.tensor().device(),
+                logits.dims(),
+                logits.device()
+            ),
+        ));
     }
+    let (batch, classes) = (want[0], want[1]);
+    let targets = targets.tensor();
     // Both picks run where the logits are (device kernels on a GPU: no copy back).
-    let targets = targets.to_device(logits.device())?;
     let log_probs = logits.log_softmax(1)?;
     let loss = log_probs
         .gather(1, &targets.reshape(&[batch, 1])?)?

@@ -119,14 +119,15 @@ impl Graph {
     /// (`torch.cuda.graph`), and returns it with what `region` returned (the tensors a
     /// replay rewrites). The region's work is recorded, not run; its random ops draw
     /// graph-safe numbers. Fails, keeping nothing, when `region` fails or breaks a
-    /// capture rule; the generators it drew from are then as before.
-    pub fn capture<R>(
+    /// capture rule; the generators it drew from are then as before. The region's error
+    /// type is the caller's (anything an [`RngError`] converts into).
+    pub fn capture<R, E: From<RngError>>(
         device: Device,
-        region: impl FnOnce() -> Result<R, RngError>,
-    ) -> Result<(Graph, R), RngError> {
+        region: impl FnOnce() -> Result<R, E>,
+    ) -> Result<(Graph, R), E> {
         const OP: &str = "Graph::capture";
         let Device::Cuda(ordinal) = device else {
-            return Err(capture_error(OP, format!("needs a CUDA device, got {device}")));
+            return Err(capture_error(OP, format!("needs a CUDA device, got {device}")).into());
         };
         crate::registry::check_device(device)?;
         {
@@ -135,7 +136,8 @@ impl Graph {
                 return Err(capture_error(
                     OP,
                     format!("began while cuda:{ordinal} is being captured"),
-                ));
+                )
+                .into());
             }
             let thread = std::thread::current().id();
             captures.insert(
@@ -166,10 +168,10 @@ impl Graph {
                 generators.push((g, c.intra));
             }
         }
-        let (cuda, value) = captured?;
+        let (cuda, value) = captured.map_err(RngError::from)?;
         let value = value?;
         if let Some(op) = misuse {
-            return Err(super::misuse_error(op));
+            return Err(super::misuse_error(op).into());
         }
         Ok((Graph { cuda, generators }, value))
     }
