@@ -62,7 +62,11 @@ fn replays_draw_what_eager_dropout_draws() {
         graph.replay().unwrap();
         let (want, _) = drop(&x, &eager).unwrap();
         assert_same(&format!("replay {step}"), &y, &want);
-        assert_eq!(graphed.offset(), eager.offset(), "offset after replay {step}");
+        assert_eq!(
+            graphed.offset(),
+            eager.offset(),
+            "offset after replay {step}"
+        );
     }
     // A checkpoint between replays resumes eagerly with the same numbers.
     let resumed = Generator::new(GPU);
@@ -72,6 +76,9 @@ fn replays_draw_what_eager_dropout_draws() {
     assert_same("resumed from the state between replays", &y, &want);
 }
 
+/// A call on a generator that a capture draws from.
+type Misuse = dyn Fn(&Generator) -> Result<(), RngError>;
+
 #[test]
 fn seeding_or_reading_a_captured_generator_fails_the_capture() {
     if !gpu() {
@@ -80,18 +87,30 @@ fn seeding_or_reading_a_captured_generator_fails_the_capture() {
     let _turn = serial();
     let x = cpu_tensor(&[4, 40], 2).to_device(GPU).unwrap();
     let g = generator(9);
-    let misuses: [(&str, Box<dyn Fn(&Generator) -> Result<(), RngError>>); 5] = [
-        ("manual_seed", Box::new(|g| {
-            g.manual_seed(1);
-            Ok(())
-        })),
-        ("get_state", Box::new(|g| {
-            let _ = g.get_state();
-            Ok(())
-        })),
-        ("try_manual_seed", Box::new(|g| g.try_manual_seed(1).map(|_| ()))),
+    let misuses: [(&str, Box<Misuse>); 5] = [
+        (
+            "manual_seed",
+            Box::new(|g| {
+                g.manual_seed(1);
+                Ok(())
+            }),
+        ),
+        (
+            "get_state",
+            Box::new(|g| {
+                let _ = g.get_state();
+                Ok(())
+            }),
+        ),
+        (
+            "try_manual_seed",
+            Box::new(|g| g.try_manual_seed(1).map(|_| ())),
+        ),
         ("try_get_state", Box::new(|g| g.try_get_state().map(|_| ()))),
-        ("set_state", Box::new(|g| g.set_state(&Generator::new(GPU).get_state()))),
+        (
+            "set_state",
+            Box::new(|g| g.set_state(&Generator::new(GPU).get_state())),
+        ),
     ];
     for (what, misuse) in &misuses {
         let before = g.key();

@@ -83,7 +83,10 @@ fn host_reads_and_uploads_inside_a_capture_are_typed_errors() {
     let wait = CudaGraph::capture(0, || cuda::synchronize(0)).unwrap_err();
     assert!(is_capture_error(&wait), "{wait}");
     // The device is usable afterwards, eagerly and for a new capture.
-    assert_eq!(x.mul_scalar(2.0).unwrap().to_vec::<f32>().unwrap(), [2.0; 8]);
+    assert_eq!(
+        x.mul_scalar(2.0).unwrap().to_vec::<f32>().unwrap(),
+        [2.0; 8]
+    );
     let (graph, y) = CudaGraph::capture(0, || x.add_scalar(1.0)).unwrap();
     graph.replay().unwrap();
     assert_eq!(y.to_vec::<f32>().unwrap(), [2.0; 8]);
@@ -97,7 +100,9 @@ fn nested_captures_replays_and_other_threads_are_refused() {
     let _turn = serial();
     let x = Tensor::ones(&[8], DType::F32, GPU).unwrap();
     let (inner, _) = CudaGraph::capture(0, || x.add_scalar(1.0)).unwrap();
-    let nested = CudaGraph::capture(0, || CudaGraph::capture(0, || x.add_scalar(1.0)).map(|_| ()));
+    let nested = CudaGraph::capture(0, || {
+        CudaGraph::capture(0, || x.add_scalar(1.0)).map(|_| ())
+    });
     assert!(is_capture_error(&nested.unwrap_err()));
     let replay = CudaGraph::capture(0, || inner.replay());
     assert!(is_capture_error(&replay.unwrap_err()));

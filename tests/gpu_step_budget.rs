@@ -205,13 +205,20 @@ fn a_graphed_step_is_one_graph_launch_and_its_batch() {
     };
     exactly("graph launches", &["cuGraphLaunch"], 1.0);
     exactly("kernel launches", &["cuLaunchKernel"], 0.0);
-    exactly("host-to-device copies (input, targets)", HOST_TO_DEVICE, 2.0);
+    exactly(
+        "host-to-device copies (input, targets)",
+        HOST_TO_DEVICE,
+        2.0,
+    );
     exactly("device-to-host copies (the loss)", DEVICE_TO_HOST, 1.0);
     exactly("waits for the device", WAITS, 1.0);
     exactly("driver allocations", ALLOCATIONS, 0.0);
     exactly("driver frees", FREES, 0.0);
     exactly("memsets", MEMSETS, 0.0);
-    for name in PER_STEP_NEVER.iter().chain(&["cuStreamBeginCapture_v2", "cuGraphInstantiateWithFlags"]) {
+    for name in PER_STEP_NEVER
+        .iter()
+        .chain(&["cuStreamBeginCapture_v2", "cuGraphInstantiateWithFlags"])
+    {
         exactly(name, &[name], 0.0);
     }
     // Reading every 4 steps: the read and the wait are shared by the 4.

@@ -328,8 +328,14 @@ fn gather_and_one_hot_match_the_cpu_bit_for_bit() {
             let along_1: Vec<i64> = (0..rows * 2).map(|i| ((i * 5 + 1) % cols) as i64).collect();
             let along_0: Vec<i64> = (0..cols).map(|i| ((i * 3 + 2) % rows) as i64).collect();
             for (dim, index) in [
-                (1, Tensor::from_vec(along_1, &[rows, 2], Device::Cpu).unwrap()),
-                (0, Tensor::from_vec(along_0, &[1, cols], Device::Cpu).unwrap()),
+                (
+                    1,
+                    Tensor::from_vec(along_1, &[rows, 2], Device::Cpu).unwrap(),
+                ),
+                (
+                    0,
+                    Tensor::from_vec(along_0, &[1, cols], Device::Cpu).unwrap(),
+                ),
             ] {
                 same(
                     &format!("gather {dtype} view #{i} dim {dim}"),

@@ -14,6 +14,13 @@ use support::{gpu, gpus};
 
 const STEPS: u64 = 12;
 
+/// A CUDA graph capture claims its device (work from other threads is refused while it
+/// lasts: it would land in the graph), so the tests of this file take turns.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn config(device: Device) -> TrainConfig {
     TrainConfig {
         seed: 42,
@@ -48,6 +55,7 @@ fn a_cuda_run_resumes_bit_identically() {
     if !gpu() {
         return;
     }
+    let _turn = serial();
     let mut straight = Trainer::new(config(Device::Cuda(0))).unwrap();
     for _ in 0..STEPS {
         straight.step().unwrap();
@@ -107,6 +115,7 @@ fn a_graphed_cuda_run_is_the_eager_run_and_resumes_either_way() {
     if !gpu() {
         return;
     }
+    let _turn = serial();
     let bits = |l: &[f32]| l.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     // 50 samples in batches of 8: every epoch ends with a batch of 2, its own graph.
     let devices: &[Device] = if gpus(2) {
@@ -136,5 +145,8 @@ fn a_graphed_cuda_run_is_the_eager_run_and_resumes_either_way() {
         }
     }
     let mut cpu = Trainer::new(config(Device::Cpu)).unwrap();
-    assert!(cpu.set_cuda_graph(true).is_err(), "a CPU run has no CUDA graphs");
+    assert!(
+        cpu.set_cuda_graph(true).is_err(),
+        "a CPU run has no CUDA graphs"
+    );
 }

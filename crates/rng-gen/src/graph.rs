@@ -149,11 +149,17 @@ pub(crate) fn refuse_replay_in_capture(
 /// Errors during a capture of `ordinal` for a random op whose CUDA kernel `kernel` has
 /// no graph twin: its numbers would be frozen into the graph.
 #[cfg(feature = "cuda")]
-pub(crate) fn refuse_uncapturable(op: &'static str, ordinal: usize, kernel: &str) -> Result<(), RngError> {
+pub(crate) fn refuse_uncapturable(
+    op: &'static str,
+    ordinal: usize,
+    kernel: &str,
+) -> Result<(), RngError> {
     if cuda_graph::is_captured(ordinal) && kernels::launch::graphed_twin(kernel).is_none() {
         return Err(capture_error(
             op,
-            format!("cannot be captured into a CUDA graph ({kernel} has no graph twin; dropout has)"),
+            format!(
+                "cannot be captured into a CUDA graph ({kernel} has no graph twin; dropout has)"
+            ),
         ));
     }
     Ok(())

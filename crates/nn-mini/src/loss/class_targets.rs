@@ -62,7 +62,12 @@ impl ClassTargets {
     /// targets input of a CUDA graph's training step (see
     /// `Tensor::copy_from_host_shared`).
     pub fn refill(&self, targets: &Tensor) -> Result<()> {
-        check("ClassTargets::refill", targets, self.targets.elem_count(), self.classes)?;
+        check(
+            "ClassTargets::refill",
+            targets,
+            self.targets.elem_count(),
+            self.classes,
+        )?;
         Ok(self.targets.copy_from_host_shared(targets)?)
     }
 

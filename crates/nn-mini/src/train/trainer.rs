@@ -156,7 +156,10 @@ impl Trainer {
         if on && !self.config.device.is_cuda() {
             return Err(crate::NnError::invalid(
                 "Trainer::set_cuda_graph",
-                format!("CUDA graphs need a CUDA device, the run is on {}", self.config.device),
+                format!(
+                    "CUDA graphs need a CUDA device, the run is on {}",
+                    self.config.device
+                ),
             ));
         }
         self.use_cuda_graph = on;
@@ -168,7 +171,11 @@ impl Trainer {
 
     /// One step through the captured graph (capturing it first if needed): the batch
     /// into its buffers, one replay, the loss into the pending buffer.
-    fn step_graphed(&mut self, input: &tensor_core::Tensor, target: &tensor_core::Tensor) -> Result<()> {
+    fn step_graphed(
+        &mut self,
+        input: &tensor_core::Tensor,
+        target: &tensor_core::Tensor,
+    ) -> Result<()> {
         let rows = input.dims().first().copied().unwrap_or(0);
         let step = match self.graphed.iter().position(|g| g.rows() == rows) {
             Some(at) => {
@@ -177,7 +184,11 @@ impl Trainer {
                 step
             }
             None => {
-                let classes = *self.config.layers.last().expect("validated: at least two widths");
+                let classes = *self
+                    .config
+                    .layers
+                    .last()
+                    .expect("validated: at least two widths");
                 let captured = GraphedStep::capture(
                     self.config.device,
                     &mut self.model,

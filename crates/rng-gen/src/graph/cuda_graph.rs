@@ -148,26 +148,17 @@ impl Graph {
                 },
             );
         }
-        let captured = CudaGraph::capture(ordinal, || {
-            let value = region();
-            if value.is_ok() {
-                advance_nodes(ordinal)?;
-            }
-            Ok(value)
-        });
-        let drew_from = captures()
-            .remove(&ordinal)
-            .map(|c| c.generators)
-            .unwrap_or_default();
-        let mut misuse = None;
-        let mut generators = Vec::new();
-        for g in drew_from {
-            let capturing = g.with_graph_state(|state, _, _| state.capture.take());
-            if let Some(c) = capturing {
-                misuse = misuse.or(c.misuse);
-                generators.push((g, c.intra));
-            }
-        }
+        let captured = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            CudaGraph::capture(ordinal, || {
+                let value = region();
+                if value.is_ok() {
+                    advance_nodes(ordinal)?;
+                }
+                Ok(value)
+            })
+        }));
+        let (generators, misuse) = end_capture(ordinal);
+        let captured = captured.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         let (cuda, value) = captured.map_err(RngError::from)?;
         let value = value?;
         if let Some(op) = misuse {
@@ -230,6 +221,25 @@ impl Graph {
             .find(|(g, _)| g.same_as(generator))
             .map_or(0, |&(_, n)| n)
     }
+}
+
+/// Ends the bookkeeping of the capture of `ordinal` (also after a failure or a panic):
+/// the generators it drew from leave capture mode; returns them with what one replay
+/// reserves from each, and the first broken rule, if any.
+fn end_capture(ordinal: usize) -> (Vec<(Generator, u64)>, Option<&'static str>) {
+    let drew_from = captures()
+        .remove(&ordinal)
+        .map(|c| c.generators)
+        .unwrap_or_default();
+    let mut misuse = None;
+    let mut generators = Vec::new();
+    for g in drew_from {
+        if let Some(c) = g.with_graph_state(|state, _, _| state.capture.take()) {
+            misuse = misuse.or(c.misuse);
+            generators.push((g, c.intra));
+        }
+    }
+    (generators, misuse)
 }
 
 /// The last nodes of a capture of `ordinal`: each generator it drew from moves its device

@@ -24,8 +24,8 @@ use tensor_core::{Device, Element, Shape, Storage, Tensor, TensorError};
 use super::args::{elem_count, generator_for};
 use super::cpu_fill;
 use super::sampler::Sampler;
-use crate::registry::check_device;
 use crate::graph::Reserved;
+use crate::registry::check_device;
 use crate::stream::key::Key;
 use crate::{Generator, RngError};
 

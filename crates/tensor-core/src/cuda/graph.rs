@@ -139,7 +139,22 @@ impl CudaGraph {
                 .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
                 .map_err(driver_error(ordinal, "begin capture"))
         });
-        let result = begun.and_then(|()| region());
+        // A panicking region still ends the capture (then the panic goes on), so the
+        // device is not left refusing uploads and reads for the rest of the process.
+        let result = match begun {
+            Ok(()) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(region)) {
+                Ok(result) => result,
+                Err(panic) => {
+                    if is_stream_capturing(&stream) {
+                        let _ = stream.end_capture(CUgraphInstantiate_flags(0));
+                    }
+                    active().remove(&ordinal);
+                    allocator::close_pool(ordinal, pool);
+                    std::panic::resume_unwind(panic);
+                }
+            },
+            Err(e) => Err(e),
+        };
         let ended = if result.is_ok() || is_stream_capturing(&stream) {
             guarded(ordinal, || {
                 stream

@@ -1,4 +1,4 @@
-//! One CUDA context and default stream per device ordinal, created lazily and shared.
+//! One CUDA context and one stream per device ordinal, created lazily and shared.
 //!
 //! Contexts are the device's primary context (what the CUDA runtime and PyTorch use), so
 //! buffers made here interoperate with other libraries in the same process. The registry

@@ -116,7 +116,9 @@ impl CudaStorage {
     /// copy-on-write like ditto's other in-place ops. Errors during a capture.
     pub fn write_from_cpu_shared(&self, start: usize, cpu: &CpuStorage) -> Result<()> {
         super::graph::refuse_during_capture(self.ordinal, "an upload from the host")?;
-        let fits = start.checked_add(cpu.len()).is_some_and(|end| end <= self.len);
+        let fits = start
+            .checked_add(cpu.len())
+            .is_some_and(|end| end <= self.len);
         if cpu.dtype() != self.dtype || !fits {
             return Err(TensorError::InvalidArgument {
                 op: "write_from_cpu_shared",
@@ -142,8 +144,14 @@ impl CudaStorage {
             // the copy is queued on the buffer's stream, after all earlier work on it,
             // and `data` outlives the call (the driver copies pageable memory before
             // returning).
-            unsafe { cudarc::driver::result::memcpy_htod_async(base + at as u64, &data, stream.cu_stream()) }
-                .map_err(driver_error(self.ordinal, "write_from_cpu_shared"))
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(
+                    base + at as u64,
+                    &data,
+                    stream.cu_stream(),
+                )
+            }
+            .map_err(driver_error(self.ordinal, "write_from_cpu_shared"))
         })
     }
 

@@ -36,7 +36,13 @@ fn check_index(op: &'static str, this: &Tensor, index: &Tensor) -> Result<()> {
 }
 
 /// The error for index element `position` holding `value`, outside `0..size`.
-fn out_of_range(op: &'static str, position: usize, value: i64, dim: usize, size: usize) -> TensorError {
+fn out_of_range(
+    op: &'static str,
+    position: usize,
+    value: i64,
+    dim: usize,
+    size: usize,
+) -> TensorError {
     TensorError::IndexValueOutOfRange {
         op,
         position,
@@ -155,8 +161,8 @@ mod tests {
 
     #[test]
     fn gather_picks_along_either_dimension() {
-        let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], Device::Cpu)
-            .unwrap();
+        let x =
+            Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], Device::Cpu).unwrap();
         let rows = x.gather(1, &index(vec![2, 0], &[2, 1])).unwrap();
         assert_eq!(rows.to_vec::<f32>().unwrap(), [3.0, 4.0]);
         assert_eq!(rows.dims(), [2, 1]);

@@ -5,8 +5,8 @@
 use cudarc::driver::PushKernelArg;
 
 use super::elementwise::float_suffix;
-use super::{dense, dense_view, kernel, launch_config, launch_failed, output_storage, storage_of};
 use super::uninit;
+use super::{dense, dense_view, kernel, launch_config, launch_failed, output_storage, storage_of};
 use crate::ops::kernel_layout::{kernel_shape, kernel_view};
 use crate::{DType, Result, Tensor};
 
