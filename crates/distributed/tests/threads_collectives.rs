@@ -76,9 +76,14 @@ fn a_peer_exiting_early_is_a_typed_error() {
     );
     for (first, second) in results.into_iter().flatten() {
         match first {
-            DistError::PeerExited { ranks, op } => {
+            DistError::PeerExited {
+                ranks,
+                op,
+                sequence,
+            } => {
                 assert_eq!(ranks, [2]);
                 assert_eq!(op, "all_reduce");
+                assert_eq!(sequence, Some(0));
             }
             other => panic!("expected PeerExited, got {other}"),
         }
@@ -105,7 +110,15 @@ fn a_missing_peer_times_out_with_its_rank_named() {
     for (error, waited) in results.into_iter().flatten() {
         assert!(waited < timeout * 3, "waited {waited:?}");
         match error {
-            DistError::Timeout { missing, .. } => assert_eq!(missing, [1]),
+            DistError::CollectiveTimeout {
+                op,
+                sequence,
+                missing,
+                ..
+            } => {
+                assert_eq!((op, sequence), ("barrier", 0));
+                assert_eq!(missing, Some(vec![1]));
+            }
             other => panic!("expected a timeout, got {other}"),
         }
     }
