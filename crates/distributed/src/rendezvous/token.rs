@@ -34,8 +34,10 @@ pub const MAX_JOB_ID_LEN: usize = 1024;
 /// Which side of the handshake a MAC is for, so a master's proof cannot be sent back
 /// to it as a peer's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Side {
+pub enum Side {
+    /// Rank 0, answering a peer's nonce.
     Master,
+    /// A non-zero rank, answering the master's challenge.
     Peer,
 }
 
@@ -121,9 +123,12 @@ impl JobToken {
         self.has_secret
     }
 
-    /// The MAC that proves `side` holds the key, over both nonces and the claimed world
-    /// size and rank (so none of them can be changed in transit).
-    pub(crate) fn prove(
+    /// The MAC that proves `side` holds the key, over the other side's nonce
+    /// (`challenge`), this side's own nonce and the claimed world size and rank (so none
+    /// of them can be changed in transit). Public so that the wire format can be spoken
+    /// by hand (tests, other clients); the key itself never leaves this type.
+    #[must_use]
+    pub fn prove(
         &self,
         side: Side,
         challenge: &[u8; NONCE_LEN],
