@@ -175,3 +175,50 @@ fn a_panicking_rank_is_reported_and_does_not_hang_the_others() {
     }
     assert!(ThreadGroup::new(0).is_err());
 }
+
+/// Four ranks; after two collectives rank 3 stops (alive, but never calls the third).
+/// The other three end within the timeout (plus slack), each naming the collective, its
+/// sequence number and rank 3.
+#[test]
+fn three_of_four_ranks_end_naming_the_one_that_stopped() {
+    let timeout = Duration::from_millis(400);
+    let started = Instant::now();
+    let results = ThreadGroup::run_with_timeout(4, timeout, |pg| {
+        let mut t = Tensor::from_vec(vec![1.0f32; 8], &[8], Device::Cpu)?;
+        pg.all_reduce(&mut t, ReduceOp::Sum)?;
+        pg.barrier()?;
+        if pg.rank() == 3 {
+            // Stopped: holds its handle (not an exit) past everyone's timeout.
+            std::thread::sleep(timeout * 3);
+            return Ok(None);
+        }
+        Ok(Some(pg.all_reduce(&mut t, ReduceOp::Sum).unwrap_err()))
+    })
+    .unwrap();
+    assert!(
+        started.elapsed() < timeout * 6,
+        "took {:?}",
+        started.elapsed()
+    );
+    let errors: Vec<_> = results.into_iter().flatten().collect();
+    assert_eq!(errors.len(), 3);
+    for error in errors {
+        let text = error.to_string();
+        match error {
+            DistError::CollectiveTimeout {
+                op,
+                sequence,
+                timeout: limit,
+                missing,
+            } => {
+                assert_eq!((op, sequence, limit), ("all_reduce", 2, timeout));
+                assert_eq!(missing, Some(vec![3]));
+                assert!(
+                    text.contains("all_reduce (collective #2") && text.contains("[3]"),
+                    "{text}"
+                );
+            }
+            other => panic!("expected a collective timeout, got {other}"),
+        }
+    }
+}
