@@ -88,6 +88,15 @@ impl DdpTrainer {
 
     /// The configuration and reduce mode stored in a checkpoint.
     pub fn config_of(ck: &Checkpoint) -> Result<(TrainConfig, ReduceMode)> {
+        if ck.metadata(MODE_KEY).is_none() {
+            return Err(inconsistent(
+                MODE_KEY,
+                "this checkpoint was not written by a data parallel run (DdpTrainer, \
+                 ddp_train): it has no reduce mode. A single-process checkpoint \
+                 (train_resume) resumes with train_resume"
+                    .into(),
+            ));
+        }
         let config = TrainConfig::from_json(ck.require_metadata(CONFIG_KEY)?)?;
         let mode = ck.require_metadata(MODE_KEY)?.parse()?;
         Ok((config, mode))
