@@ -100,7 +100,7 @@ fn a_check_in_without_the_token_is_refused_and_the_real_rank_still_gets_in() {
 
 #[test]
 fn a_rank_of_another_job_refuses_this_master() {
-    let (_, _, error) = form_job_despite(2, |address| {
+    let (refusals, _, error) = form_job_despite(2, |address| {
         fetch(address, 1, 2, &other_job(), TIMEOUT).unwrap_err()
     });
     match error {
@@ -112,6 +112,8 @@ fn a_rank_of_another_job_refuses_this_master() {
         }
         other => panic!("expected a refusal of the master, got {other}"),
     }
+    // Both sides say why: the master logs its refusal of the rank too.
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
 }
 
 /// Records what a real rank sends through a proxy during a finished job, then replays

@@ -12,7 +12,7 @@ use crate::{DistError, Result};
 
 /// Connects to the master at `address` (retrying until it is up), checks in as `rank`
 /// of `world`, proves `token` (and checks the master's proof of it, so a rank never
-/// takes another job's payload) and returns the master's payload. Bounded by `timeout`
+/// takes another job's payload: another job's master is a typed error) and returns the master's payload. Bounded by `timeout`
 /// (plus a short grace to hear the master's verdict).
 pub fn fetch(
     address: impl ToSocketAddrs,
@@ -79,6 +79,10 @@ pub fn fetch(
         let body: [u8; CHALLENGE_LEN] = wire::read_array(&mut stream).map_err(io)?;
         let challenge: [u8; NONCE_LEN] = body[..NONCE_LEN].try_into().expect("nonce");
         let master_proof: [u8; MAC_LEN] = body[NONCE_LEN..].try_into().expect("MAC");
+        // Answer first, so a master of another job hears (and logs) why it refuses
+        // this rank; the answer is a MAC over its fresh nonce, useless to anyone else.
+        let answer = token.prove(Side::Peer, &challenge, &hello.nonce, world32, rank32);
+        stream.write_all(&answer).map_err(io)?;
         if !token.verify(
             Side::Master,
             &hello.nonce,
@@ -96,8 +100,6 @@ pub fn fetch(
                 ),
             });
         }
-        let answer = token.prove(Side::Peer, &challenge, &hello.nonce, world32, rank32);
-        stream.write_all(&answer).map_err(io)?;
         status = read_status(&mut stream, timeout)?;
     }
     read_verdict(&mut stream, status, world, timeout, &shown)
