@@ -21,8 +21,8 @@
 //! collective timeout (`DITTO_COLLECTIVE_TIMEOUT_S`, [`NcclGroup::with_timeout`]) aborts
 //! the communicator and ends with [`DistError::CollectiveTimeout`] on the calling
 //! thread. For that, a collective returns only once its work on the stream is done (it
-//! synchronizes the stream): a few microseconds per collective on a GPU, against a rank
-//! that hangs forever without it.
+//! synchronizes the stream): the CPU no longer queues work past a collective, a cost not
+//! yet measured on a GPU, against a rank that hangs forever without it.
 //!
 //! The library is found at run time (cudarc's dynamic loading): ditto pins
 //! `nvidia-nccl-cu13==2.27.7` (built against CUDA 13.0 like the other pins), whose

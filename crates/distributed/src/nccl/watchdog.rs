@@ -98,7 +98,7 @@ impl Watchdog {
         })
     }
 
-    /// Sets the limit for the collectives that begin from now on.
+    /// Sets the limit (the watchdog applies it to the collective under way, too).
     pub(super) fn set_timeout(&self, timeout: Duration) {
         self.shared.lock().timeout = timeout;
     }
