@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nn_mini::data::LoaderState;
+use nn_mini::checkpoint::default_cuda_rng_name;
 use nn_mini::train::{
     check_model_shapes, TrainConfig, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, STEP,
 };
@@ -35,6 +36,53 @@ fn inconsistent(name: &str, reason: String) -> DistError {
         }
         .into(),
     )
+}
+
+/// Restores the CPU's default generator and this rank's GPU's. The GPU entry is the one
+/// rank 0 saved, `rng.default.cuda:<rank 0's LOCAL_RANK>`: the default generators are
+/// identical on every rank, but in the resuming job this rank may drive another GPU
+/// (rank 1 on cuda:1 resuming a checkpoint written from cuda:0), so a checkpoint with one
+/// GPU entry restores it on whichever GPU this rank drives. One with several (not
+/// written by this trainer) must hold this rank's own. Everything is validated before any
+/// generator changes.
+fn restore_default_generators(ck: &Checkpoint, device: Device) -> Result<()> {
+    let Device::Cuda(ordinal) = device else {
+        return Ok(ck.restore_default_generators(&[Device::Cpu])?);
+    };
+    let own = default_cuda_rng_name(ordinal);
+    let saved: Vec<&str> = ck
+        .names()
+        .filter(|name| {
+            // `default_cuda_rng_name(i)` for some ordinal i.
+            name.rsplit_once(':').is_some_and(|(_, i)| {
+                i.parse::<usize>()
+                    .is_ok_and(|i| default_cuda_rng_name(i) == *name)
+            })
+        })
+        .collect();
+    let name = match saved.as_slice() {
+        [one] => (*one).to_string(),
+        _ if saved.contains(&own.as_str()) => own.clone(),
+        // None: the checkpoint's own error names the missing entry.
+        [] => return Ok(ck.restore_default_generators(&[Device::Cpu, device])?),
+        several => {
+            return Err(inconsistent(
+                &own,
+                format!("the checkpoint has GPU generators {several:?} but none for cuda:{ordinal}"),
+            ))
+        }
+    };
+    let key = {
+        let scratch = rng_gen::Generator::new(Device::Cpu);
+        scratch
+            .set_state(&ck.bytes(&name)?)
+            .map_err(|e| inconsistent(&name, e.to_string()))?;
+        scratch.key()
+    };
+    let gpu = rng_gen::default_generator(device).map_err(|e| inconsistent(&own, e.to_string()))?;
+    ck.restore_default_generators(&[Device::Cpu])?;
+    gpu.set_key(key);
+    Ok(())
 }
 
 impl DdpTrainer {
@@ -142,7 +190,7 @@ impl DdpTrainer {
         ck.restore_sgd("optim.", &mut trainer.optimizer, trainer.ddp.module())?;
         trainer.check_momentum_buffers(step)?;
         ck.restore_generators(&[(DROPOUT_RNG, &trainer.dropout_generator)])?;
-        ck.restore_default_generators(&trainer.default_generator_devices())?;
+        restore_default_generators(ck, trainer.config.device)?;
         let local = LoaderState {
             epoch: saved.epoch,
             position: saved.position,
