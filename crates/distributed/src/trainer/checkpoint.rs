@@ -12,8 +12,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use nn_mini::data::LoaderState;
 use nn_mini::checkpoint::default_cuda_rng_name;
+use nn_mini::data::LoaderState;
 use nn_mini::train::{
     check_model_shapes, TrainConfig, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, STEP,
 };
@@ -68,7 +68,9 @@ fn restore_default_generators(ck: &Checkpoint, device: Device) -> Result<()> {
         several => {
             return Err(inconsistent(
                 &own,
-                format!("the checkpoint has GPU generators {several:?} but none for cuda:{ordinal}"),
+                format!(
+                    "the checkpoint has GPU generators {several:?} but none for cuda:{ordinal}"
+                ),
             ))
         }
     };
