@@ -85,9 +85,10 @@ bool spawn(F f) {
     }
 }
 
-// Under h.lock.
+// Under h.lock. Nothing is queued for a rank whose connection ended: its writer may have
+// finished, and the frame would count as undelivered for ever (see drain_hub).
 void enqueue(Hub& h, Member& m, Outgoing o) {
-    if (m.broken) return;
+    if (m.broken || m.closed) return;
     m.queue.push_back(std::move(o));
     h.queued += 1;
     m.ready.notify_one();

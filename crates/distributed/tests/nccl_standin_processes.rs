@@ -352,4 +352,11 @@ fn blocked_all_reduce(rank: usize, world: usize, id: &[u8; 128], abort: bool) {
     let outcome = worker.join().unwrap();
     assert!(start.elapsed() < Duration::from_secs(10));
     println!("released by abort: {:?}", outcome.unwrap_err().0);
+    // A second abort of the same handle (undefined on NCCL) is a typed error here.
+    // SAFETY: the stand-in keeps aborted communicators' memory to recognise them.
+    let again = unsafe { result::comm_abort(comm) };
+    assert!(
+        matches!(again, Err(e) if e.0 == sys::ncclResult_t::ncclInvalidArgument),
+        "a second abort must say the handle is not a live communicator"
+    );
 }
