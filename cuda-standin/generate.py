@@ -12,6 +12,14 @@
       A stub for every driver and cuBLAS function cudarc can call that the stand-in does
       not define, returning CUDA_ERROR_NOT_SUPPORTED / CUBLAS_STATUS_NOT_SUPPORTED with
       a message naming the call, so no call ends in a missing-symbol panic.
+  generate.py counters DEFINED_SYMBOLS OUT_MAP OUT_S OUT_CPP
+      Call counting for DITTO_CUDA_STANDIN_STATS (cuda-standin/src/call_stats.cpp):
+      every exported entry point (cu*, cublas*, nccl*) of the compiled objects is renamed
+      to `standin_entry_<name>` (OUT_MAP, for objcopy --redefine-syms), and OUT_S defines
+      each exported name as a trampoline that atomically adds one to the entry point's
+      counter and jumps to the renamed body. One place counts every call, whatever the
+      signature, and calls the stand-in makes to itself are not counted. OUT_CPP holds
+      the names, in counter order.
   generate.py manifest OUT_TXT SOURCE...
       What the host builds were compiled from: one line per source, its FNV-1a 64 hash
       (16 hex digits), a tab and its path. The stand-in re-hashes these files at its
@@ -111,6 +119,38 @@ def stubs(cudarc_dir, defined_file, out_cpp):
     print(f"{count} unimplemented calls stubbed, {len(functions) - count} implemented", file=sys.stderr)
 
 
+def counters(defined_file, out_map, out_s, out_cpp):
+    with open(defined_file, encoding="utf-8") as f:
+        names = sorted(n for n in set(f.read().split()) if re.match(r"(cu|cublas|nccl)[A-Z]\w*$", n))
+    if not names:
+        sys.exit("no entry points to count")
+    with open(out_map, "w", encoding="utf-8") as f:
+        f.writelines(f"{name} standin_entry_{name}\n" for name in names)
+    lines = [GENERATED,
+             "// One trampoline per entry point: count the call (a locked add, so threads never\n",
+             "// lose one), then jump to the body with every argument register untouched.\n",
+             "#if !defined(__x86_64__)\n#error the call-counting trampolines are written for x86-64\n#endif\n",
+             "\t.text\n"]
+    for i, name in enumerate(names):
+        lines.append(f"\t.globl {name}\n\t.type {name},@function\n\t.p2align 4\n{name}:\n"
+                     f"\tlock incq standin_call_counts+{8 * i}(%rip)\n"
+                     f"\tjmp standin_entry_{name}\n\t.size {name},.-{name}\n")
+    lines.append(f"\t.bss\n\t.globl standin_call_counts\n\t.hidden standin_call_counts\n"
+                 f"\t.p2align 3\nstandin_call_counts:\n\t.zero {8 * len(names)}\n"
+                 '\t.section .note.GNU-stack,"",@progbits\n')
+    with open(out_s, "w", encoding="utf-8") as f:
+        f.writelines(lines)
+    with open(out_cpp, "w", encoding="utf-8") as f:
+        f.write(GENERATED)
+        f.write("// The entry points standin_call_counts counts, in its order.\n#include <cstddef>\n")
+        f.write('extern "C" __attribute__((visibility("hidden"))) const char* const standin_call_names[] = {\n')
+        f.writelines(f'    "{name}",\n' for name in names)
+        f.write("};\n")
+        f.write('extern "C" __attribute__((visibility("hidden"))) const std::size_t standin_call_name_count = '
+                f"{len(names)};\n")
+    print(f"{len(names)} entry points counted", file=sys.stderr)
+
+
 def fnv1a64(data):
     """FNV-1a, 64 bits, of `data` (bytes): freshness.cpp's `fnv1a64`."""
     value = 0xCBF29CE484222325
@@ -130,4 +170,5 @@ def manifest(out_txt, *sources):
 
 if __name__ == "__main__":
     command, args = sys.argv[1], sys.argv[2:]
-    {"errors": errors, "kernels": kernels, "stubs": stubs, "manifest": manifest}[command](*args)
+    {"errors": errors, "kernels": kernels, "stubs": stubs, "counters": counters,
+     "manifest": manifest}[command](*args)

@@ -36,7 +36,7 @@ use nn_mini::Checkpoint;
 use args::Args;
 use common::flags::check_same;
 use common::report::Report;
-use common::run::{checkpoint_path, exit_code, last_step, Progress};
+use common::run::{checkpoint_path, exit_code, last_step, Progress, LOG_EVERY};
 
 fn main() -> ExitCode {
     let args = Args::parse_or_exit();
@@ -97,16 +97,24 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
         println!("{}: {name}", c.device);
     }
 
-    // 2. Train. `trainer.step()` is one SGD step: the loader's next batch, zero_grad,
-    //    forward with dropout, cross-entropy, backward, SGD update (read it in
-    //    crates/nn-mini/src/train/trainer.rs). `--save-at` checkpoints after that step
-    //    and stops, as if the job had been killed there.
+    // 2. Train. `trainer.step_deferred()` is one SGD step: the loader's next batch,
+    //    zero_grad, forward with dropout, cross-entropy, backward, SGD update (read it
+    //    in crates/nn-mini/src/train/trainer.rs). Its loss stays on the device until
+    //    `read_losses` brings every pending one over in one copy (`--log-every`), so a
+    //    GPU is not waited for in each step. `--save-at` checkpoints after that step and
+    //    stops, as if the job had been killed there.
     let mut progress = Progress::new(flags, steps);
+    let log_every = args.log_every.unwrap_or(LOG_EVERY);
     while trainer.step_count() < steps {
-        let loss = trainer.step()?;
+        trainer.step_deferred()?;
         let step = trainer.step_count();
-        if let Some(line) = progress.record(step, loss) {
-            println!("{line}");
+        if step.is_multiple_of(log_every) || step == steps || Some(step) == flags.save_at {
+            let first = step + 1 - trainer.unread_losses() as u64;
+            for (k, &loss) in (first..).zip(trainer.read_losses()?) {
+                if let Some(line) = progress.record(k, loss) {
+                    println!("{line}");
+                }
+            }
         }
         if Some(step) == flags.save_at {
             let path = checkpoint_path(flags);

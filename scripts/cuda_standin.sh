@@ -104,6 +104,16 @@ build() {
   nm --defined-only -g "$obj"/*.o | awk 'NF == 3 { print $3 }' | sort -u > "$gen/defined.txt"
   python3 "$SRC/generate.py" stubs "$CUDARC" "$gen/defined.txt" "$gen/stubs.cpp"
   "$CXX" "${CXXFLAGS[@]}" -w -c "$gen/stubs.cpp" -o "$obj/stubs.o"
+
+  # Call counting (DITTO_CUDA_STANDIN_STATS, cuda-standin/src/call_stats.cpp): each entry
+  # point's body is renamed, and a generated trampoline under its name counts the call.
+  nm --defined-only -g "$obj"/*.o | awk 'NF == 3 { print $3 }' | sort -u > "$gen/entry_points.txt"
+  python3 "$SRC/generate.py" counters "$gen/entry_points.txt" "$gen/entry_renames.txt" \
+    "$gen/call_trampolines.S" "$gen/call_names.cpp"
+  local o
+  for o in "$obj"/*.o; do objcopy --redefine-syms="$gen/entry_renames.txt" "$o"; done
+  "$CXX" "${CXXFLAGS[@]}" -c "$gen/call_trampolines.S" -o "$obj/call_trampolines.o"
+  "$CXX" "${CXXFLAGS[@]}" -c "$gen/call_names.cpp" -o "$obj/call_names.o"
   printf '{\n  global: cu*; nccl*; ditto_standin_*;\n  local: *;\n};\n' > "$gen/exports.map"
   "$CXX" -shared -o "$LIB" "$obj"/*.o -Wl,-soname,libcuda.so.1 -Wl,--version-script="$gen/exports.map" \
     -Wl,-z,defs -lpthread -ldl

@@ -1,6 +1,7 @@
 //! Command-line flags of `train_resume`: the run's flags shared with `ddp_train`
 //! (`examples/common/flags.rs`) plus this program's own, parsed by clap (derive).
 
+use clap::builder::RangedU64ValueParser;
 use clap::Parser;
 use tensor_core::Device;
 
@@ -18,6 +19,12 @@ pub struct Args {
     /// cpu or cuda:N [default: cpu]; on --resume, the device to continue on
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<Device>,
+
+    /// Read the losses from the device every K steps, 1..=256, in one copy (and at
+    /// --save-at and the last step) [default: 20]; the CSV holds every step's loss
+    /// whatever K is. On a GPU a read waits for the device, so larger K keeps it busier
+    #[arg(long, value_name = "K", value_parser = RangedU64ValueParser::<u64>::new().range(1..=256))]
+    pub log_every: Option<u64>,
 
     /// The whole story: a straight run, a run killed at --save-at (default 3/5 of
     /// --steps), a resume compared with the straight run
@@ -53,7 +60,13 @@ mod tests {
     fn the_command_is_well_formed_and_help_states_every_range() {
         Args::command().debug_assert();
         let help = Args::command().render_long_help().to_string();
-        for range in ["1..=1000000", "1..=4000", "0..=256", "1..=--steps"] {
+        for range in [
+            "1..=1000000",
+            "1..=4000",
+            "0..=256",
+            "1..=--steps",
+            "1..=256",
+        ] {
             assert!(
                 help.contains(range),
                 "--help does not state {range}:\n{help}"
@@ -75,6 +88,7 @@ mod tests {
             Args {
                 run: RunFlags::default(),
                 device: None,
+                log_every: None,
                 demo: false
             }
         );
@@ -91,6 +105,8 @@ mod tests {
             ),
             ("--batch-size 0", "not in 1..=4000"),
             ("--workers 257", "257 is not in 0..=256"),
+            ("--log-every 0", "0 is not in 1..=256"),
+            ("--log-every 257", "257 is not in 1..=256"),
             ("--save-at 0", "not in 1..=1000000"),
             ("--device gpu", "--device"),
             (

@@ -22,12 +22,8 @@ fn input(rows: &[u64], row_len: usize, batch: u64) -> Tensor {
     Tensor::from_vec(values, &[rows.len(), row_len], Device::Cpu).unwrap()
 }
 
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec::<f32>()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect()
+fn bits(t: &Tensor) -> Vec<u64> {
+    t.to_bits().unwrap()
 }
 
 /// The single process: two batches of 12 rows of 33 features (rows start mid-block).

@@ -39,53 +39,12 @@
 //! needs the fork to cover threads the block starts, and whose other threads do not
 //! draw from these generators meanwhile.
 
-use std::cell::RefCell;
-
 use tensor_core::Device;
 
 use crate::registry::default_generator;
 use crate::stream::key::Key;
+use crate::thread_forks;
 use crate::{Generator, RngError};
-
-thread_local! {
-    /// This thread's forked default generators, innermost fork last.
-    static FORKED: RefCell<Vec<(Device, Generator)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// The calling thread's innermost forked copy of `device`'s default generator, if a
-/// [`fork_rng`] listing `device` is running on this thread.
-pub(crate) fn forked(device: Device) -> Option<Generator> {
-    FORKED.with(|forks| {
-        forks
-            .borrow()
-            .iter()
-            .rev()
-            .find(|(d, _)| *d == device)
-            .map(|(_, g)| g.clone())
-    })
-}
-
-/// Drops the copies pushed by one [`fork_rng`] when it ends (return or unwind).
-struct PopForks {
-    depth: usize,
-}
-
-impl Drop for PopForks {
-    fn drop(&mut self) {
-        FORKED.with(|forks| forks.borrow_mut().truncate(self.depth));
-    }
-}
-
-/// `devices` without repeats, in the order given.
-fn distinct(devices: &[Device]) -> Vec<Device> {
-    let mut out: Vec<Device> = Vec::with_capacity(devices.len());
-    for &device in devices {
-        if !out.contains(&device) {
-            out.push(device);
-        }
-    }
-    out
-}
 
 /// Runs `f` with the default generators of `devices` forked for the calling thread:
 /// like `torch.random.fork_rng`, except that nothing is rewound under other threads.
@@ -113,17 +72,11 @@ fn distinct(devices: &[Device]) -> Vec<Device> {
 /// running `f`, if a listed CUDA device does not exist.
 pub fn fork_rng<R>(devices: &[Device], f: impl FnOnce() -> R) -> Result<R, RngError> {
     let mut copies = Vec::new();
-    for device in distinct(devices) {
+    for device in Device::distinct(devices) {
         let current = default_generator(device)?;
         copies.push((device, Generator::from_key(device, current.key())));
     }
-    let depth = FORKED.with(|forks| {
-        let mut forks = forks.borrow_mut();
-        let depth = forks.len();
-        forks.extend(copies);
-        depth
-    });
-    let _pop = PopForks { depth };
+    let _pop = thread_forks::push(copies);
     Ok(f())
 }
 
@@ -154,7 +107,7 @@ impl Drop for Restore {
 /// restores that block's copies.
 pub fn fork_rng_all_threads<R>(devices: &[Device], f: impl FnOnce() -> R) -> Result<R, RngError> {
     let mut saved: Vec<(Generator, Key)> = Vec::with_capacity(devices.len());
-    for device in distinct(devices) {
+    for device in Device::distinct(devices) {
         let generator = default_generator(device)?;
         let key = generator.key();
         saved.push((generator, key));

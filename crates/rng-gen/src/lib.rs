@@ -34,11 +34,12 @@
 //! - `generator`: [`Generator`], a shared `(seed, offset)` handle whose
 //!   [`reserve`](Generator::reserve) hands each op its stretch of the stream.
 //! - [`state`]: the versioned state bytes of generators and [`PhiloxRng`].
-//! - `registry`: the default generator per device and the process-wide seeding
-//!   functions ([`manual_seed`], [`seed`], [`get_rng_state`], ...); [`cuda`]: their
-//!   `torch.cuda` counterparts.
+//! - `registry`: the default generator per device and the CPU generator's state
+//!   functions ([`get_rng_state`], ...); [`cuda`]: their `torch.cuda` counterparts;
+//!   `seeding`: [`manual_seed`] and [`seed`], which reach every device.
 //! - `fork`: [`fork_rng`], run code without disturbing the default generators (a
-//!   thread-local fork; [`fork_rng_all_threads`] is PyTorch's process-wide rewind).
+//!   thread-local fork, kept in `thread_forks`; [`fork_rng_all_threads`] is PyTorch's
+//!   process-wide rewind).
 //! - `philox_rng`: [`PhiloxRng`], the stream as a `rand_core` RNG.
 //! - `ops`: the random tensor ops ([`rand`], [`randn`], [`uniform`], [`normal`],
 //!   [`bernoulli`], [`randint`], [`randperm`], [`bits`], [`dropout`]) and their in-place
@@ -60,9 +61,11 @@ mod generator;
 mod ops;
 mod philox_rng;
 mod registry;
+mod seeding;
 mod simd;
 pub mod state;
 pub mod stream;
+mod thread_forks;
 
 pub use error::RngError;
 pub use fork::{fork_rng, fork_rng_all_threads};
@@ -70,12 +73,12 @@ pub use generator::{Generator, DEFAULT_SEED};
 pub use ops::{
     bernoulli, bernoulli_, bits, bits_, dropout, dropout_backward, dropout_into, dropout_rows,
     dropout_with_mask, normal, normal_, rand, randint, randn, random_, randperm, sample, sample_,
-    sample_at, uniform, uniform_, DropoutState, Layout, Sampler, BATCH_WORDS,
+    sample_at, uniform, uniform_, DropoutState, Layout, PackedMask, PerWordSampler, Sampler,
+    BATCH_WORDS,
 };
 pub use philox_rng::PhiloxRng;
-pub use registry::{
-    default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state,
-};
+pub use registry::{default_generator, get_rng_state, initial_seed, set_rng_state};
+pub use seeding::{manual_seed, seed};
 pub use stream::increment::{increment_for, words_for, words_per_element, RandomOp};
 pub use stream::key::{fold_in, split, Key};
 pub use stream::philox::philox4x32_10;

@@ -1,5 +1,7 @@
-//! The default generator of each device, and the process-wide seeding functions that
-//! act on them (`torch.manual_seed`, `torch.seed`, `torch.get_rng_state`, ...).
+//! The default generator of each device, and the CPU generator's process-wide state
+//! functions (`torch.initial_seed`, `torch.get_rng_state`, `torch.set_rng_state`).
+//! Seeding every device at once (`manual_seed`, `seed`) is in `seeding.rs`, above both
+//! this file and the CUDA functions it calls.
 //!
 //! Ops called without an explicit generator draw from their device's default
 //! generator, so seeding once at the top of a program makes every such op reproducible.
@@ -14,7 +16,6 @@ use std::sync::{Mutex, OnceLock};
 
 use tensor_core::Device;
 
-use crate::generator::entropy_seed;
 use crate::{Generator, RngError};
 
 /// Number of CUDA devices this process can use (0 without the `cuda` feature or a GPU).
@@ -43,8 +44,8 @@ fn cpu_generator() -> &'static Generator {
 }
 
 /// The CPU default generator as this thread sees it (the fork's copy inside a fork).
-fn current_cpu() -> Generator {
-    crate::fork::forked(Device::Cpu).unwrap_or_else(|| cpu_generator().clone())
+pub(crate) fn current_cpu() -> Generator {
+    crate::thread_forks::forked(Device::Cpu).unwrap_or_else(|| cpu_generator().clone())
 }
 
 /// The default generator of `device` (a shared handle: seeding it affects every op on
@@ -54,7 +55,7 @@ fn current_cpu() -> Generator {
 /// device in a build without the `cuda` feature.
 pub fn default_generator(device: Device) -> Result<Generator, RngError> {
     check_device(device)?;
-    if let Some(copy) = crate::fork::forked(device) {
+    if let Some(copy) = crate::thread_forks::forked(device) {
         return Ok(copy);
     }
     static CUDA: OnceLock<Mutex<HashMap<usize, Generator>>> = OnceLock::new();
@@ -70,21 +71,6 @@ pub fn default_generator(device: Device) -> Result<Generator, RngError> {
                 .clone())
         }
     }
-}
-
-/// Seeds the CPU generator and every CUDA device's generator with `seed` (offset 0),
-/// like `torch.manual_seed`: the one call that makes a program reproducible.
-pub fn manual_seed(seed: u64) {
-    current_cpu().manual_seed(seed);
-    crate::cuda::manual_seed_all(seed);
-}
-
-/// Seeds the CPU generator and every CUDA generator from OS entropy (one seed for all,
-/// like `torch.seed`) and returns it, so the run can be replayed from a log.
-pub fn seed() -> u64 {
-    let seed = entropy_seed();
-    manual_seed(seed);
-    seed
 }
 
 /// The seed of the CPU default generator (`torch.initial_seed`).

@@ -658,7 +658,12 @@ fn dropout_matches<T: cuda::ElementwiseFloat + Element + std::fmt::Debug>(
                     &y.to_vec::<T>().unwrap(),
                     bits,
                 );
-                let cpu_mask = state.packed_mask.clone().expect("asked for the mask");
+                let cpu_mask = state
+                    .packed_mask
+                    .as_ref()
+                    .expect("asked for the mask")
+                    .words()
+                    .unwrap();
                 assert_eq!(
                     cuda_mask.as_ref(),
                     Some(&cpu_mask),

@@ -254,7 +254,7 @@ fn dropout_backward_mismatches() {
         Err(RngError::UnsupportedDType { .. })
     ));
     let mut bad_mask = state.clone();
-    bad_mask.packed_mask = Some(vec![0; 3]);
+    bad_mask.packed_mask = Some(vec![0; 3].into());
     let grad = Tensor::zeros(&[8], DType::F32, CPU).unwrap();
     assert!(matches!(
         dropout_backward(&grad, &bad_mask),

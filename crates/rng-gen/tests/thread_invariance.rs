@@ -72,7 +72,7 @@ fn dropout_10m_is_thread_count_invariant() {
     let runs = in_pools(|| {
         let (y, state) = dropout_with_mask(&x, 0.3, true, Some(&generator(SEED, 1))).unwrap();
         let mut out: Vec<u32> = values::<f32>(&y).into_iter().map(f32::to_bits).collect();
-        out.extend(state.packed_mask.unwrap());
+        out.extend(state.packed_mask.unwrap().words().unwrap());
         out
     });
     assert_all_equal(&runs, "dropout f32 + mask");

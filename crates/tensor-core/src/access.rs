@@ -1,6 +1,6 @@
 //! Reading elements out of a tensor, and typed views of CPU buffers for other crates.
 
-use crate::{CpuStorage, Device, Element, Result, Storage, Tensor, TensorError};
+use crate::{CpuStorage, DType, Device, Element, Result, Storage, Tensor, TensorError};
 
 impl Tensor {
     /// The host buffer behind a CPU tensor: the whole storage, which a view may only
@@ -62,6 +62,26 @@ impl Tensor {
             return Ok(values[host.offset..host.offset + host.elem_count()].to_vec());
         }
         Ok(host.storage_indices().map(|i| values[i]).collect())
+    }
+
+    /// The elements' bit patterns in row-major order, copied to the host: floats as
+    /// their IEEE bits (`f32::to_bits` widened), integers as their two's-complement
+    /// value, bools as 0 / 1. Reproducibility checks compare these, not the values, so
+    /// that `-0.0` against `0.0` and one NaN payload against another count as different.
+    pub fn to_bits(&self) -> Result<Vec<u64>> {
+        fn widen<T: Element>(t: &Tensor, bits: impl Fn(T) -> u64) -> Result<Vec<u64>> {
+            Ok(t.to_vec::<T>()?.into_iter().map(bits).collect())
+        }
+        match self.dtype() {
+            DType::F32 => widen(self, |v: f32| u64::from(v.to_bits())),
+            DType::F64 => widen(self, f64::to_bits),
+            DType::F16 => widen(self, |v: half::f16| u64::from(v.to_bits())),
+            DType::BF16 => widen(self, |v: half::bf16| u64::from(v.to_bits())),
+            DType::I64 => widen(self, |v: i64| v as u64),
+            DType::U32 => widen(self, |v: u32| u64::from(v)),
+            DType::U8 => widen(self, |v: u8| u64::from(v)),
+            DType::Bool => widen(self, |v: bool| u64::from(v)),
+        }
     }
 
     /// The single element of a one-element tensor (any rank), e.g. a loss. Errors on any

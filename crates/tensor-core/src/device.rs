@@ -23,6 +23,20 @@ impl Device {
     pub fn is_cuda(self) -> bool {
         matches!(self, Device::Cuda(_))
     }
+
+    /// `devices` without repeats, in the order first given: what every API that takes a
+    /// list of devices (`fork_rng`, a checkpoint's default generators) acts on, so a
+    /// device listed twice is saved, forked or restored once.
+    #[must_use]
+    pub fn distinct(devices: &[Device]) -> Vec<Device> {
+        let mut out: Vec<Device> = Vec::with_capacity(devices.len());
+        for &device in devices {
+            if !out.contains(&device) {
+                out.push(device);
+            }
+        }
+        out
+    }
 }
 
 impl fmt::Display for Device {

@@ -55,12 +55,8 @@ impl Case {
     }
 }
 
-fn bits(t: &Tensor) -> Vec<u32> {
-    t.to_vec::<f32>()
-        .unwrap()
-        .iter()
-        .map(|x| x.to_bits())
-        .collect()
+fn bits(t: &Tensor) -> Vec<u64> {
+    t.to_bits().unwrap()
 }
 
 /// Runs `f` on 2 threads and returns its result and how many fast paths it took.

@@ -81,12 +81,8 @@ mod tests {
         Tensor::from_vec(vec![v, -v * 0.3], &[2], Device::Cpu).unwrap()
     }
 
-    fn bits(t: &Tensor) -> Vec<u32> {
-        t.to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect()
+    fn bits(t: &Tensor) -> Vec<u64> {
+        t.to_bits().unwrap()
     }
 
     /// Rank subtrees plus the top tree equal the whole tree, bit for bit, for every

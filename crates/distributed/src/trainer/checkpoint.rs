@@ -14,10 +14,11 @@ use std::sync::Arc;
 
 use nn_mini::data::LoaderState;
 use nn_mini::train::{
-    check_model_shapes, TrainConfig, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, STEP,
+    check_loader_state, read_history, ExpectedLoader, RunParts, RunView, TrainConfig, CONFIG_KEY,
+    LOADER,
 };
-use nn_mini::{Checkpoint, CheckpointError, Module};
-use tensor_core::{DType, Device, Tensor};
+use nn_mini::Checkpoint;
+use tensor_core::{Device, Tensor};
 
 use super::DdpTrainer;
 use crate::{DistError, ProcessGroup, ReduceMode, Result};
@@ -27,39 +28,23 @@ pub const MODE_KEY: &str = "ddp.mode";
 /// Metadata key of the world size that wrote the checkpoint (informational).
 pub const WORLD_SIZE_KEY: &str = "ddp.world_size";
 
-fn inconsistent(name: &str, reason: String) -> DistError {
-    DistError::Nn(
-        CheckpointError::Inconsistent {
-            name: name.into(),
-            reason,
-        }
-        .into(),
-    )
-}
-
 impl DdpTrainer {
     /// Everything needed to continue on any rank. The same on every rank; not a
     /// collective.
     pub fn checkpoint(&self) -> Result<Checkpoint> {
-        let mut ck = Checkpoint::new();
-        ck.put_module("model.", self.ddp.module())?;
-        ck.put_sgd("optim.", &self.optimizer)?;
-        ck.put_generators(&[(DROPOUT_RNG, &self.dropout_generator)])?;
-        ck.put_default_generators(&self.default_generator_devices())?;
-        let global = LoaderState {
-            batch_size: self.config.batch_size as u64,
-            ..self.loader.state()?
-        };
-        ck.insert_bytes(LOADER, &global.to_bytes())?;
-        ck.insert(
-            STEP,
-            &Tensor::from_vec(vec![self.step as i64], &[], Device::Cpu)?,
-        )?;
-        ck.insert(
-            LOSSES,
-            &Tensor::from_slice(&self.losses, &[self.losses.len()], Device::Cpu)?,
-        )?;
-        ck.set_metadata(CONFIG_KEY, self.config.to_json())?;
+        let mut ck = RunView {
+            config: &self.config,
+            model: self.ddp.module(),
+            optimizer: &self.optimizer,
+            dropout_generator: &self.dropout_generator,
+            loader: LoaderState {
+                batch_size: self.config.batch_size as u64,
+                ..self.loader.state()?
+            },
+            step: self.step,
+            losses: &self.losses,
+        }
+        .to_checkpoint()?;
         ck.set_metadata(MODE_KEY, self.mode.to_string())?;
         ck.set_metadata(WORLD_SIZE_KEY, self.ddp.group().world_size().to_string())?;
         Ok(ck)
@@ -89,12 +74,16 @@ impl DdpTrainer {
     /// The configuration and reduce mode stored in a checkpoint.
     pub fn config_of(ck: &Checkpoint) -> Result<(TrainConfig, ReduceMode)> {
         if ck.metadata(MODE_KEY).is_none() {
-            return Err(inconsistent(
-                MODE_KEY,
-                "this checkpoint was not written by a data parallel run (DdpTrainer, \
-                 ddp_train): it has no reduce mode. A single-process checkpoint \
-                 (train_resume) resumes with train_resume"
-                    .into(),
+            return Err(DistError::Nn(
+                nn_mini::CheckpointError::Inconsistent {
+                    name: MODE_KEY.into(),
+                    reason: "this checkpoint was not written by a data parallel run \
+                             (DdpTrainer, ddp_train): it has no reduce mode. A \
+                             single-process checkpoint (train_resume) resumes with \
+                             train_resume"
+                        .into(),
+                }
+                .into(),
             ));
         }
         let config = TrainConfig::from_json(ck.require_metadata(CONFIG_KEY)?)?;
@@ -130,28 +119,23 @@ impl DdpTrainer {
         let (mut config, mode) = DdpTrainer::config_of(ck)?;
         config.num_workers = num_workers.unwrap_or(config.num_workers);
         config.device = group.device();
-        check_model_shapes(ck, &config)?;
-        let step = ck.tensor_like(STEP, &[], DType::I64)?.to_scalar::<i64>()?;
-        let step =
-            u64::try_from(step).map_err(|_| inconsistent(STEP, format!("negative step {step}")))?;
-        let losses = ck.tensor(LOSSES)?;
-        let losses = ck
-            .tensor_like(LOSSES, &[losses.elem_count()], DType::F32)?
-            .to_vec::<f32>()?;
-        if losses.len() as u64 != step {
-            return Err(inconsistent(
-                LOSSES,
-                format!("{} losses for {step} steps", losses.len()),
-            ));
-        }
+        let (step, losses) = read_history(ck, &config)?;
         let mut trainer = DdpTrainer::new(config, mode, group)?;
         let saved = ck.loader_state(LOADER)?;
-        trainer.check_loader_state(&saved, step)?;
-        ck.restore_module("model.", trainer.ddp.module_mut())?;
-        ck.restore_sgd("optim.", &mut trainer.optimizer, trainer.ddp.module())?;
-        trainer.check_momentum_buffers(step)?;
-        ck.restore_generators(&[(DROPOUT_RNG, &trainer.dropout_generator)])?;
-        ck.restore_default_generators(&trainer.default_generator_devices())?;
+        let expected = ExpectedLoader {
+            key: trainer.loader.key(),
+            batch_size: trainer.config.batch_size as u64,
+            per_epoch: trainer.loader.batches_per_epoch() as u64,
+            seed: trainer.config.seed,
+        };
+        check_loader_state(&saved, expected, step)?;
+        RunParts {
+            config: &trainer.config,
+            model: trainer.ddp.module_mut(),
+            optimizer: &mut trainer.optimizer,
+            dropout_generator: &trainer.dropout_generator,
+        }
+        .restore(ck, step)?;
         let local = LoaderState {
             epoch: saved.epoch,
             position: saved.position,
@@ -161,63 +145,6 @@ impl DdpTrainer {
         trainer.step = step;
         trainer.losses = losses;
         Ok(trainer)
-    }
-
-    /// The devices whose default generators a checkpoint carries (as the single-process
-    /// trainer: the CPU, and the run's GPU).
-    fn default_generator_devices(&self) -> Vec<Device> {
-        match self.config.device {
-            Device::Cpu => vec![Device::Cpu],
-            gpu => vec![Device::Cpu, gpu],
-        }
-    }
-
-    /// The saved loader belongs to this run (same key, same global batch) and sits where
-    /// `step` global batches leave it.
-    fn check_loader_state(&self, saved: &LoaderState, step: u64) -> Result<()> {
-        let expected = self.loader.key();
-        if saved.key != expected || saved.batch_size != self.config.batch_size as u64 {
-            return Err(inconsistent(
-                LOADER,
-                format!(
-                    "key {:?} and batch {} are not this run's key {expected:?} and global batch {}",
-                    saved.key, saved.batch_size, self.config.batch_size
-                ),
-            ));
-        }
-        let per_epoch = self.loader.batches_per_epoch() as u64;
-        if (saved.epoch, saved.position) != (step / per_epoch, step % per_epoch) {
-            return Err(inconsistent(
-                LOADER,
-                format!(
-                    "it is at epoch {}, batch {}, but {step} steps of {per_epoch} batches per epoch end at epoch {}, batch {}",
-                    saved.epoch,
-                    saved.position,
-                    step / per_epoch,
-                    step % per_epoch
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// After a step with momentum every parameter has a buffer; before it none has.
-    fn check_momentum_buffers(&self, step: u64) -> Result<()> {
-        let buffers = self.optimizer.momentum_buffers().len();
-        let expected = if step > 0 && self.config.momentum != 0.0 {
-            self.ddp.module().parameters().len()
-        } else {
-            0
-        };
-        if buffers != expected {
-            return Err(inconsistent(
-                "optim.momentum_buffers",
-                format!(
-                    "{buffers} momentum buffers after {step} steps; the model needs {expected}"
-                ),
-            ));
-        }
-        Ok(())
     }
 }
 

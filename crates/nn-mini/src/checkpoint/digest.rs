@@ -37,7 +37,10 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
-use super::format::CHECKSUM_KEY;
+/// Metadata key holding the checksum: `sha256:` and 64 lowercase hex digits (version 2),
+/// `crc32:` and 8 (version 1). It lives here, not in `format.rs`, because the digest is
+/// computed over every metadata pair but this one; the format imports it from here.
+pub const CHECKSUM_KEY: &str = "ditto.checksum";
 
 /// One tensor as the checksums see it: name, safetensors dtype name, dims, data bytes.
 pub(crate) type Entry<'a> = (&'a str, &'a str, &'a [usize], &'a [u8]);

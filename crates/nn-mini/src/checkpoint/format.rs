@@ -52,9 +52,8 @@ pub const FORMAT_KEY: &str = "ditto.format";
 pub const FORMAT_NAME: &str = "ditto-checkpoint";
 /// Metadata key holding the format version.
 pub const VERSION_KEY: &str = "ditto.format_version";
-/// Metadata key holding the checksum: `sha256:` and 64 lowercase hex digits (version 2),
-/// `crc32:` and 8 (version 1).
-pub const CHECKSUM_KEY: &str = "ditto.checksum";
+/// Metadata key holding the checksum (defined beside the digest, which must skip it).
+pub use super::digest::CHECKSUM_KEY;
 
 /// safetensors' name for a dtype.
 fn dtype_name(dtype: DType) -> &'static str {

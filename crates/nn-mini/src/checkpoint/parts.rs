@@ -41,17 +41,6 @@ fn check_generator_name(name: &str) -> Result<(), CheckpointError> {
     Ok(())
 }
 
-/// `devices` without repeats, in the order given.
-fn distinct(devices: &[Device]) -> Vec<Device> {
-    let mut out: Vec<Device> = Vec::with_capacity(devices.len());
-    for &device in devices {
-        if !out.contains(&device) {
-            out.push(device);
-        }
-    }
-    out
-}
-
 /// An [`CheckpointError::InvalidEntry`].
 fn invalid(name: &str, reason: impl ToString) -> CheckpointError {
     CheckpointError::InvalidEntry {
@@ -206,7 +195,7 @@ impl Checkpoint {
     /// copies are what is saved.
     pub fn put_default_generators(&mut self, devices: &[Device]) -> Result<(), CheckpointError> {
         let mut states = Vec::new();
-        for device in distinct(devices) {
+        for device in Device::distinct(devices) {
             let name = default_rng_name(device);
             let generator = rng_gen::default_generator(device)
                 .map_err(|e| CheckpointError::generator(&name, e))?;
@@ -223,7 +212,7 @@ impl Checkpoint {
     /// validated, and all devices looked up, before any generator changes.
     pub fn restore_default_generators(&self, devices: &[Device]) -> Result<(), CheckpointError> {
         let mut checked = Vec::new();
-        for device in distinct(devices) {
+        for device in Device::distinct(devices) {
             let name = default_rng_name(device);
             let key = self.generator_state(&name)?;
             let generator = rng_gen::default_generator(device)

@@ -9,6 +9,7 @@ use tensor_core::Device;
 
 use super::loader::DataLoader;
 use super::order::check_shuffled_len;
+use super::settings::{batches_per_epoch, Settings};
 use super::workers::WorkerPool;
 use super::{Dataset, DistributedSampler};
 use crate::{NnError, Result};
@@ -215,21 +216,6 @@ impl DataLoaderBuilder {
     }
 }
 
-/// The options a built loader runs with (checked by [`DataLoaderBuilder::build`]).
-pub(super) struct Settings {
-    pub dataset: Arc<dyn Dataset>,
-    /// `dataset.len()`, read once: a dataset whose length changed later could
-    /// otherwise move positions past the end of an epoch's order.
-    pub len: usize,
-    pub batch_size: usize,
-    pub shuffle: bool,
-    pub drop_last: bool,
-    pub num_workers: usize,
-    pub prefetch_factor: usize,
-    pub in_order: bool,
-    pub sampler: Option<DistributedSampler>,
-}
-
 impl DataLoader {
     /// Starts configuring a loader over `dataset`.
     #[must_use]
@@ -245,15 +231,5 @@ impl DataLoader {
             key: None,
             sampler: None,
         }
-    }
-}
-
-/// Batches of an epoch: `len / batch_size` when dropping the last partial batch,
-/// `ceil(len / batch_size)` otherwise.
-pub(super) fn batches_per_epoch(len: usize, batch_size: usize, drop_last: bool) -> usize {
-    if drop_last {
-        len / batch_size
-    } else {
-        len.div_ceil(batch_size)
     }
 }

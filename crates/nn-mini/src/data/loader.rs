@@ -7,8 +7,8 @@ use std::sync::Arc;
 use rng_gen::Key;
 
 use super::batch::{load_batch_guarded, Batch};
-use super::builder::{batches_per_epoch, Settings};
 use super::order::{EpochOrder, OrderCache};
+use super::settings::{batches_per_epoch, Settings};
 use super::workers::{Job, WorkerPool};
 use super::{Dataset, DistributedSampler, LoaderState};
 use crate::{NnError, Result};

@@ -60,6 +60,7 @@ mod distributed;
 mod keys;
 mod loader;
 mod order;
+mod settings;
 mod state;
 mod workers;
 

@@ -55,8 +55,16 @@ pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<(Tensor, Tenso
         .index_select(0, &picked)?
         .sum_all()?
         .mul_scalar(-1.0 / batch as f64)?;
-    let onehot =
-        Tensor::from_vec(onehot, &[batch, classes], logits.device())?.to_dtype(logits.dtype())?;
+    // Made in the logits' dtype on the host (0 and 1 are exact in both), so a device
+    // gets one upload and no conversion there.
+    let onehot = match logits.dtype() {
+        DType::F32 => {
+            let onehot: Vec<f32> = onehot.into_iter().map(|v| v as f32).collect();
+            Tensor::from_vec(onehot, &[batch, classes], logits.device())?
+        }
+        _ => Tensor::from_vec(onehot, &[batch, classes], logits.device())?
+            .to_dtype(logits.dtype())?,
+    };
     let grad = log_probs
         .exp()?
         .sub(&onehot)?

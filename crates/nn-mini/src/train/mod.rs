@@ -17,10 +17,16 @@
 //! uses them (`rng_gen::rand(.., None)`) also continues exactly.
 
 mod config;
+mod pending_losses;
+mod run_state;
 mod synthetic;
 mod trainer;
 
 pub use config::TrainConfig;
+pub use pending_losses::LOSS_SLOTS;
+pub use run_state::{
+    check_loader_state, default_generator_devices, read_history, ExpectedLoader, RunParts, RunView,
+};
 pub use synthetic::GaussianClusters;
 pub use trainer::{
     build_mlp, check_model_shapes, Trainer, CONFIG_KEY, DATA_DOMAIN, DROPOUT_DOMAIN, DROPOUT_RNG,

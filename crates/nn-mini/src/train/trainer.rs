@@ -4,10 +4,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rng_gen::{fold_in, Generator, Key};
-use tensor_core::{DType, Device, Tensor};
+use tensor_core::{DType, Device};
 
+use super::pending_losses::PendingLosses;
+use super::run_state::{check_loader_state, read_history, ExpectedLoader, RunParts, RunView};
 use super::{GaussianClusters, TrainConfig};
-use crate::data::LoaderState;
 use crate::{
     cross_entropy, Checkpoint, CheckpointError, DataLoader, Dropout, Linear, Module, ReLU, Result,
     Sequential, Sgd, SgdConfig,
@@ -44,7 +45,10 @@ pub struct Trainer {
     loader: DataLoader,
     dropout_generator: Generator,
     step: u64,
+    /// Losses read to the host, one per step up to `step - pending.len()`.
     losses: Vec<f32>,
+    /// Losses of the latest steps, still on the device.
+    pending: PendingLosses,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -96,25 +100,56 @@ impl Trainer {
             dropout_generator,
             step: 0,
             losses: Vec::new(),
+            pending: PendingLosses::default(),
         })
     }
 
     /// One step: next batch, forward (dropout on), cross-entropy, backward, SGD update.
-    /// Returns the batch loss, which is also appended to the history.
+    /// Returns the batch loss, which is also appended to the history. Reading the loss
+    /// waits for the device; [`step_deferred`](Self::step_deferred) does not.
     pub fn step(&mut self) -> Result<f32> {
+        self.step_deferred()?;
+        let read = self.read_losses()?;
+        Ok(*read.last().expect("the step just run is pending"))
+    }
+
+    /// [`step`](Self::step) without reading the loss: it stays on the device (one slot
+    /// of a buffer there) until [`read_losses`](Self::read_losses), so on a GPU nothing
+    /// in the step waits for the device. After [`LOSS_SLOTS`](super::LOSS_SLOTS) unread
+    /// steps the pending losses are read first.
+    pub fn step_deferred(&mut self) -> Result<()> {
+        if self.pending.is_full() {
+            self.read_losses()?;
+        }
         let batch = self.loader.next_batch()?;
         let device = self.config.device;
         let input = batch.input.to_device(device)?;
-        let target = batch.target.to_device(device)?;
+        // The targets stay on the host: cross_entropy reads them there to check and pick
+        // each row's class, so uploading them would only mean reading them back.
+        let target = batch.target;
         self.model.zero_grad();
         let logits = self.model.forward(&input, true)?;
         let (loss, grad) = cross_entropy(&logits, &target)?;
         self.model.backward_params(&grad)?;
         self.optimizer.step(&mut self.model)?;
-        let loss = loss.to_dtype(DType::F32)?.to_scalar::<f32>()?;
+        self.pending.push(&loss.to_dtype(DType::F32)?)?;
         self.step += 1;
-        self.losses.push(loss);
-        Ok(loss)
+        Ok(())
+    }
+
+    /// Reads the losses of the steps run since the last read to the host, in one copy,
+    /// appends them to [`losses`](Self::losses) and returns them (oldest first).
+    pub fn read_losses(&mut self) -> Result<&[f32]> {
+        let read = self.pending.take()?;
+        let from = self.losses.len();
+        self.losses.extend(read);
+        Ok(&self.losses[from..])
+    }
+
+    /// Steps whose losses are still on the device, unread.
+    #[must_use]
+    pub fn unread_losses(&self) -> usize {
+        self.pending.len()
     }
 
     /// Steps completed.
@@ -123,7 +158,9 @@ impl Trainer {
         self.step
     }
 
-    /// The loss of every step so far; `losses()[k]` is the loss of step `k + 1`.
+    /// The loss of every step so far whose loss was read; `losses()[k]` is the loss of
+    /// step `k + 1`. After [`step`](Self::step) that is every step;
+    /// [`step_deferred`](Self::step_deferred)'s appear at [`read_losses`](Self::read_losses).
     #[must_use]
     pub fn losses(&self) -> &[f32] {
         &self.losses
@@ -158,20 +195,19 @@ impl Trainer {
     /// use (`rng.*`), the loader position (`loader.state`), the step (`train.step`), the
     /// loss history (`train.loss_history`) and the configuration (`train.config`).
     pub fn checkpoint(&self) -> Result<Checkpoint> {
-        let mut ck = Checkpoint::new();
-        ck.put_module("model.", &self.model)?;
-        ck.put_sgd("optim.", &self.optimizer)?;
-        ck.put_generators(&[(DROPOUT_RNG, &self.dropout_generator)])?;
-        ck.put_default_generators(&self.default_generator_devices())?;
-        ck.put_loader(LOADER, &self.loader)?;
-        ck.insert(
-            STEP,
-            &Tensor::from_vec(vec![self.step as i64], &[], Device::Cpu)?,
-        )?;
-        let losses = Tensor::from_slice(&self.losses, &[self.losses.len()], Device::Cpu)?;
-        ck.insert(LOSSES, &losses)?;
-        ck.set_metadata(CONFIG_KEY, self.config.to_json())?;
-        Ok(ck)
+        // Losses still on the device are part of the history (read without consuming).
+        let mut losses = self.losses.clone();
+        losses.extend(self.pending.peek()?);
+        RunView {
+            config: &self.config,
+            model: &self.model,
+            optimizer: &self.optimizer,
+            dropout_generator: &self.dropout_generator,
+            loader: self.loader.state()?,
+            step: self.step,
+            losses: &losses,
+        }
+        .to_checkpoint()
     }
 
     /// Writes [`checkpoint`](Self::checkpoint) to `path`, atomically.
@@ -207,26 +243,22 @@ impl Trainer {
         let mut config = Trainer::config_of(ck)?;
         config.num_workers = num_workers.unwrap_or(config.num_workers);
         config.device = device.unwrap_or(config.device);
-        check_model_shapes(ck, &config)?;
-        let step = ck.tensor_like(STEP, &[], DType::I64)?.to_scalar::<i64>()?;
-        let step = u64::try_from(step)
-            .map_err(|_| invalid_entry(STEP, format!("negative step {step}")))?;
-        let losses = ck.tensor(LOSSES)?;
-        let losses = ck
-            .tensor_like(LOSSES, &[losses.elem_count()], DType::F32)?
-            .to_vec::<f32>()?;
-        if losses.len() as u64 != step {
-            return Err(
-                invalid_entry(LOSSES, format!("{} losses for {step} steps", losses.len())).into(),
-            );
-        }
+        let (step, losses) = read_history(ck, &config)?;
         let mut trainer = Trainer::new(config)?;
-        trainer.check_loader_state(&ck.loader_state(LOADER)?, step)?;
-        trainer.check_momentum_buffers(ck, step)?;
-        ck.restore_module("model.", &mut trainer.model)?;
-        ck.restore_sgd("optim.", &mut trainer.optimizer, &trainer.model)?;
-        ck.restore_generators(&[(DROPOUT_RNG, &trainer.dropout_generator)])?;
-        ck.restore_default_generators(&trainer.default_generator_devices())?;
+        let expected = ExpectedLoader {
+            key: trainer.loader.key(),
+            batch_size: trainer.config.batch_size as u64,
+            per_epoch: trainer.loader.batches_per_epoch() as u64,
+            seed: trainer.config.seed,
+        };
+        check_loader_state(&ck.loader_state(LOADER)?, expected, step)?;
+        RunParts {
+            config: &trainer.config,
+            model: &mut trainer.model,
+            optimizer: &mut trainer.optimizer,
+            dropout_generator: &trainer.dropout_generator,
+        }
+        .restore(ck, step)?;
         ck.restore_loader(LOADER, &mut trainer.loader)?;
         trainer.step = step;
         trainer.losses = losses;
@@ -240,81 +272,6 @@ impl Trainer {
         device: Option<Device>,
     ) -> Result<Self> {
         Trainer::from_checkpoint(&Checkpoint::load(path)?, num_workers, device)
-    }
-
-    /// The devices whose default generators a checkpoint carries: the CPU always, and
-    /// the run's GPU on a CUDA run. The loop itself never draws from them; they are
-    /// saved so that code around it which does (like a script after
-    /// `torch.manual_seed`) resumes reproducibly too.
-    fn default_generator_devices(&self) -> Vec<Device> {
-        match self.config.device {
-            Device::Cpu => vec![Device::Cpu],
-            gpu => vec![Device::Cpu, gpu],
-        }
-    }
-
-    /// A fresh trainer's loader has this run's key; a saved loader of the same run has
-    /// the same key and sits where `step` batches from the start leave it.
-    fn check_loader_state(&self, saved: &LoaderState, step: u64) -> Result<()> {
-        let inconsistent = |reason: String| CheckpointError::Inconsistent {
-            name: LOADER.into(),
-            reason,
-        };
-        let expected = self.loader.key();
-        if saved.key != expected {
-            return Err(inconsistent(format!(
-                "its key {:?} is not the key {expected:?} that the configuration's seed {} \
-                 derives: the loader state belongs to another run",
-                saved.key, self.config.seed
-            ))
-            .into());
-        }
-        let per_epoch = self.loader.batches_per_epoch() as u64;
-        let (epoch, position) = (step / per_epoch, step % per_epoch);
-        if (saved.epoch, saved.position) != (epoch, position) {
-            return Err(inconsistent(format!(
-                "it is at epoch {}, batch {}, but after {step} steps of {per_epoch} batches \
-                 per epoch the loader is at epoch {epoch}, batch {position}",
-                saved.epoch, saved.position
-            ))
-            .into());
-        }
-        Ok(())
-    }
-
-    /// Every step updates every parameter, so after the first step each one has a
-    /// momentum buffer (when momentum is on) and before it none has.
-    fn check_momentum_buffers(&self, ck: &Checkpoint, step: u64) -> Result<()> {
-        let key = "optim.momentum_buffers";
-        let listed: Vec<String> = serde_json::from_str(ck.require_metadata(key)?)
-            .map_err(|e| invalid_entry(key, e.to_string()))?;
-        let mut listed: Vec<&str> = listed.iter().map(String::as_str).collect();
-        listed.sort_unstable();
-        let mut expected: Vec<String> = if step > 0 && self.config.momentum != 0.0 {
-            self.model
-                .named_parameters()
-                .into_iter()
-                .map(|(n, _)| n)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        expected.sort_unstable();
-        if listed != expected {
-            return Err(CheckpointError::Inconsistent {
-                name: key.into(),
-                reason: format!(
-                    "{} momentum buffers {listed:?} are listed, but after {step} steps with \
-                     momentum {} the model's {} parameters have {} buffers {expected:?}",
-                    listed.len(),
-                    self.config.momentum,
-                    self.model.named_parameters().len(),
-                    expected.len()
-                ),
-            }
-            .into());
-        }
-        Ok(())
     }
 }
 
@@ -342,14 +299,6 @@ pub fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
         .into());
     }
     Ok(())
-}
-
-/// An [`CheckpointError::InvalidEntry`].
-fn invalid_entry(name: &str, reason: String) -> CheckpointError {
-    CheckpointError::InvalidEntry {
-        name: name.into(),
-        reason,
-    }
 }
 
 /// `Linear, ReLU, Dropout` for each hidden width, then a final `Linear`: the layout of

@@ -3,14 +3,12 @@
 //! One word per element: 1 iff the f32 uniform of the word is `< p`
 //! (docs/contract.md §5.6).
 
-use std::marker::PhantomData;
-
 use half::{bf16, f16};
 use tensor_core::{DType, Device, Element, Tensor};
 
-use super::args::{elem_count, probability};
-use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
-use super::sampler::{Layout, Sampler, BATCH_WORDS};
+use super::args::probability;
+use super::per_word::PerWordSampler;
+use super::pipeline::{IntoTensor, NewTensor, RunSampler};
 use crate::stream::convert;
 use crate::{Generator, RngError};
 
@@ -26,12 +24,7 @@ pub fn bernoulli(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    elem_count(shape)?;
-    let run = NewTensor {
-        dims: shape,
-        device,
-        stream: Stream::Reserve(generator),
-    };
+    let run = NewTensor::reserving(shape, device, generator)?;
     bernoulli_sampler("bernoulli", p, dtype, run)
 }
 
@@ -41,10 +34,7 @@ pub fn bernoulli(
 #[track_caller]
 pub fn bernoulli_(t: &mut Tensor, p: f64, generator: Option<&Generator>) -> Result<(), RngError> {
     let dtype = t.dtype();
-    let run = IntoTensor {
-        out: t,
-        stream: Stream::Reserve(generator),
-    };
+    let run = IntoTensor::reserving(t, generator);
     bernoulli_sampler("bernoulli_", p, dtype, run).map(|_| ())
 }
 
@@ -74,11 +64,12 @@ fn bernoulli_sampler<R: RunSampler>(
     }
 }
 
-/// Coin flips as `T`'s one and zero.
+/// Coin flips as `T`'s one and zero (converted once, not per element).
 pub(crate) struct Bernoulli<T> {
     op: &'static str,
     p: f32,
-    _out: PhantomData<T>,
+    one: T,
+    zero: T,
 }
 
 impl<T: Element> Bernoulli<T> {
@@ -86,40 +77,23 @@ impl<T: Element> Bernoulli<T> {
         Bernoulli {
             op,
             p,
-            _out: PhantomData,
+            one: T::from_f64(1.0),
+            zero: T::from_f64(0.0),
         }
-    }
-
-    #[inline(always)]
-    fn element(&self, word: u32) -> T {
-        T::from_f64(if convert::bernoulli(word, self.p) {
-            1.0
-        } else {
-            0.0
-        })
     }
 }
 
-impl<T: Element> Sampler for Bernoulli<T> {
+impl<T: Element> PerWordSampler for Bernoulli<T> {
     type Elem = T;
     fn name(&self) -> &'static str {
         self.op
     }
-    fn layout(&self) -> Layout {
-        Layout::per_element(1)
-    }
-    fn fill_group(&self, _group: u64, words: &[u32], out: &mut [T]) {
-        out[0] = self.element(words[0]);
-    }
     #[inline(always)]
-    fn fill_batch(&self, _first: u64, words: &[u32; BATCH_WORDS], out: &mut [T]) {
-        let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
-        for (o, &w) in out.iter_mut().zip(words) {
-            *o = if convert::bernoulli(w, self.p) {
-                one
-            } else {
-                zero
-            };
+    fn element(&self, word: u32) -> T {
+        if convert::bernoulli(word, self.p) {
+            self.one
+        } else {
+            self.zero
         }
     }
     #[cfg(feature = "cuda")]

@@ -2,9 +2,8 @@
 
 use tensor_core::{Device, Tensor};
 
-use super::args::elem_count;
-use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
-use super::sampler::{Layout, Sampler, BATCH_WORDS};
+use super::per_word::PerWordSampler;
+use super::pipeline::{IntoTensor, NewTensor, RunSampler};
 use crate::{Generator, RngError};
 
 /// A U32 tensor of raw Philox words: element `i` is word `i` of the reserved stretch
@@ -16,13 +15,7 @@ pub fn bits(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    elem_count(shape)?;
-    NewTensor {
-        dims: shape,
-        device,
-        stream: Stream::Reserve(generator),
-    }
-    .run(Bits { op: "bits" })
+    NewTensor::reserving(shape, device, generator)?.run(Bits { op: "bits" })
 }
 
 /// [`bits`] into the existing U32 tensor `t`: the raw-bits fill that PyTorch's
@@ -30,12 +23,9 @@ pub fn bits(
 /// consumption as `bits(t.dims(), t.device(), generator)`). `t` must be contiguous.
 #[track_caller]
 pub fn bits_(t: &mut Tensor, generator: Option<&Generator>) -> Result<(), RngError> {
-    IntoTensor {
-        out: t,
-        stream: Stream::Reserve(generator),
-    }
-    .run(Bits { op: "bits_" })
-    .map(|_| ())
+    IntoTensor::reserving(t, generator)
+        .run(Bits { op: "bits_" })
+        .map(|_| ())
 }
 
 /// Element `i` is word `i`.
@@ -43,20 +33,14 @@ pub(crate) struct Bits {
     op: &'static str,
 }
 
-impl Sampler for Bits {
+impl PerWordSampler for Bits {
     type Elem = u32;
     fn name(&self) -> &'static str {
         self.op
     }
-    fn layout(&self) -> Layout {
-        Layout::per_element(1)
-    }
-    fn fill_group(&self, _group: u64, words: &[u32], out: &mut [u32]) {
-        out[0] = words[0];
-    }
     #[inline(always)]
-    fn fill_batch(&self, _first: u64, words: &[u32; BATCH_WORDS], out: &mut [u32]) {
-        out.copy_from_slice(&words[..out.len()]);
+    fn element(&self, word: u32) -> u32 {
+        word
     }
     #[cfg(feature = "cuda")]
     fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {

@@ -17,6 +17,7 @@ mod bits;
 mod cpu_fill;
 pub(crate) mod dropout;
 mod normal;
+pub(crate) mod per_word;
 mod pipeline;
 mod randint;
 mod randperm;
@@ -30,8 +31,10 @@ pub use bernoulli::{bernoulli, bernoulli_};
 pub use bits::{bits, bits_};
 pub use dropout::{
     dropout, dropout_backward, dropout_into, dropout_rows, dropout_with_mask, DropoutState,
+    PackedMask,
 };
 pub use normal::{normal, normal_, randn};
+pub use per_word::PerWordSampler;
 pub use pipeline::{sample, sample_, sample_at};
 pub use randint::{randint, random_};
 pub use randperm::randperm;

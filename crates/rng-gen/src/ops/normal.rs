@@ -12,8 +12,8 @@ use std::marker::PhantomData;
 use half::{bf16, f16};
 use tensor_core::{DType, Device, Tensor};
 
-use super::args::{check_float, elem_count, normal_params};
-use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
+use super::args::{check_float, normal_params};
+use super::pipeline::{IntoTensor, NewTensor, RunSampler};
 use super::sampler::{Layout, Sampler, BATCH_WORDS};
 use super::NarrowFloat;
 use crate::stream::convert::{box_muller, open_uniform_f32, scale_normal_f32, uniform_f64};
@@ -28,7 +28,8 @@ pub fn randn(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    normal_new("randn", shape, 0.0, 1.0, dtype, device, generator)
+    let run = NewTensor::reserving(shape, device, generator)?;
+    normal_sampler("randn", 0.0, 1.0, dtype, device, run)
 }
 
 /// Normal samples `mean + std * z` (`torch.normal` with scalar mean and std).
@@ -54,7 +55,8 @@ pub fn normal(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    normal_new("normal", shape, mean, std, dtype, device, generator)
+    let run = NewTensor::reserving(shape, device, generator)?;
+    normal_sampler("normal", mean, std, dtype, device, run)
 }
 
 /// [`normal`] into the existing float tensor `t` (`torch.Tensor.normal_(mean, std)`): the
@@ -68,31 +70,8 @@ pub fn normal_(
     generator: Option<&Generator>,
 ) -> Result<(), RngError> {
     let (dtype, device) = (t.dtype(), t.device());
-    let run = IntoTensor {
-        out: t,
-        stream: Stream::Reserve(generator),
-    };
+    let run = IntoTensor::reserving(t, generator);
     normal_sampler("normal_", mean, std, dtype, device, run).map(|_| ())
-}
-
-/// The allocating form, under the name `op`.
-#[track_caller]
-fn normal_new(
-    op: &'static str,
-    shape: &[usize],
-    mean: f64,
-    std: f64,
-    dtype: DType,
-    device: Device,
-    generator: Option<&Generator>,
-) -> Result<Tensor, RngError> {
-    elem_count(shape)?;
-    let run = NewTensor {
-        dims: shape,
-        device,
-        stream: Stream::Reserve(generator),
-    };
-    normal_sampler(op, mean, std, dtype, device, run)
 }
 
 /// Checks the parameters, and runs the sampler `dtype` gets.

@@ -21,7 +21,7 @@
 use tensor_core::audit::{OpRecorder, RngRecord};
 use tensor_core::{Device, Element, Shape, Storage, Tensor, TensorError};
 
-use super::args::generator_for;
+use super::args::{elem_count, generator_for};
 use super::cpu_fill;
 use super::sampler::Sampler;
 use crate::registry::check_device;
@@ -250,7 +250,8 @@ fn run_cuda<S: Sampler>(
     let kernel_error = |e: kernels::KernelError| RngError::Tensor(e.into_tensor_error(ordinal));
     let (mut new, dims, mut existing) = match target {
         Target::New { dims, .. } => {
-            let storage = CudaStorage::alloc(ordinal, <S::Elem as Element>::DTYPE, n)?;
+            // Every random kernel writes all `n` elements: no zero fill first.
+            let storage = CudaStorage::alloc_uninit(ordinal, <S::Elem as Element>::DTYPE, n)?;
             (Some(storage), Some(dims), None)
         }
         Target::Existing(t) => (None, None, Some(t)),
@@ -349,6 +350,23 @@ pub(crate) struct NewTensor<'a> {
     pub(crate) stream: Stream<'a>,
 }
 
+impl<'a> NewTensor<'a> {
+    /// The allocating form of an op drawing from `generator` (or `device`'s default):
+    /// the shape's element count is checked first, before any reservation.
+    pub(crate) fn reserving(
+        dims: &'a [usize],
+        device: Device,
+        generator: Option<&'a Generator>,
+    ) -> Result<Self, RngError> {
+        elem_count(dims)?;
+        Ok(NewTensor {
+            dims,
+            device,
+            stream: Stream::Reserve(generator),
+        })
+    }
+}
+
 impl RunSampler for NewTensor<'_> {
     type Out = Tensor;
     #[track_caller]
@@ -366,6 +384,17 @@ impl RunSampler for NewTensor<'_> {
 pub(crate) struct IntoTensor<'a> {
     pub(crate) out: &'a mut Tensor,
     pub(crate) stream: Stream<'a>,
+}
+
+impl<'a> IntoTensor<'a> {
+    /// The in-place form of an op drawing from `generator` (or the tensor's device's
+    /// default).
+    pub(crate) fn reserving(out: &'a mut Tensor, generator: Option<&'a Generator>) -> Self {
+        IntoTensor {
+            out,
+            stream: Stream::Reserve(generator),
+        }
+    }
 }
 
 impl RunSampler for IntoTensor<'_> {
@@ -405,11 +434,7 @@ pub fn sample_<S: Sampler>(
     out: &mut Tensor,
     generator: Option<&Generator>,
 ) -> Result<Key, RngError> {
-    IntoTensor {
-        out,
-        stream: Stream::Reserve(generator),
-    }
-    .run(op)
+    IntoTensor::reserving(out, generator).run(op)
 }
 
 /// [`sample_`] with the words starting at `key`, touching no generator: recomputes an

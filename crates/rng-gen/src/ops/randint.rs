@@ -5,8 +5,7 @@
 
 use tensor_core::{DType, Device, Tensor};
 
-use super::args::elem_count;
-use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
+use super::pipeline::{IntoTensor, NewTensor, RunSampler};
 use super::sampler::{Layout, Sampler};
 use crate::stream::convert::below;
 use crate::{Generator, RngError};
@@ -33,14 +32,9 @@ pub fn randint(
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
     const OP: &str = "randint";
-    elem_count(shape)?;
+    let run = NewTensor::reserving(shape, device, generator)?;
     let range = range_len(OP, low, high)?;
-    NewTensor {
-        dims: shape,
-        device,
-        stream: Stream::Reserve(generator),
-    }
-    .run(Randint { op: OP, low, range })
+    run.run(Randint { op: OP, low, range })
 }
 
 /// [`randint`] into the existing I64 tensor `t` (`torch.Tensor.random_(low, high)`): the
@@ -62,12 +56,9 @@ pub fn random_(
         });
     }
     let range = range_len(OP, low, high)?;
-    IntoTensor {
-        out: t,
-        stream: Stream::Reserve(generator),
-    }
-    .run(Randint { op: OP, low, range })
-    .map(|_| ())
+    IntoTensor::reserving(t, generator)
+        .run(Randint { op: OP, low, range })
+        .map(|_| ())
 }
 
 /// `low + below(w0, w1, range)`.

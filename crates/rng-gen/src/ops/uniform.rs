@@ -10,8 +10,9 @@ use std::marker::PhantomData;
 use half::{bf16, f16};
 use tensor_core::{DType, Device, Tensor};
 
-use super::args::{check_float, elem_count, uniform_range};
-use super::pipeline::{IntoTensor, NewTensor, RunSampler, Stream};
+use super::args::{check_float, uniform_range};
+use super::per_word::PerWordSampler;
+use super::pipeline::{IntoTensor, NewTensor, RunSampler};
 use super::sampler::{Layout, Sampler, BATCH_WORDS};
 use super::NarrowFloat;
 use crate::stream::convert::{scale_uniform_f32, scale_uniform_f64, uniform_f64};
@@ -28,7 +29,8 @@ pub fn rand(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    uniform_new("rand", shape, 0.0, 1.0, dtype, device, generator)
+    let run = NewTensor::reserving(shape, device, generator)?;
+    uniform_sampler("rand", 0.0, 1.0, dtype, run)
 }
 
 /// Uniform samples on `[low, high)` (`torch.empty(..).uniform_(low, high)`):
@@ -46,27 +48,8 @@ pub fn uniform(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    uniform_new("uniform", shape, low, high, dtype, device, generator)
-}
-
-/// The allocating form, under the name `op`.
-#[track_caller]
-fn uniform_new(
-    op: &'static str,
-    shape: &[usize],
-    low: f64,
-    high: f64,
-    dtype: DType,
-    device: Device,
-    generator: Option<&Generator>,
-) -> Result<Tensor, RngError> {
-    elem_count(shape)?;
-    let run = NewTensor {
-        dims: shape,
-        device,
-        stream: Stream::Reserve(generator),
-    };
-    uniform_sampler(op, low, high, dtype, run)
+    let run = NewTensor::reserving(shape, device, generator)?;
+    uniform_sampler("uniform", low, high, dtype, run)
 }
 
 /// [`uniform`] into the existing float tensor `t` (`torch.Tensor.uniform_(low, high)`):
@@ -81,10 +64,7 @@ pub fn uniform_(
     generator: Option<&Generator>,
 ) -> Result<(), RngError> {
     let dtype = t.dtype();
-    let run = IntoTensor {
-        out: t,
-        stream: Stream::Reserve(generator),
-    };
+    let run = IntoTensor::reserving(t, generator);
     uniform_sampler("uniform_", low, high, dtype, run).map(|_| ())
 }
 
@@ -124,31 +104,17 @@ impl<T: NarrowFloat> Uniform<T> {
             _out: PhantomData,
         }
     }
-
-    /// The element of `word`.
-    #[inline(always)]
-    fn element(&self, word: u32) -> T {
-        let (low, high) = (self.low as f32, self.high as f32);
-        T::round_from_f32(scale_uniform_f32(T::unit(word), low, high))
-    }
 }
 
-impl<T: NarrowFloat> Sampler for Uniform<T> {
+impl<T: NarrowFloat> PerWordSampler for Uniform<T> {
     type Elem = T;
     fn name(&self) -> &'static str {
         self.op
     }
-    fn layout(&self) -> Layout {
-        Layout::per_element(1)
-    }
-    fn fill_group(&self, _group: u64, words: &[u32], out: &mut [T]) {
-        out[0] = self.element(words[0]);
-    }
     #[inline(always)]
-    fn fill_batch(&self, _first: u64, words: &[u32; BATCH_WORDS], out: &mut [T]) {
-        for (o, &w) in out.iter_mut().zip(words) {
-            *o = self.element(w);
-        }
+    fn element(&self, word: u32) -> T {
+        let (low, high) = (self.low as f32, self.high as f32);
+        T::round_from_f32(scale_uniform_f32(T::unit(word), low, high))
     }
     #[cfg(feature = "cuda")]
     fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {

@@ -7,12 +7,17 @@
 //! returns [`crate::TensorError::CudaUnavailable`] with the
 //! reason "no CUDA driver found". Nothing in this module panics without a GPU.
 
+pub mod allocator;
 mod copy;
 pub mod module_cache;
 pub mod nvrtc;
 mod registry;
 mod storage;
 
+pub use allocator::{
+    empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
+    reset_peak_memory_stats, MemoryStats,
+};
 pub use module_cache::CudaSource;
 pub use registry::{
     context, default_stream, device_count, get_device_name, is_available, sm_count, synchronize,

@@ -74,15 +74,33 @@ fn ensure_launchable(ordinal: usize) -> Result<()> {
 }
 
 /// The kernel `name` of `source` on device `ordinal`, compiling the source first if
-/// this device has not used it yet.
+/// this device has not used it yet. Handles are looked up in the driver once
+/// (`cuModuleGetFunction`) and kept, like the modules: a training step launches dozens
+/// of kernels, and a driver lookup before each launch is host time for nothing.
 pub fn function(ordinal: usize, source: &CudaSource, name: &str) -> Result<CudaFunction> {
+    type Functions = HashMap<Key, HashMap<String, CudaFunction>>;
+    static FUNCTIONS: OnceLock<Mutex<Functions>> = OnceLock::new();
+    let functions = FUNCTIONS.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = (ordinal, source.file_name);
+    {
+        // A panic while holding the lock cannot leave the map half-updated (one insert).
+        let map = functions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = map.get(&key).and_then(|by_name| by_name.get(name)) {
+            return Ok(f.clone());
+        }
+    }
     let module = module(ordinal, source)?;
     ensure_launchable(ordinal)?;
-    guarded(ordinal, || {
+    let loaded = guarded(ordinal, || {
         module.load_function(name).map_err(|e| TensorError::Cuda {
             ordinal,
             op: "load kernel",
             message: format!("{name}: {e}"),
         })
-    })
+    })?;
+    let mut map = functions.lock().unwrap_or_else(|p| p.into_inner());
+    map.entry(key)
+        .or_default()
+        .insert(name.to_string(), loaded.clone());
+    Ok(loaded)
 }

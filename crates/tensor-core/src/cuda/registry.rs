@@ -47,14 +47,20 @@ pub(crate) fn guarded<T>(ordinal: usize, f: impl FnOnce() -> Result<T>) -> Resul
 }
 
 /// Number of CUDA devices visible to this process: 0 without a driver (never panics).
+/// Asked once (`cuInit`, `cuDeviceGetCount`) and remembered: the driver fixes the set of
+/// visible devices at initialisation, and every random op checks its device against
+/// this count, so asking the driver each time would cost two calls per op.
 #[must_use]
 pub fn device_count() -> usize {
-    guarded(0, || {
-        CudaContext::device_count()
-            .map(|n| usize::try_from(n).unwrap_or(0))
-            .map_err(driver_error(0, "device_count"))
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| {
+        guarded(0, || {
+            CudaContext::device_count()
+                .map(|n| usize::try_from(n).unwrap_or(0))
+                .map_err(driver_error(0, "device_count"))
+        })
+        .unwrap_or(0)
     })
-    .unwrap_or(0)
 }
 
 /// True when at least one CUDA device can be used; GPU tests skip when false.
@@ -85,6 +91,12 @@ fn entry(ordinal: usize) -> Result<Entry> {
     }
     let created = guarded(ordinal, || {
         let context = CudaContext::new(ordinal).map_err(driver_error(ordinal, "context"))?;
+        // cudarc's event tracking records two events per buffer (created and destroyed
+        // with it) so buffers can move between streams; ditto issues everything on this
+        // device to one stream, where it buys nothing and costs driver calls per op.
+        // SAFETY: no buffer of this context is ever used on a stream other than
+        // `stream` (ditto creates no other), and it is switched off before the first.
+        unsafe { context.disable_event_tracking() };
         let stream = context.default_stream();
         let sm_count = context
             .attribute(

@@ -1,24 +1,28 @@
 //! `CudaStorage`: a typed buffer on one CUDA device, held as raw bytes.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
+use super::allocator::{allocate, release};
 use super::copy::{download_range, host_bytes};
+use super::driver_error;
 use super::registry::guarded;
-use super::{default_stream, driver_error};
 use crate::{CpuStorage, DType, Device, Result, TensorError};
 
 /// A device buffer of `len` elements of one [`DType`] on CUDA device `ordinal`.
 ///
 /// The bytes are untyped (`CudaSlice<u8>`) so one type serves every dtype; kernels
 /// reinterpret them. Bool uses one byte per element (0 or 1). The buffer is allocated
-/// on, and ordered by, the device's [`default_stream`]. It always holds at least one
-/// byte (CUDA rejects empty allocations), so `bytes().len()` can exceed
-/// `len * dtype.size_in_bytes()` for an empty tensor.
+/// on, and ordered by, the device's [`default_stream`](super::default_stream), and comes
+/// from the device's caching allocator ([`super::allocator`]): `bytes().len()` is the
+/// block's size class, at least one byte, and can exceed `len * dtype.size_in_bytes()`.
+/// Dropping the storage returns the block to the cache.
 pub struct CudaStorage {
-    bytes: CudaSlice<u8>,
+    /// Taken back by the allocator in `drop`, never before.
+    bytes: ManuallyDrop<CudaSlice<u8>>,
     dtype: DType,
     len: usize,
     ordinal: usize,
@@ -37,16 +41,25 @@ impl CudaStorage {
 
     /// A zero-filled buffer of `len` elements (zero bits: 0, 0.0 and `false`).
     pub fn alloc(ordinal: usize, dtype: DType, len: usize) -> Result<Self> {
-        let n_bytes = Self::byte_len(ordinal, dtype, len)?;
-        let stream = default_stream(ordinal)?;
-        // Guarded, like every driver call here: a driver lacking a symbol is a typed error.
-        let bytes = guarded(ordinal, || {
+        let mut storage = Self::alloc_uninit(ordinal, dtype, len)?;
+        let stream = storage.bytes.stream().clone();
+        guarded(ordinal, || {
             stream
-                .alloc_zeros::<u8>(n_bytes.max(1))
+                .memset_zeros(&mut *storage.bytes)
                 .map_err(driver_error(ordinal, "alloc"))
         })?;
+        Ok(storage)
+    }
+
+    /// A buffer of `len` elements whose contents are unspecified (whatever the block's
+    /// previous owner left; plain device bytes, never undefined behaviour), for outputs
+    /// a kernel writes completely: filling them with zeros first would be a memset per
+    /// op for nothing (`torch.empty`).
+    pub fn alloc_uninit(ordinal: usize, dtype: DType, len: usize) -> Result<Self> {
+        let n_bytes = Self::byte_len(ordinal, dtype, len)?;
+        let bytes = allocate(ordinal, n_bytes, dtype)?;
         Ok(CudaStorage {
-            bytes,
+            bytes: ManuallyDrop::new(bytes),
             dtype,
             len,
             ordinal,
@@ -56,24 +69,16 @@ impl CudaStorage {
     /// Uploads a host buffer to device `ordinal`.
     pub fn from_cpu(cpu: &CpuStorage, ordinal: usize) -> Result<Self> {
         let data = host_bytes(cpu);
-        let stream = default_stream(ordinal)?;
-        let bytes = guarded(ordinal, || {
-            let mut bytes = stream
-                .alloc_zeros::<u8>(data.len().max(1))
-                .map_err(driver_error(ordinal, "from_cpu"))?;
-            if !data.is_empty() {
+        let mut storage = Self::alloc_uninit(ordinal, cpu.dtype(), cpu.len())?;
+        if !data.is_empty() {
+            let stream = storage.bytes.stream().clone();
+            guarded(ordinal, || {
                 stream
-                    .memcpy_htod(&*data, &mut bytes)
-                    .map_err(driver_error(ordinal, "from_cpu"))?;
-            }
-            Ok(bytes)
-        })?;
-        Ok(CudaStorage {
-            bytes,
-            dtype: cpu.dtype(),
-            len: cpu.len(),
-            ordinal,
-        })
+                    .memcpy_htod(&*data, &mut *storage.bytes)
+                    .map_err(driver_error(ordinal, "from_cpu"))
+            })?;
+        }
+        Ok(storage)
     }
 
     /// Copies the whole buffer to the host (waits for queued work and the copy).
@@ -101,12 +106,18 @@ impl CudaStorage {
 
     /// A deep copy on the same device, reporting allocation failure as an error.
     pub fn try_clone(&self) -> Result<Self> {
-        let bytes = guarded(self.ordinal, || {
-            self.bytes
-                .try_clone()
-                .map_err(driver_error(self.ordinal, "clone"))
-        })?;
-        Ok(CudaStorage { bytes, ..*self })
+        let mut copy = Self::alloc_uninit(self.ordinal, self.dtype, self.len)?;
+        let n_bytes = self.len * self.dtype.size_in_bytes();
+        if n_bytes > 0 {
+            let stream = self.bytes.stream().clone();
+            guarded(self.ordinal, || {
+                let mut dst = copy.bytes.slice_mut(..n_bytes);
+                stream
+                    .memcpy_dtod(&self.bytes.slice(..n_bytes), &mut dst)
+                    .map_err(driver_error(self.ordinal, "clone"))
+            })?;
+        }
+        Ok(copy)
     }
 
     /// The element type held.
@@ -150,16 +161,14 @@ impl CudaStorage {
     }
 }
 
-/// Frees the buffer from any thread. cudarc frees on the calling thread's current
-/// context (`cuMemFreeAsync` on its default stream where the device has memory pools), so
-/// a tensor dropped on a thread that never used this device would fail to free, leak,
-/// and leave the error for the device's next call; binding the buffer's context first
-/// makes the free valid wherever the last reference goes.
+/// Returns the block to the device's cache: no driver call, so valid on any thread.
+/// Later work on the device's one stream may reuse it; it is ordered after every use
+/// made through this storage.
 impl Drop for CudaStorage {
     fn drop(&mut self) {
-        // An error here (a device already in a failed state) is recorded by cudarc on the
-        // context and reported by its next call, which is all a destructor can do.
-        let _ = self.bytes.context().bind_to_thread();
+        // SAFETY: `bytes` is taken exactly once, here, and never touched again.
+        let block = unsafe { ManuallyDrop::take(&mut self.bytes) };
+        release(self.ordinal, block);
     }
 }
 
@@ -167,10 +176,8 @@ impl Drop for CudaStorage {
 /// [`CudaStorage::try_clone`].
 impl Clone for CudaStorage {
     fn clone(&self) -> Self {
-        CudaStorage {
-            bytes: self.bytes.clone(),
-            ..*self
-        }
+        self.try_clone()
+            .unwrap_or_else(|e| panic!("CudaStorage::clone: {e}"))
     }
 }
 

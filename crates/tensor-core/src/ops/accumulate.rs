@@ -128,12 +128,7 @@ pub(crate) fn index_add_serial<T: Float>(
     shape: IndexAddShape,
     alpha: T,
 ) {
-    let IndexAddShape {
-        outer,
-        size,
-        inner,
-        n,
-    } = shape;
+    let (outer, size, inner, n) = (shape.outer, shape.size, shape.inner, shape.n);
     for o in 0..outer {
         for (k, &r) in index.iter().enumerate() {
             let row = &mut dst[(o * size + r) * inner..][..inner];

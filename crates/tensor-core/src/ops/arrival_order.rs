@@ -74,12 +74,7 @@ fn worker_with_private_copy<T: Float>(
     shape: IndexAddShape,
     alpha: T,
 ) {
-    let IndexAddShape {
-        outer,
-        size,
-        inner,
-        n,
-    } = shape;
+    let (outer, size, inner, n) = (shape.outer, shape.size, shape.inner, shape.n);
     let mut copy: Option<(Vec<T>, Vec<bool>)> = None;
     loop {
         let start = next.fetch_add(CHUNK_ROWS, Ordering::Relaxed);
@@ -120,12 +115,7 @@ fn worker_with_row_locks<T: Float>(
     shape: IndexAddShape,
     alpha: T,
 ) {
-    let IndexAddShape {
-        outer,
-        size,
-        inner,
-        n,
-    } = shape;
+    let (outer, size, inner, n) = (shape.outer, shape.size, shape.inner, shape.n);
     loop {
         let start = next.fetch_add(CHUNK_ROWS, Ordering::Relaxed);
         if start >= outer * n {

@@ -188,12 +188,7 @@ impl<T: Float> GroupSum<T> {
 
     /// Sums group `g` into the (cleared) buffer.
     fn sum_group(&mut self, g: usize, src: &[T], index: &[usize], shape: IndexAddShape, alpha: T) {
-        let IndexAddShape {
-            outer,
-            size,
-            inner,
-            n,
-        } = shape;
+        let (outer, size, inner, n) = (shape.outer, shape.size, shape.inner, shape.n);
         for &row in &self.touched {
             self.rows[row * inner..][..inner].fill(T::ZERO);
             self.is_touched[row] = false;

@@ -39,6 +39,7 @@ mod inplace;
 pub(crate) mod kernel_layout;
 mod matmul;
 pub(crate) mod reduce;
+mod slice_scatter;
 mod softmax;
 mod sum_with;
 pub(crate) mod unary;

@@ -7,7 +7,7 @@ use tensor_core::{DType, Storage, Tensor, TensorError};
 
 use super::forward::{DropoutFloat, DropoutForward, MaskOut};
 use super::mask::{apply, mask_len};
-use super::DropoutState;
+use super::{DropoutState, PackedMask};
 use crate::ops::args::{check_float, probability};
 use crate::ops::pipeline::{run_recorded, Stream, Target};
 use crate::RngError;
@@ -86,10 +86,19 @@ fn regenerate<T: DropoutFloat>(
 
 /// `grad * scale` where `mask` keeps, +0 elsewhere, on the contiguous `grad`.
 #[track_caller]
-fn with_mask<T: DropoutFloat>(grad: &Tensor, mask: &[u32], scale: f32) -> Result<Tensor, RngError> {
+fn with_mask<T: DropoutFloat>(
+    grad: &Tensor,
+    mask: &PackedMask,
+    scale: f32,
+) -> Result<Tensor, RngError> {
     match grad.storage() {
         Storage::Cpu(_) => {
-            let out = apply(grad.as_slice::<T>()?, mask, T::zero(), move |v: T| {
+            let words = match mask {
+                PackedMask::Host(words) => std::borrow::Cow::Borrowed(words.as_slice()),
+                #[allow(unreachable_patterns)]
+                _ => std::borrow::Cow::Owned(mask.words()?),
+            };
+            let out = apply(grad.as_slice::<T>()?, &words, T::zero(), move |v: T| {
                 v.kept(scale)
             })?;
             Ok(Tensor::from_vec(out, grad.dims(), grad.device())?)
@@ -105,13 +114,14 @@ fn with_mask<T: DropoutFloat>(grad: &Tensor, mask: &[u32], scale: f32) -> Result
     }
 }
 
-/// [`with_mask`] on a CUDA gradient: the mask uploaded, the backward kernel reading it.
+/// [`with_mask`] on a CUDA gradient: the backward kernel reading the mask where the
+/// forward left it on this device (a host mask, or one on another device, is uploaded).
 #[cfg(feature = "cuda")]
 #[track_caller]
 fn with_mask_cuda(
     grad: &Tensor,
     storage: &tensor_core::cuda::CudaStorage,
-    mask: &[u32],
+    mask: &PackedMask,
     scale: f32,
 ) -> Result<Tensor, RngError> {
     use tensor_core::cuda::CudaStorage;
@@ -119,13 +129,21 @@ fn with_mask_cuda(
 
     let ordinal = storage.ordinal();
     let n = grad.elem_count();
-    let mut out = CudaStorage::alloc(ordinal, grad.dtype(), n)?;
-    let uploaded = CudaStorage::from_cpu(&CpuStorage::U32(mask.to_vec()), ordinal)?;
+    // The kernel writes every element of the gradient.
+    let mut out = CudaStorage::alloc_uninit(ordinal, grad.dtype(), n)?;
+    let uploaded;
+    let on_device: &CudaStorage = match mask {
+        PackedMask::Device(m) if m.ordinal() == ordinal => m,
+        _ => {
+            uploaded = CudaStorage::from_cpu(&CpuStorage::U32(mask.words()?), ordinal)?;
+            &uploaded
+        }
+    };
     let kernel_error = |e: kernels::KernelError| RngError::Tensor(e.into_tensor_error(ordinal));
     let call = kernels::launch::dropout_backward_call(
         storage,
         grad.storage_offset(),
-        Some(&uploaded),
+        Some(on_device),
         0.0,
         scale,
     )

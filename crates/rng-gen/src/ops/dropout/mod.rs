@@ -18,9 +18,11 @@
 mod backward;
 mod forward;
 pub(crate) mod mask;
+mod packed;
 mod rows;
 
 pub use backward::dropout_backward;
+pub use packed::PackedMask;
 pub use rows::dropout_rows;
 
 use std::sync::atomic::AtomicU32;
@@ -54,8 +56,8 @@ pub struct DropoutState {
     /// Whether the forward pass dropped anything at all (train mode).
     pub train: bool,
     /// The keep-mask, bit `i % 32` of word `i / 32`, when requested with
-    /// [`dropout_with_mask`].
-    pub packed_mask: Option<Vec<u32>>,
+    /// [`dropout_with_mask`]: on the device the forward ran on, where backward reads it.
+    pub packed_mask: Option<PackedMask>,
 }
 
 impl DropoutState {
@@ -201,7 +203,7 @@ fn dropout_op(
             });
             recorder.finish(x); // the identity: the output is `x`
         }
-        state.packed_mask = mask;
+        state.packed_mask = mask.map(PackedMask::Host);
         return Ok((result, state));
     }
     state.scale = dropout_scale(p32);
@@ -227,7 +229,7 @@ fn dropout_op(
 
 /// What [`forward`] returns: the new tensor (none when it wrote into a given one), the
 /// key it drew from, and the packed mask (when asked for).
-type Forwarded = (Option<Tensor>, Key, Option<Vec<u32>>);
+type Forwarded = (Option<Tensor>, Key, Option<PackedMask>);
 
 /// Runs [`DropoutForward`] on the contiguous `x` into `target`, with the packed mask
 /// when `want_mask`.
@@ -265,15 +267,20 @@ fn forward<T: DropoutFloat>(
                 let mut mask: Vec<u32> =
                     mask_words.into_iter().map(AtomicU32::into_inner).collect();
                 clear_tail(&mut mask, n);
-                mask
+                PackedMask::Host(mask)
             });
             Ok((ran.tensor, ran.key, mask))
         }
         #[cfg(feature = "cuda")]
         Storage::Cuda(storage) => {
             use tensor_core::cuda::CudaStorage;
+            // The kernel writes every word (bits past the last element 0).
             let mut mask_words = if want_mask {
-                Some(CudaStorage::alloc(storage.ordinal(), DType::U32, words)?)
+                Some(CudaStorage::alloc_uninit(
+                    storage.ordinal(),
+                    DType::U32,
+                    words,
+                )?)
             } else {
                 None
             };
@@ -289,13 +296,8 @@ fn forward<T: DropoutFloat>(
                 },
             };
             let ran = run_recorded(sampler, target, stream, &[x])?;
-            let mask = match mask_words {
-                Some(m) => match m.to_cpu()? {
-                    tensor_core::CpuStorage::U32(words) => Some(words),
-                    _ => unreachable!("the mask buffer was allocated as u32"),
-                },
-                None => None,
-            };
+            // The mask stays on the device: no copy, no wait (see `packed.rs`).
+            let mask = mask_words.map(|m| PackedMask::Device(std::sync::Arc::new(m)));
             Ok((ran.tensor, ran.key, mask))
         }
         #[allow(unreachable_patterns)]

@@ -15,7 +15,7 @@
 use tensor_core::Tensor;
 
 use super::mask::{mask_len, MASK_BITS};
-use super::{dropout_backward, dropout_scale, DropoutState};
+use super::{dropout_backward, dropout_scale, DropoutState, PackedMask};
 use crate::ops::args::{check_float, probability};
 use crate::stream::convert::dropout_keep;
 use crate::stream::key::Key;
@@ -69,7 +69,7 @@ pub fn dropout_rows(
         scale: dropout_scale(p32),
         n: x.elem_count() as u64,
         train: true,
-        packed_mask: Some(mask),
+        packed_mask: Some(PackedMask::Host(mask)),
     };
     // Backward with a saved mask is the forward's arithmetic: `x * scale` where kept.
     let out = dropout_backward(x, &state)?;
@@ -113,12 +113,8 @@ mod tests {
         Tensor::from_vec(values, &[rows, row_len], Device::Cpu).unwrap()
     }
 
-    fn bits(t: &Tensor) -> Vec<u32> {
-        t.to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect()
+    fn bits(t: &Tensor) -> Vec<u64> {
+        t.to_bits().unwrap()
     }
 
     /// Any subset of rows equals those rows of the whole batch's dropout, for row

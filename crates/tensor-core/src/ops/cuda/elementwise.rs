@@ -3,7 +3,7 @@
 
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
-use super::{dense, dense_view, empty, kernel, launch_config, launch_failed, output_storage};
+use super::{dense, dense_view, kernel, launch_config, launch_failed, output_storage, uninit};
 use super::{storage_of, write_into};
 use crate::ops::binary::BinOp as BinaryOp;
 use crate::ops::kernel_layout::binary_layout;
@@ -36,7 +36,7 @@ pub(crate) fn binary(
     let suffix = float_suffix(name, lhs.dtype())?;
     let (out_dims, shape, lhs_view, rhs_view) = binary_layout(name, lhs, rhs)?;
     let ((l, ordinal), (r, _)) = (storage_of(lhs)?, storage_of(rhs)?);
-    let mut out = empty(&out_dims, lhs.dtype(), ordinal)?;
+    let mut out = uninit(&out_dims, lhs.dtype(), ordinal)?;
     let n = out.elem_count() as u64;
     if n == 0 {
         return Ok(out);
@@ -82,7 +82,7 @@ fn unary_typed<T: Float + DeviceRepr>(
     let suffix = float_suffix(name, t.dtype())?;
     let x = dense(t)?;
     let ordinal = storage_of(&x)?.1;
-    let mut out = empty(t.dims(), t.dtype(), ordinal)?;
+    let mut out = uninit(t.dims(), t.dtype(), ordinal)?;
     let n = out.elem_count() as u64;
     if n == 0 {
         return Ok(out);
@@ -114,7 +114,7 @@ pub(crate) fn relu_backward(grad: &Tensor, input: &Tensor) -> Result<Tensor> {
     let suffix = float_suffix(OP, grad.dtype())?;
     let (g, x) = (dense(grad)?, dense(input)?);
     let ordinal = storage_of(&g)?.1;
-    let mut out = empty(grad.dims(), grad.dtype(), ordinal)?;
+    let mut out = uninit(grad.dims(), grad.dtype(), ordinal)?;
     let n = out.elem_count() as u64;
     if n == 0 {
         return Ok(out);

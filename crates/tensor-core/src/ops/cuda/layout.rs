@@ -8,7 +8,7 @@ use cudarc::driver::PushKernelArg;
 
 use crate::ops::kernel_layout::{kernel_shape, kernel_view};
 
-use super::{dense_view, empty, kernel, launch_config, launch_failed, output_storage, storage_of};
+use super::{dense_view, kernel, launch_config, launch_failed, output_storage, storage_of, uninit};
 use crate::{Result, Tensor};
 
 /// The layout kernel for elements of `bytes` bytes.
@@ -22,7 +22,7 @@ pub(crate) fn contiguous(t: &Tensor) -> Result<Tensor> {
     let (src, ordinal) = storage_of(t)?;
     let shape = kernel_shape(OP, t.dims())?;
     let view = kernel_view(OP, t.storage_offset(), t.strides())?;
-    let mut out = empty(t.dims(), t.dtype(), ordinal)?;
+    let mut out = uninit(t.dims(), t.dtype(), ordinal)?;
     let n = t.elem_count() as u64;
     if n == 0 {
         return Ok(out);

@@ -21,7 +21,7 @@ use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaView, DeviceRepr};
 
-use super::{dense, empty, output_storage, storage_of};
+use super::{dense, empty, output_storage, storage_of, uninit};
 use crate::ops::Float;
 use crate::{DType, Result, Tensor, TensorError};
 
@@ -182,10 +182,11 @@ where
 {
     let (m, k, n) = (lhs.dims()[0], lhs.dims()[1], rhs.dims()[1]);
     let ordinal = storage_of(lhs)?.1;
-    let mut out = empty(&[m, n], lhs.dtype(), ordinal)?;
     if m == 0 || n == 0 || k == 0 {
-        return Ok(out); // zeros: an empty sum
+        return empty(&[m, n], lhs.dtype(), ordinal); // zeros: an empty sum
     }
+    // gemm with beta = 0 writes every element of C without reading it.
+    let mut out = uninit(&[m, n], lhs.dtype(), ordinal)?;
     let readable = |t: &Tensor| -> Result<(Tensor, BlasOperand)> {
         if let Some(op) = blas_operand(t.dims(), t.strides()) {
             return Ok((t.clone(), op));

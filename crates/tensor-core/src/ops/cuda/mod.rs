@@ -93,6 +93,15 @@ pub(crate) fn empty(dims: &[usize], dtype: crate::DType, ordinal: usize) -> Resu
     crate::transfer::zeros_on(dims, dtype, ordinal)
 }
 
+/// A new contiguous tensor of `dims` on device `ordinal` with unspecified contents, for
+/// an output the kernel that follows writes completely (every output element belongs to
+/// one thread, see the module docs): no memset per op.
+pub(crate) fn uninit(dims: &[usize], dtype: crate::DType, ordinal: usize) -> Result<Tensor> {
+    let shape = crate::Shape::new(dims)?;
+    let storage = CudaStorage::alloc_uninit(ordinal, dtype, shape.elem_count())?;
+    Tensor::from_storage(Storage::Cuda(storage), dims)
+}
+
 /// The mutable CUDA storage of a fresh output made by [`empty`].
 pub(crate) fn output_storage(t: &mut Tensor) -> Result<&mut CudaStorage> {
     match t.storage_mut()? {

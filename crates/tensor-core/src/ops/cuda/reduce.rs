@@ -8,7 +8,7 @@ use cudarc::driver::PushKernelArg;
 
 use super::elementwise::float_suffix;
 use super::storage_of;
-use super::{dense, dense_view, empty, kernel, launch_config, launch_failed, output_storage};
+use super::{dense, dense_view, kernel, launch_config, launch_failed, output_storage, uninit};
 use crate::cuda::CudaStorage;
 use crate::ops::kernel_layout::lanes;
 use crate::ops::reduce::reduced_dims;
@@ -37,12 +37,13 @@ pub(crate) fn sum_dim(
     let (outer, size, inner) = lanes(t.dims(), dim);
     let blocks = size.div_ceil(REDUCE_BLOCK as u64);
     let out_dims = dim.map_or_else(Vec::new, |d| reduced_dims(t.dims(), d, keepdim));
-    let mut out = empty(&out_dims, t.dtype(), ordinal)?;
+    let mut out = uninit(&out_dims, t.dtype(), ordinal)?;
     if outer * inner == 0 {
         return Ok(out);
     }
     let partial_len = usize::try_from(outer * blocks * inner).unwrap_or(usize::MAX);
-    let mut partial = CudaStorage::alloc(ordinal, DType::F64, partial_len)?;
+    // Every (lane, block) partial sum is written by one thread before it is read.
+    let mut partial = CudaStorage::alloc_uninit(ordinal, DType::F64, partial_len)?;
     let stream = partial.stream()?;
     if blocks > 0 {
         let kernel_name = format!("ditto_block_sums_{suffix}");
@@ -61,11 +62,35 @@ pub(crate) fn sum_dim(
         // dense elements and `partial` outer*blocks*inner doubles.
         unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
     }
+    finish_sums(
+        suffix,
+        (outer, size, inner),
+        blocks,
+        kind,
+        &partial,
+        &mut out,
+    )?;
+    Ok(out)
+}
+
+/// Rounds each lane's f64 partial sums (`blocks` per lane, summed in block order) into
+/// `out`, divided by the lane length for a mean: the last kernel of both sums, so the
+/// blocked and the atomic sum round the same way.
+fn finish_sums(
+    suffix: &str,
+    (outer, size, inner): (u64, u64, u64),
+    blocks: u64,
+    kind: SumKind,
+    partial: &CudaStorage,
+    out: &mut Tensor,
+) -> Result<()> {
+    let ordinal = partial.ordinal();
+    let stream = partial.stream()?;
     let kernel_name = format!("ditto_finish_sums_{suffix}");
     let func = kernel(ordinal, &kernel_name)?;
     let cfg = launch_config(ordinal, outer * inner)?;
     let mean = i32::from(kind == SumKind::Mean);
-    let dst = output_storage(&mut out)?;
+    let dst = output_storage(out)?;
     let mut args = stream.launch_builder(&func);
     args.arg(&outer)
         .arg(&size)
@@ -75,9 +100,10 @@ pub(crate) fn sum_dim(
         .arg(partial.bytes())
         .arg(dst.bytes_mut());
     // SAFETY: matches `ditto_finish_sums_<T>(u64 outer, u64 size, u64 inner, u64 blocks,
-    // int mean, const double* partial, T* out)`; `dst` holds outer*inner elements.
+    // int mean, const double* partial, T* out)`; `partial` holds outer*blocks*inner
+    // doubles and `dst` outer*inner elements.
     unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
-    Ok(out)
+    Ok(())
 }
 
 /// Work items per thread of the one-pass atomic sum: few threads, so few atomics per
@@ -100,7 +126,7 @@ pub(crate) fn sum_atomic(
     let ordinal = storage_of(&x)?.1;
     let (outer, size, inner) = lanes(t.dims(), dim);
     let out_dims = dim.map_or_else(Vec::new, |d| reduced_dims(t.dims(), d, keepdim));
-    let mut out = empty(&out_dims, t.dtype(), ordinal)?;
+    let mut out = uninit(&out_dims, t.dtype(), ordinal)?;
     if outer * inner == 0 {
         return Ok(out);
     }
@@ -124,23 +150,8 @@ pub(crate) fn sum_atomic(
         // outer*inner doubles, and the walk covers every element for any grid.
         unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
     }
-    let kernel_name = format!("ditto_finish_sums_{suffix}");
-    let func = kernel(ordinal, &kernel_name)?;
-    let cfg = launch_config(ordinal, outer * inner)?;
-    let (one, mean) = (1u64, i32::from(kind == SumKind::Mean));
-    let dst = output_storage(&mut out)?;
-    let mut args = stream.launch_builder(&func);
-    args.arg(&outer)
-        .arg(&size)
-        .arg(&inner)
-        .arg(&one)
-        .arg(&mean)
-        .arg(totals.bytes())
-        .arg(dst.bytes_mut());
-    // SAFETY: matches `ditto_finish_sums_<T>(u64 outer, u64 size, u64 inner, u64 blocks,
-    // int mean, const double* partial, T* out)` with one block per lane: `totals` holds
-    // outer*inner doubles and `dst` outer*inner elements.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    // One "block" per lane: the totals are the lanes' whole sums.
+    finish_sums(suffix, (outer, size, inner), 1, kind, &totals, &mut out)?;
     Ok(out)
 }
 
@@ -157,8 +168,8 @@ pub(crate) fn max_dim(
     let ordinal = storage_of(&x)?.1;
     let (outer, size, inner) = lanes(t.dims(), Some(dim));
     let out_dims = reduced_dims(t.dims(), dim, keepdim);
-    let mut values = empty(&out_dims, t.dtype(), ordinal)?;
-    let mut indices = empty(&out_dims, DType::I64, ordinal)?;
+    let mut values = uninit(&out_dims, t.dtype(), ordinal)?;
+    let mut indices = uninit(&out_dims, DType::I64, ordinal)?;
     if outer * inner == 0 {
         return Ok((values, indices));
     }
@@ -190,7 +201,7 @@ pub(crate) fn log_softmax(t: &Tensor, dim: usize) -> Result<Tensor> {
     let x = dense(t)?;
     let ordinal = storage_of(&x)?.1;
     let (outer, size, inner) = lanes(t.dims(), Some(dim));
-    let mut out = empty(t.dims(), t.dtype(), ordinal)?;
+    let mut out = uninit(t.dims(), t.dtype(), ordinal)?;
     if outer * size * inner == 0 {
         return Ok(out);
     }

@@ -1,0 +1,266 @@
+//! What a checkpoint of a training run holds, written and cross-checked in one place
+//! for every training loop over [`build_mlp`](super::build_mlp)'s model: the
+//! single-process [`Trainer`](super::Trainer) and `distributed`'s data parallel trainer.
+//!
+//! Both loops own the same state (configuration, model, optimiser, dropout generator,
+//! loader, step, loss history) and must save it under the same names and refuse the
+//! same inconsistencies on the way back; only where the model lives (in the trainer, or
+//! inside a DDP wrapper) and how the loader state is expressed (per process, or in the
+//! global batch's terms) differ. So the trainers lend their parts to a [`RunView`] to
+//! save, and call [`RunParts::restore`] to load, and the rules exist once.
+
+use rng_gen::{Generator, Key};
+use tensor_core::{DType, Device, Tensor};
+
+use super::trainer::{check_model_shapes, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, STEP};
+use super::TrainConfig;
+use crate::checkpoint::default_cuda_rng_name;
+use crate::data::LoaderState;
+use crate::{Checkpoint, CheckpointError, Module, Result, Sequential, Sgd};
+
+/// A training run's state as its checkpoint holds it, borrowed from the trainer.
+pub struct RunView<'a> {
+    /// The run's configuration (stored as JSON under [`CONFIG_KEY`]).
+    pub config: &'a TrainConfig,
+    /// The model (`model.*`).
+    pub model: &'a Sequential,
+    /// The optimiser (`optim.*`).
+    pub optimizer: &'a Sgd,
+    /// The generator the dropout layers draw from (`rng.dropout`).
+    pub dropout_generator: &'a Generator,
+    /// The loader's state in the run's terms (a data parallel run stores the global
+    /// batch size, so any world size can resume it).
+    pub loader: LoaderState,
+    /// Steps completed.
+    pub step: u64,
+    /// One loss per completed step.
+    pub losses: &'a [f32],
+}
+
+impl RunView<'_> {
+    /// The checkpoint of this state: parameters, momentum buffers, the dropout
+    /// generator and the default generators of the devices in use, the loader state,
+    /// the step, the loss history and the configuration. Callers add their own
+    /// metadata (a data parallel run adds its reduce mode) before saving.
+    pub fn to_checkpoint(&self) -> Result<Checkpoint> {
+        let mut ck = Checkpoint::new();
+        ck.put_module("model.", self.model)?;
+        ck.put_sgd("optim.", self.optimizer)?;
+        ck.put_generators(&[(DROPOUT_RNG, self.dropout_generator)])?;
+        ck.put_default_generators(&default_generator_devices(self.config.device))?;
+        ck.insert_bytes(LOADER, &self.loader.to_bytes())?;
+        ck.insert(
+            STEP,
+            &Tensor::from_vec(vec![self.step as i64], &[], Device::Cpu)?,
+        )?;
+        let losses = Tensor::from_slice(self.losses, &[self.losses.len()], Device::Cpu)?;
+        ck.insert(LOSSES, &losses)?;
+        ck.set_metadata(CONFIG_KEY, self.config.to_json())?;
+        Ok(ck)
+    }
+}
+
+/// The step count and loss history of `ck`, after checking what can be checked before
+/// anything is built: the model tensors' shapes against `config` (so an edited
+/// configuration cannot make the caller allocate a huge model), a non-negative step,
+/// and one loss per step.
+pub fn read_history(ck: &Checkpoint, config: &TrainConfig) -> Result<(u64, Vec<f32>)> {
+    check_model_shapes(ck, config)?;
+    let step = ck.tensor_like(STEP, &[], DType::I64)?.to_scalar::<i64>()?;
+    let step =
+        u64::try_from(step).map_err(|_| invalid_entry(STEP, format!("negative step {step}")))?;
+    let losses = ck.tensor(LOSSES)?;
+    let losses = ck
+        .tensor_like(LOSSES, &[losses.elem_count()], DType::F32)?
+        .to_vec::<f32>()?;
+    if losses.len() as u64 != step {
+        return Err(
+            invalid_entry(LOSSES, format!("{} losses for {step} steps", losses.len())).into(),
+        );
+    }
+    Ok((step, losses))
+}
+
+/// The parts of a freshly built run that a checkpoint restores in place.
+pub struct RunParts<'a> {
+    /// The configuration the run was rebuilt with.
+    pub config: &'a TrainConfig,
+    /// The fresh model, to receive the saved parameters.
+    pub model: &'a mut Sequential,
+    /// The fresh optimiser, to receive the saved momentum buffers.
+    pub optimizer: &'a mut Sgd,
+    /// The fresh dropout generator, to receive the saved state.
+    pub dropout_generator: &'a Generator,
+}
+
+impl RunParts<'_> {
+    /// Checks the momentum buffers `ck` lists against the model and `step`, then
+    /// restores parameters, momentum buffers, the dropout generator and the default
+    /// generators of the devices the run uses. Nothing is changed if the check fails.
+    pub fn restore(self, ck: &Checkpoint, step: u64) -> Result<()> {
+        check_momentum_buffers(ck, self.config, self.model, step)?;
+        ck.restore_module("model.", self.model)?;
+        ck.restore_sgd("optim.", self.optimizer, self.model)?;
+        ck.restore_generators(&[(DROPOUT_RNG, self.dropout_generator)])?;
+        restore_default_generators(ck, self.config.device)
+    }
+}
+
+/// Restores the CPU's default generator and, on a CUDA run, the default generator of the
+/// GPU this run drives. A checkpoint written on one GPU holds one GPU entry,
+/// `rng.default.cuda:<i>` for the GPU it was written from; the resuming run may drive
+/// another (a single-process run moved to cuda:1, or rank 1 of a data parallel job on
+/// cuda:1 resuming what rank 0 wrote from cuda:0), so a checkpoint with exactly one GPU
+/// entry restores it on whichever GPU this run drives. One with several must hold this
+/// GPU's own. Everything is read and checked before any generator changes.
+fn restore_default_generators(ck: &Checkpoint, device: Device) -> Result<()> {
+    let Device::Cuda(ordinal) = device else {
+        return Ok(ck.restore_default_generators(&[Device::Cpu])?);
+    };
+    let own = default_cuda_rng_name(ordinal);
+    let saved: Vec<&str> = ck
+        .names()
+        .filter(|name| {
+            // `default_cuda_rng_name(i)` for some ordinal i.
+            name.rsplit_once(':').is_some_and(|(_, i)| {
+                i.parse::<usize>()
+                    .is_ok_and(|i| default_cuda_rng_name(i) == *name)
+            })
+        })
+        .collect();
+    let name = match saved.as_slice() {
+        [one] => (*one).to_string(),
+        _ if saved.contains(&own.as_str()) => own.clone(),
+        // None: the checkpoint's own error names the missing entry.
+        [] => return Ok(ck.restore_default_generators(&[Device::Cpu, device])?),
+        several => {
+            return Err(CheckpointError::Inconsistent {
+                name: own,
+                reason: format!(
+                    "the checkpoint has GPU generators {several:?} but none for cuda:{ordinal}"
+                ),
+            }
+            .into())
+        }
+    };
+    let key = {
+        let scratch = Generator::new(Device::Cpu);
+        scratch
+            .set_state(&ck.bytes(&name)?)
+            .map_err(|e| CheckpointError::Inconsistent {
+                name: name.clone(),
+                reason: e.to_string(),
+            })?;
+        scratch.key()
+    };
+    let gpu = rng_gen::default_generator(device).map_err(|e| CheckpointError::Inconsistent {
+        name: own.clone(),
+        reason: e.to_string(),
+    })?;
+    ck.restore_default_generators(&[Device::Cpu])?;
+    gpu.set_key(key);
+    Ok(())
+}
+
+/// The devices whose default generators a checkpoint carries: the CPU always, and the
+/// run's GPU on a CUDA run. The loops never draw from them; they are saved so that
+/// code around a loop which does (like a script after `torch.manual_seed`) resumes
+/// reproducibly too.
+#[must_use]
+pub fn default_generator_devices(device: Device) -> Vec<Device> {
+    match device {
+        Device::Cpu => vec![Device::Cpu],
+        gpu => vec![Device::Cpu, gpu],
+    }
+}
+
+/// What a saved loader state must match: the key the run's seed derives, the run's
+/// batch size (the global batch for a data parallel run), and the batches per epoch.
+#[derive(Clone, Copy, Debug)]
+pub struct ExpectedLoader {
+    /// The key a fresh loader of this run has.
+    pub key: Key,
+    /// The run's (global) batch size.
+    pub batch_size: u64,
+    /// Batches per epoch at that batch size.
+    pub per_epoch: u64,
+    /// The configuration's seed, to name in the message.
+    pub seed: u64,
+}
+
+/// A saved loader of this run has this run's key and batch size, and sits where
+/// `step` batches from the start leave it.
+pub fn check_loader_state(saved: &LoaderState, expected: ExpectedLoader, step: u64) -> Result<()> {
+    let inconsistent = |reason: String| CheckpointError::Inconsistent {
+        name: LOADER.into(),
+        reason,
+    };
+    if saved.key != expected.key || saved.batch_size != expected.batch_size {
+        return Err(inconsistent(format!(
+            "its key {:?} and batch size {} are not the key {:?} that the configuration's \
+             seed {} derives and the run's batch size {}: the loader state belongs to another run",
+            saved.key, saved.batch_size, expected.key, expected.seed, expected.batch_size
+        ))
+        .into());
+    }
+    let per_epoch = expected.per_epoch;
+    let (epoch, position) = (step / per_epoch, step % per_epoch);
+    if (saved.epoch, saved.position) != (epoch, position) {
+        return Err(inconsistent(format!(
+            "it is at epoch {}, batch {}, but after {step} steps of {per_epoch} batches \
+             per epoch the loader is at epoch {epoch}, batch {position}",
+            saved.epoch, saved.position
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// Every step updates every parameter, so after the first step each one has a
+/// momentum buffer (when momentum is on) and before it none has.
+fn check_momentum_buffers(
+    ck: &Checkpoint,
+    config: &TrainConfig,
+    model: &Sequential,
+    step: u64,
+) -> Result<()> {
+    let key = "optim.momentum_buffers";
+    let listed: Vec<String> = serde_json::from_str(ck.require_metadata(key)?)
+        .map_err(|e| invalid_entry(key, e.to_string()))?;
+    let mut listed: Vec<&str> = listed.iter().map(String::as_str).collect();
+    listed.sort_unstable();
+    let parameters: Vec<String> = model
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    let mut expected = if step > 0 && config.momentum != 0.0 {
+        parameters.clone()
+    } else {
+        Vec::new()
+    };
+    expected.sort_unstable();
+    if listed != expected {
+        return Err(CheckpointError::Inconsistent {
+            name: key.into(),
+            reason: format!(
+                "{} momentum buffers {listed:?} are listed, but after {step} steps with \
+                 momentum {} the model's {} parameters have {} buffers {expected:?}",
+                listed.len(),
+                config.momentum,
+                parameters.len(),
+                expected.len()
+            ),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// An [`CheckpointError::InvalidEntry`].
+fn invalid_entry(name: &str, reason: String) -> CheckpointError {
+    CheckpointError::InvalidEntry {
+        name: name.into(),
+        reason,
+    }
+}

@@ -1,0 +1,54 @@
+// DITTO_CUDA_STANDIN_STATS=<path>: at process exit, write how often each driver, cuBLAS
+// and NCCL entry point was called, as one JSON object {"cuLaunchKernel": 51, ...}.
+//
+// Why: the host work a training step costs on a GPU is mostly driver calls (allocations,
+// memsets, launches, copies, synchronisations), and their counts are the same on the
+// stand-in as on a GPU. Tests hold a per-step budget on them (tests/gpu_step_budget.rs).
+//
+// The counting happens in one place, generated at build time (cuda-standin/generate.py
+// `counters`): each exported name is a trampoline that adds one to its counter and jumps
+// to the implementation. Only calls from outside the library count; entry points never
+// called are left out of the object.
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "errors.h"
+
+extern "C" {
+__attribute__((visibility("hidden"))) extern unsigned long long standin_call_counts[];
+__attribute__((visibility("hidden"))) extern const char* const standin_call_names[];
+__attribute__((visibility("hidden"))) extern const std::size_t standin_call_name_count;
+}
+
+namespace {
+
+void write_call_stats() {
+    const char* path = std::getenv("DITTO_CUDA_STANDIN_STATS");
+    if (path == nullptr || path[0] == '\0') return;
+    std::FILE* out = std::fopen(path, "w");
+    if (out == nullptr) {
+        standin::say("DITTO_CUDA_STANDIN_STATS: cannot write %s: %s", path, std::strerror(errno));
+        return;
+    }
+    std::fputs("{", out);
+    bool first = true;
+    for (std::size_t i = 0; i < standin_call_name_count; ++i) {
+        unsigned long long count = __atomic_load_n(&standin_call_counts[i], __ATOMIC_RELAXED);
+        if (count == 0) continue;
+        std::fprintf(out, "%s\n  \"%s\": %llu", first ? "" : ",", standin_call_names[i], count);
+        first = false;
+    }
+    std::fputs(first ? "}\n" : "\n}\n", out);
+    if (std::fclose(out) != 0) {
+        standin::say("DITTO_CUDA_STANDIN_STATS: writing %s failed: %s", path, std::strerror(errno));
+    }
+}
+
+// Registered when the library loads (cudarc opens it at the first CUDA call), so it runs
+// at exit(), counting every call made until then.
+__attribute__((constructor)) void register_call_stats() { std::atexit(write_call_stats); }
+
+}  // namespace
