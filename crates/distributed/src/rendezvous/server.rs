@@ -23,6 +23,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The most handshakes at once; further connections are closed unread until some end
 /// (a flood of idle connections cannot exhaust the master's threads).
 const MAX_HANDSHAKES: usize = 64;
+/// The most connections still queued on the listener that hear a failed rendezvous's
+/// verdict.
+const MAX_LATE: usize = 16;
 /// How long a verdict may take to write to a peer that does not read.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -197,7 +200,11 @@ impl RendezvousServer {
                 Arrival::Refused(_) => None,
             })
             .collect();
-        while let Ok((mut stream, _)) = self.listener.accept() {
+        // A few only: each read may wait 200 ms, and strangers can fill the queue.
+        for _ in 0..MAX_LATE {
+            let Ok((mut stream, _)) = self.listener.accept() else {
+                break;
+            };
             let mut hello = [0u8; PREFIX_LEN + HELLO_REST_LEN];
             let read = stream
                 .set_nonblocking(false)
