@@ -7,7 +7,9 @@
 #      bytes as on 1;
 #   2. a checkpoint of a 4-process job resumes on 2 processes with the same curve;
 #   3. only rank 0 writes the CSV and the checkpoint (each rank runs in its own working
-#      folder, and every folder but rank 0's stays empty).
+#      folder, and every folder but rank 0's stays empty);
+#   4. strangers knocking while a 2-process job forms (an HTTP request, and a process of
+#      another job checking in as rank 1) neither end the job nor take a slot.
 #
 #   bash scripts/nccl_launch_tests.sh path/to/ddp_train   # built with --features nccl
 #
@@ -72,6 +74,40 @@ only_rank0_wrote r2 2 r.csv
 # Steps 51..100: rows 52..101 of the straight CSV (after its header), rows 2..51 resumed.
 cmp <(sed -n '52,101p' "$work/w1/rank0/curve.csv") <(sed -n '2,51p' "$work/r2/rank0/r.csv")
 echo "a 4-process checkpoint resumed on 2 processes: steps 51..100 byte-identical to the straight run"
+
+# Strangers at the master's port while a 2-process job forms: an HTTP health check and
+# a ddp_train of another job (another DITTO_JOB_ID) checking in as rank 1. Both start
+# polling for the port before the job is launched, so they knock while it forms.
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+(
+  for _ in $(seq 400); do
+    if exec 3<>"/dev/tcp/127.0.0.1/$port"; then
+      printf 'GET / HTTP/1.1\r\nHost: master\r\n\r\n' >&3
+      exec 3>&-
+      break
+    fi 2>/dev/null
+    sleep 0.05
+  done
+) &
+http=$!
+mkdir -p "$work/foreign"
+(cd "$work/foreign" && DITTO_JOB_ID="someone-elses-job" RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 \
+  LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
+  timeout 120 "$ddp" --backend nccl "${common[@]}" --out curve.csv > "$work/foreign.log" 2>&1) &
+foreign=$!
+sleep 1
+MASTER_PORT="$port" launch strays 2 "${common[@]}" --out curve.csv
+wait "$http" || true
+kill "$foreign" 2>/dev/null || true # had it knocked after the job formed, it would still wait
+if wait "$foreign"; then
+  echo "strays: the process of another job was admitted" >&2
+  cat "$work/foreign.log" >&2
+  exit 1
+fi
+cmp "$work/w1/rank0/curve.csv" "$work/strays/rank0/curve.csv"
+grep -q "did not prove this job's token" "$work/foreign.log" ||
+  { echo "strays: the other job's rank 1 was not refused for its token" >&2; cat "$work/foreign.log" >&2; exit 1; }
+echo "strangers during formation (HTTP, another job's rank 1): refused; the 2-process CSV is byte-identical"
 
 # The README's torchrun line, where torch is installed.
 if command -v torchrun > /dev/null 2>&1; then
