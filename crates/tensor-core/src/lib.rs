@@ -35,6 +35,7 @@ mod convert;
 mod creation;
 pub mod cuda_source;
 pub mod determinism;
+pub mod portable;
 mod device;
 mod dtype;
 mod element;
@@ -71,6 +72,7 @@ pub use determinism::{
     DeterministicMode,
 };
 pub use device::Device;
+pub use portable::{are_portable_arithmetic_enabled, use_portable_arithmetic};
 pub use dtype::DType;
 pub use element::Element;
 pub use error::{NvrtcError, Result, TensorError};
