@@ -226,7 +226,19 @@ impl Trainer {
         ck.restore_module("model.", &mut trainer.model)?;
         ck.restore_sgd("optim.", &mut trainer.optimizer, &trainer.model)?;
         ck.restore_generators(&[(DROPOUT_RNG, &trainer.dropout_generator)])?;
-        ck.restore_default_generators(&trainer.default_generator_devices())?;
+        // A run moved to another device (a CPU run resumed on a GPU) has no saved state
+        // for the new GPU's default generator: that one keeps its seed-derived state
+        // (the loop never draws from it; portable arithmetic makes such moves keep the
+        // curve, docs/contract.md §14).
+        let saved: Vec<Device> = trainer
+            .default_generator_devices()
+            .into_iter()
+            .filter(|d| {
+                let name = crate::checkpoint::default_rng_name(*d);
+                *d == Device::Cpu || ck.names().any(|n| n == name)
+            })
+            .collect();
+        ck.restore_default_generators(&saved)?;
         ck.restore_loader(LOADER, &mut trainer.loader)?;
         trainer.step = step;
         trainer.losses = losses;
