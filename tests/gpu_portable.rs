@@ -13,7 +13,10 @@ use support::{assert_same, cpu_tensor, gpu, on_standin};
 /// `f` on the CPU and on `cuda:0` (inputs moved there first).
 fn both(inputs: &[&Tensor], f: impl Fn(&[Tensor]) -> Tensor) -> (Tensor, Tensor) {
     let cpu: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
-    let gpu: Vec<Tensor> = inputs.iter().map(|t| t.to_device(Device::Cuda(0)).unwrap()).collect();
+    let gpu: Vec<Tensor> = inputs
+        .iter()
+        .map(|t| t.to_device(Device::Cuda(0)).unwrap())
+        .collect();
     (f(&cpu), f(&gpu).to_device(Device::Cpu).unwrap())
 }
 
@@ -38,7 +41,9 @@ fn matmuls_and_softmax_agree() {
         assert_same(&format!("matmul {m}x{k}x{n}"), &cuda, &cpu);
         // The backward passes' layouts: x * w^T and grad^T * x, as transposed views.
         let (at, bt) = (cpu_tensor(&[k, m], salt + 2), cpu_tensor(&[n, k], salt + 3));
-        let (cpu, cuda) = both(&[&at, &bt], |t| t[0].t().unwrap().matmul(&t[1].t().unwrap()).unwrap());
+        let (cpu, cuda) = both(&[&at, &bt], |t| {
+            t[0].t().unwrap().matmul(&t[1].t().unwrap()).unwrap()
+        });
         assert_same(&format!("matmul^T {m}x{k}x{n}"), &cuda, &cpu);
     }
     let logits = cpu_tensor(&[64, 10], 99).mul_scalar(8.0).unwrap();
@@ -55,7 +60,10 @@ fn matmuls_and_softmax_agree() {
 fn differing(inputs: &[&Tensor], f: impl Fn(&[Tensor]) -> Tensor) -> usize {
     let (cpu, cuda) = both(inputs, f);
     let (c, g) = (cpu.to_vec::<f32>().unwrap(), cuda.to_vec::<f32>().unwrap());
-    c.iter().zip(&g).filter(|(x, y)| x.to_bits() != y.to_bits()).count()
+    c.iter()
+        .zip(&g)
+        .filter(|(x, y)| x.to_bits() != y.to_bits())
+        .count()
 }
 
 #[test]
@@ -76,6 +84,9 @@ fn portable_arithmetic_is_bit_identical_on_cuda_and_the_default_is_not() {
     let log = differing(&[&x.exp().unwrap()], |t| t[0].log().unwrap());
     println!("default paths differing from the CPU: matmul {matmul} of 8192, exp {exp} / log {log} of 4096");
     if on_standin() {
-        assert!(matmul > 0 && exp > 0 && log > 0, "the stand-in rounds like the CPU");
+        assert!(
+            matmul > 0 && exp > 0 && log > 0,
+            "the stand-in rounds like the CPU"
+        );
     }
 }

@@ -29,7 +29,10 @@ fn bits(losses: &[f32]) -> Vec<u32> {
 
 /// `STEPS` losses of a fresh run on `device`, in a rayon pool of `threads`.
 fn straight(device: Device, threads: usize) -> Vec<u32> {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
     pool.install(|| {
         let mut trainer = Trainer::new(config(device)).unwrap();
         while trainer.step_count() < STEPS {
@@ -67,9 +70,21 @@ fn portable_runs_are_the_same_bytes_on_every_device_and_across_resumes() {
     assert_eq!(straight(Device::Cuda(0), 1), cpu, "cuda:0");
     assert_eq!(straight(Device::Cuda(1), 1), cpu, "cuda:1");
     let dir = tempfile::tempdir().unwrap();
-    assert_eq!(moved(Device::Cuda(0), Device::Cpu, dir.path()), cpu, "cuda:0 -> cpu");
-    assert_eq!(moved(Device::Cpu, Device::Cuda(1), dir.path()), cpu, "cpu -> cuda:1");
-    assert_eq!(moved(Device::Cuda(1), Device::Cuda(0), dir.path()), cpu, "cuda:1 -> cuda:0");
+    assert_eq!(
+        moved(Device::Cuda(0), Device::Cpu, dir.path()),
+        cpu,
+        "cuda:0 -> cpu"
+    );
+    assert_eq!(
+        moved(Device::Cpu, Device::Cuda(1), dir.path()),
+        cpu,
+        "cpu -> cuda:1"
+    );
+    assert_eq!(
+        moved(Device::Cuda(1), Device::Cuda(0), dir.path()),
+        cpu,
+        "cuda:1 -> cuda:0"
+    );
 
     use_portable_arithmetic(false);
     let (cpu, cuda) = (straight(Device::Cpu, 1), straight(Device::Cuda(0), 1));

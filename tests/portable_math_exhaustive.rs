@@ -22,12 +22,20 @@ fn ulps(got: f32, want: f64) -> f64 {
     }
     let max_rounds_to_inf = f64::from(f32::MAX) + 2f64.powi(103); // half an ulp above MAX
     if want.abs() >= max_rounds_to_inf || want.is_infinite() {
-        return if got == want.signum() as f32 * f32::INFINITY { 0.0 } else { f64::INFINITY };
+        return if got == want.signum() as f32 * f32::INFINITY {
+            0.0
+        } else {
+            f64::INFINITY
+        };
     }
     if got.is_infinite() || got.is_nan() {
         return f64::INFINITY;
     }
-    let exponent = if want == 0.0 { -149 } else { (want.abs().log2().floor() as i32).max(-126) };
+    let exponent = if want == 0.0 {
+        -149
+    } else {
+        (want.abs().log2().floor() as i32).max(-126)
+    };
     let ulp = 2f64.powi(exponent - 23).max(2f64.powi(-149));
     (f64::from(got) - want).abs() / ulp
 }
@@ -46,7 +54,10 @@ fn sweep(step: u64) -> (f64, u32, f64, u32) {
             let tensor = Tensor::from_vec(xs.clone(), &[xs.len()], Device::Cpu).unwrap();
             let cuda_exp = host_parity::unary("portable_exp", &tensor, 0.0, 0.0).unwrap();
             let cuda_log = host_parity::unary("portable_log", &tensor, 0.0, 0.0).unwrap();
-            let (cuda_exp, cuda_log) = (cuda_exp.to_vec::<f32>().unwrap(), cuda_log.to_vec::<f32>().unwrap());
+            let (cuda_exp, cuda_log) = (
+                cuda_exp.to_vec::<f32>().unwrap(),
+                cuda_log.to_vec::<f32>().unwrap(),
+            );
             let mut worst = (0.0f64, 0u32, 0.0f64, 0u32);
             for (i, &x) in xs.iter().enumerate() {
                 let (e, l) = (exp(x), log(x));

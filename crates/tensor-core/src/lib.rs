@@ -35,7 +35,6 @@ mod convert;
 mod creation;
 pub mod cuda_source;
 pub mod determinism;
-pub mod portable;
 mod device;
 mod dtype;
 mod element;
@@ -43,6 +42,7 @@ mod error;
 mod gather;
 pub mod grid;
 mod layout;
+pub mod portable;
 mod round;
 mod shape;
 mod storage;
@@ -72,10 +72,10 @@ pub use determinism::{
     DeterministicMode,
 };
 pub use device::Device;
-pub use portable::{are_portable_arithmetic_enabled, use_portable_arithmetic};
 pub use dtype::DType;
 pub use element::Element;
 pub use error::{NvrtcError, Result, TensorError};
+pub use portable::{are_portable_arithmetic_enabled, use_portable_arithmetic};
 pub use shape::Shape;
 pub use storage::{CpuStorage, Storage};
 pub use tensor::Tensor;

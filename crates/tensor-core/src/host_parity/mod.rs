@@ -59,7 +59,13 @@ mod ffi {
                     indices: *mut i64,
                 );
                 pub fn $log_softmax(outer: u64, size: u64, inner: u64, x: *const $t, out: *mut $t);
-                pub fn $log_softmax_portable(outer: u64, size: u64, inner: u64, x: *const $t, out: *mut $t);
+                pub fn $log_softmax_portable(
+                    outer: u64,
+                    size: u64,
+                    inner: u64,
+                    x: *const $t,
+                    out: *mut $t,
+                );
             }
         };
     }

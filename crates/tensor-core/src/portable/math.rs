@@ -138,7 +138,7 @@ pub fn log(x: f32) -> f32 {
 #[must_use]
 pub fn log_of_sum(total: f64) -> f32 {
     let hi = total as f32;
-    if !(hi > 0.0) || hi == f32::INFINITY {
+    if hi.is_nan() || hi <= 0.0 || hi == f32::INFINITY {
         return log(hi);
     }
     let rest = ((total - f64::from(hi)) / f64::from(hi)) as f32;
@@ -199,14 +199,23 @@ mod tests {
             let want = f64::from(x).exp();
             let got = f64::from(exp(x));
             let tolerance = (1.2e-7 * want).max(1.5e-45); // one subnormal ulp
-            assert!((got - want).abs() <= tolerance, "exp({x}) = {got}, want {want}");
+            assert!(
+                (got - want).abs() <= tolerance,
+                "exp({x}) = {got}, want {want}"
+            );
             let y = i as f32 / 100.0 + 1e-3;
             let want = f64::from(y).ln();
             let got = f64::from(log(y));
-            assert!((got - want).abs() <= 1.2e-7 * want.abs().max(1e-30), "log({y})");
+            assert!(
+                (got - want).abs() <= 1.2e-7 * want.abs().max(1e-30),
+                "log({y})"
+            );
             let total = 1.0 + f64::from(i) * 1e-12;
             let got = f64::from(log_of_sum(total));
-            assert!((got - total.ln()).abs() <= 2.5e-7 * total.ln().max(1e-30), "{total}");
+            assert!(
+                (got - total.ln()).abs() <= 2.5e-7 * total.ln().max(1e-30),
+                "{total}"
+            );
         }
     }
 }

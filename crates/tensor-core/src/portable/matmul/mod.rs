@@ -185,10 +185,13 @@ pub fn matmul_with<T: PortableElement>(
             message: format!("{level:?} kernels need CPU features this machine lacks"),
         });
     }
-    let count = a.rows.checked_mul(b.cols).ok_or(TensorError::InvalidArgument {
-        op: "portable matmul",
-        message: format!("{} x {} output elements overflow usize", a.rows, b.cols),
-    })?;
+    let count = a
+        .rows
+        .checked_mul(b.cols)
+        .ok_or(TensorError::InvalidArgument {
+            op: "portable matmul",
+            message: format!("{} x {} output elements overflow usize", a.rows, b.cols),
+        })?;
     let mut c = crate::creation::try_filled(count, T::default(), T::DTYPE)?;
     match (as_f32(a), as_f32(b), as_f32_mut(&mut c)) {
         (Some(a), Some(b), Some(c)) => match level {

@@ -13,7 +13,12 @@ pub(super) fn round_up(x: usize, unit: usize) -> usize {
 
 /// A's rows in panels of `mr`: rows `i0 .. i0 + mr` for the depths `k` go to
 /// `out[i0 * kc + p * mr + r]` (`p = k - depth.start`), rows past `a.rows` as zeros.
-pub(super) fn pack_a<T: PortableElement>(a: &Operand<'_, T>, depth: Range<usize>, mr: usize, out: &mut [T]) {
+pub(super) fn pack_a<T: PortableElement>(
+    a: &Operand<'_, T>,
+    depth: Range<usize>,
+    mr: usize,
+    out: &mut [T],
+) {
     let kc = depth.len();
     for (panel, dst) in out.chunks_exact_mut(mr * kc).enumerate() {
         let i0 = panel * mr;
@@ -28,7 +33,12 @@ pub(super) fn pack_a<T: PortableElement>(a: &Operand<'_, T>, depth: Range<usize>
 
 /// B's columns in panels of `nr`: columns `j0 .. j0 + nr` for the depths `k` go to
 /// `out[j0 * kc + p * nr + j]`, columns past `b.cols` as zeros.
-pub(super) fn pack_b<T: PortableElement>(b: &Operand<'_, T>, depth: Range<usize>, nr: usize, out: &mut [T]) {
+pub(super) fn pack_b<T: PortableElement>(
+    b: &Operand<'_, T>,
+    depth: Range<usize>,
+    nr: usize,
+    out: &mut [T],
+) {
     let kc = depth.len();
     for (panel, dst) in out.chunks_exact_mut(nr * kc).enumerate() {
         let j0 = panel * nr;
@@ -36,7 +46,11 @@ pub(super) fn pack_b<T: PortableElement>(b: &Operand<'_, T>, depth: Range<usize>
             let row = &mut dst[p * nr..(p + 1) * nr];
             for (j, v) in row.iter_mut().enumerate() {
                 let col = j0 + j;
-                *v = if col < b.cols { b.at(k, col) } else { T::default() };
+                *v = if col < b.cols {
+                    b.at(k, col)
+                } else {
+                    T::default()
+                };
             }
         }
     }

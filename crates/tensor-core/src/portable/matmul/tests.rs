@@ -34,12 +34,26 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 }
 
 fn dense(data: &[f32], rows: usize, cols: usize) -> Operand<'_, f32> {
-    Operand { data, offset: 0, rows, cols, row_stride: cols, col_stride: 1 }
+    Operand {
+        data,
+        offset: 0,
+        rows,
+        cols,
+        row_stride: cols,
+        col_stride: 1,
+    }
 }
 
 /// The transpose of a dense `cols x rows` buffer, read as `rows x cols`.
 fn transposed(data: &[f32], rows: usize, cols: usize) -> Operand<'_, f32> {
-    Operand { data, offset: 0, rows, cols, row_stride: 1, col_stride: rows }
+    Operand {
+        data,
+        offset: 0,
+        rows,
+        cols,
+        row_stride: 1,
+        col_stride: rows,
+    }
 }
 
 fn levels() -> Vec<SimdLevel> {
@@ -90,10 +104,21 @@ fn transposed_and_offset_views_equal_the_definition() {
         let a = transposed(&a_t, m, k);
         let mut padded = vec![f32::NAN; 3];
         padded.extend_from_slice(&b_t);
-        let b = Operand { data: &padded, offset: 3, rows: k, cols: n, row_stride: 1, col_stride: k };
+        let b = Operand {
+            data: &padded,
+            offset: 3,
+            rows: k,
+            cols: n,
+            row_stride: 1,
+            col_stride: k,
+        };
         let want = bits(&chain(&a, &b));
         for level in levels() {
-            assert_eq!(bits(&matmul_with(a, b, level).unwrap()), want, "{level:?} at {m}x{k}x{n}");
+            assert_eq!(
+                bits(&matmul_with(a, b, level).unwrap()),
+                want,
+                "{level:?} at {m}x{k}x{n}"
+            );
         }
     }
 }
@@ -105,12 +130,19 @@ fn one_and_two_threads_give_the_same_bits() {
     let (a, b) = (dense(&a, m, k), dense(&b, k, n));
     for level in levels() {
         let run = |threads| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
             pool.install(|| matmul_with(a, b, level).unwrap())
         };
         let one = bits(&run(1));
         assert_eq!(one, bits(&run(2)), "{level:?}");
-        assert_eq!(one, bits(&matmul_with(a, b, SimdLevel::Scalar).unwrap()), "{level:?}");
+        assert_eq!(
+            one,
+            bits(&matmul_with(a, b, SimdLevel::Scalar).unwrap()),
+            "{level:?}"
+        );
     }
 }
 
@@ -119,8 +151,22 @@ fn f64_and_special_values_follow_the_chain() {
     let a = [1e300f64, -1e300, 3.0, f64::INFINITY];
     let b = [1e10f64, 1e10, 0.5, 0.0];
     let (ao, bo) = (
-        Operand { data: &a[..], offset: 0, rows: 1, cols: 4, row_stride: 4, col_stride: 1 },
-        Operand { data: &b[..], offset: 0, rows: 4, cols: 1, row_stride: 1, col_stride: 1 },
+        Operand {
+            data: &a[..],
+            offset: 0,
+            rows: 1,
+            cols: 4,
+            row_stride: 4,
+            col_stride: 1,
+        },
+        Operand {
+            data: &b[..],
+            offset: 0,
+            rows: 4,
+            cols: 1,
+            row_stride: 1,
+            col_stride: 1,
+        },
     );
     // inf * 0 makes the chain NaN, as the definition says.
     assert!(matmul_with(ao, bo, SimdLevel::Scalar).unwrap()[0].is_nan());
@@ -133,7 +179,14 @@ fn f64_and_special_values_follow_the_chain() {
 #[test]
 fn bad_views_and_shapes_are_errors() {
     let a = values(6, 1);
-    let too_far = Operand { data: &a, offset: 1, rows: 2, cols: 3, row_stride: 3, col_stride: 1 };
+    let too_far = Operand {
+        data: &a,
+        offset: 1,
+        rows: 2,
+        cols: 3,
+        row_stride: 3,
+        col_stride: 1,
+    };
     assert!(matmul_with(too_far, dense(&a, 3, 2), SimdLevel::Scalar).is_err());
     assert!(matmul_with(dense(&a, 2, 3), dense(&a, 2, 3), SimdLevel::Scalar).is_err());
     let empty = matmul_with(dense(&a, 2, 0), dense(&[], 0, 3), SimdLevel::Scalar).unwrap();
