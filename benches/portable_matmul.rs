@@ -30,7 +30,10 @@ const SHAPES: [(&str, usize, usize, usize, bool); 5] = [
 
 fn operand(rows: usize, cols: usize, salt: u32) -> Tensor {
     let values: Vec<f32> = (0..rows * cols)
-        .map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(salt) >> 8) as f32 / 16_777_216.0 - 0.5)
+        .map(|i| {
+            ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(salt) >> 8) as f32 / 16_777_216.0
+                - 0.5
+        })
         .collect();
     Tensor::from_vec(values, &[rows, cols], Device::Cpu).unwrap()
 }
@@ -38,7 +41,15 @@ fn operand(rows: usize, cols: usize, salt: u32) -> Tensor {
 fn matmul(c: &mut Criterion) {
     let pools: Vec<(usize, rayon::ThreadPool)> = [1, 2]
         .into_iter()
-        .map(|t| (t, rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap()))
+        .map(|t| {
+            (
+                t,
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(t)
+                    .build()
+                    .unwrap(),
+            )
+        })
         .collect();
     let mut group = c.benchmark_group("matmul");
     group.sample_size(10);
@@ -65,7 +76,10 @@ fn matmul(c: &mut Criterion) {
 }
 
 fn demo_step(c: &mut Criterion) {
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
     let mut group = c.benchmark_group("demo_step");
     group.sample_size(20);
     for portable in [false, true] {

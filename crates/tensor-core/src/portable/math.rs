@@ -196,7 +196,8 @@ mod tests {
 
     #[test]
     fn close_to_f64_on_a_sweep() {
-        for i in 0..200_000u32 {
+        // x from -100 to 88.7 (e^88.72284 is the largest finite result).
+        for i in 0..188_700u32 {
             let x = i as f32 / 1000.0 - 100.0;
             let want = f64::from(x).exp();
             let got = f64::from(exp(x));
