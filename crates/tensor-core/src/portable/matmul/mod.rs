@@ -164,7 +164,8 @@ pub fn matmul<T: PortableElement>(a: Operand<'_, T>, b: Operand<'_, T>) -> Resul
 }
 
 /// [`matmul`] with a chosen kernel (for tests and benchmarks: every level gives the same
-/// bits). f64 always uses [`SimdLevel::Scalar`]; a level this CPU lacks is an error.
+/// bits). f64 always uses [`SimdLevel::Scalar`]; [`SimdLevel::Avx512`] uses the AVX2
+/// tile when `n <= 16`; a level this CPU lacks is an error.
 pub fn matmul_with<T: PortableElement>(
     a: Operand<'_, T>,
     b: Operand<'_, T>,
@@ -193,6 +194,14 @@ pub fn matmul_with<T: PortableElement>(
             message: format!("{} x {} output elements overflow usize", a.rows, b.cols),
         })?;
     let mut c = crate::creation::try_filled(count, T::default(), T::DTYPE)?;
+    // A narrow product (n <= 16, like the demo's 10-class layer) would fill the
+    // AVX-512 tile's 32 columns mostly with padding; the AVX2 tile is 16 wide. Every
+    // kernel gives the same bits, so this choice is about speed only.
+    let level = if level == SimdLevel::Avx512 && b.cols <= 16 && SimdLevel::Avx2Fma.is_available() {
+        SimdLevel::Avx2Fma
+    } else {
+        level
+    };
     match (as_f32(a), as_f32(b), as_f32_mut(&mut c)) {
         (Some(a), Some(b), Some(c)) => match level {
             #[cfg(target_arch = "x86_64")]

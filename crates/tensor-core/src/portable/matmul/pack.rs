@@ -12,7 +12,8 @@ pub(super) fn round_up(x: usize, unit: usize) -> usize {
 }
 
 /// A's rows in panels of `mr`: rows `i0 .. i0 + mr` for the depths `k` go to
-/// `out[i0 * kc + p * mr + r]` (`p = k - depth.start`), rows past `a.rows` as zeros.
+/// `out[i0 * kc + p * mr + r]` (`p = k - depth.start`), rows past `a.rows` as zeros. Each
+/// row is walked along `k` (contiguous in a row-major A).
 pub(super) fn pack_a<T: PortableElement>(
     a: &Operand<'_, T>,
     depth: Range<usize>,
@@ -21,11 +22,18 @@ pub(super) fn pack_a<T: PortableElement>(
 ) {
     let kc = depth.len();
     for (panel, dst) in out.chunks_exact_mut(mr * kc).enumerate() {
-        let i0 = panel * mr;
-        for (p, k) in depth.clone().enumerate() {
-            for r in 0..mr {
-                let i = i0 + r;
-                dst[p * mr + r] = if i < a.rows { a.at(i, k) } else { T::default() };
+        for r in 0..mr {
+            let i = panel * mr + r;
+            if i >= a.rows {
+                for p in 0..kc {
+                    dst[p * mr + r] = T::default();
+                }
+                continue;
+            }
+            let base = a.offset + i * a.row_stride + depth.start * a.col_stride;
+            let row = &a.data[base..=base + (kc - 1) * a.col_stride];
+            for p in 0..kc {
+                dst[p * mr + r] = row[p * a.col_stride];
             }
         }
     }
@@ -42,16 +50,15 @@ pub(super) fn pack_b<T: PortableElement>(
     let kc = depth.len();
     for (panel, dst) in out.chunks_exact_mut(nr * kc).enumerate() {
         let j0 = panel * nr;
+        let width = nr.min(b.cols - j0);
         for (p, k) in depth.clone().enumerate() {
             let row = &mut dst[p * nr..(p + 1) * nr];
-            for (j, v) in row.iter_mut().enumerate() {
-                let col = j0 + j;
-                *v = if col < b.cols {
-                    b.at(k, col)
-                } else {
-                    T::default()
-                };
+            let base = b.offset + k * b.row_stride + j0 * b.col_stride;
+            let src = &b.data[base..=base + (width - 1) * b.col_stride];
+            for (j, v) in row[..width].iter_mut().enumerate() {
+                *v = src[j * b.col_stride];
             }
+            row[width..].fill(T::default());
         }
     }
 }
