@@ -5,19 +5,29 @@
 
 use super::PortableElement;
 
+/// Where a micro-kernel reads A's `MR` rows: element `(r, p)` at `ptr + r * row + p * col`.
+#[derive(Clone, Copy)]
+pub(super) struct ARows<T> {
+    pub ptr: *const T,
+    pub row: usize,
+    pub col: usize,
+}
+
 /// One micro-kernel: its tile shape and the update.
 pub(super) trait Microkernel<T> {
     /// Rows of the tile (the height of a packed A panel).
     const MR: usize;
     /// Columns of the tile (the width of a packed B panel).
     const NR: usize;
-    /// `c[r * ldc + j] = fma(a[p * MR + r], b[p * NR + j], c[r * ldc + j])` for `p` in
-    /// `0..kc` ascending, for every `r < MR`, `j < NR`.
+    /// `c[r * ldc + j] = fma(a[r * a_row + p * a_col], b[p * NR + j], c[r * ldc + j])`
+    /// for `p` in `0..kc` ascending, for every `r < MR`, `j < NR`. A is read in place
+    /// through its strides (or from a packed panel: `a_row = 1`, `a_col = MR`).
     ///
     /// # Safety
-    /// `a` holds `kc * MR` elements, `b` `kc * NR`, and `c` an `MR x NR` tile with row
-    /// stride `ldc`; the CPU has the kernel's target features.
-    unsafe fn update(kc: usize, a: *const T, b: *const T, c: *mut T, ldc: usize);
+    /// `a[r * a_row + p * a_col]` is readable for `r < MR`, `p < kc`; `b` holds
+    /// `kc * NR` elements and `c` an `MR x NR` tile with row stride `ldc`; the CPU has
+    /// the kernel's target features.
+    unsafe fn update(kc: usize, a: ARows<T>, b: *const T, c: *mut T, ldc: usize);
 }
 
 /// The reference: `mul_add` (a correctly rounded fused multiply-add on every platform;
@@ -28,7 +38,7 @@ impl<T: PortableElement> Microkernel<T> for Scalar {
     const MR: usize = 4;
     const NR: usize = 4;
 
-    unsafe fn update(kc: usize, a: *const T, b: *const T, c: *mut T, ldc: usize) {
+    unsafe fn update(kc: usize, a: ARows<T>, b: *const T, c: *mut T, ldc: usize) {
         const MR: usize = 4;
         const NR: usize = 4;
         let mut acc = [[T::default(); NR]; MR];
@@ -41,7 +51,7 @@ impl<T: PortableElement> Microkernel<T> for Scalar {
         for p in 0..kc {
             for (r, row) in acc.iter_mut().enumerate() {
                 // SAFETY: p < kc, r < MR: inside the packed panels.
-                let x = unsafe { *a.add(p * MR + r) };
+                let x = unsafe { *a.ptr.add(r * a.row + p * a.col) };
                 for (j, v) in row.iter_mut().enumerate() {
                     let y = unsafe { *b.add(p * NR + j) };
                     *v = x.mul_add(y, *v);
@@ -66,7 +76,7 @@ impl Microkernel<f32> for Avx2Fma {
     const MR: usize = 6;
     const NR: usize = 16;
 
-    unsafe fn update(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
+    unsafe fn update(kc: usize, a: ARows<f32>, b: *const f32, c: *mut f32, ldc: usize) {
         // SAFETY: forwarded contract.
         unsafe { avx2_update(kc, a, b, c, ldc) }
     }
@@ -74,7 +84,7 @@ impl Microkernel<f32> for Avx2Fma {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_update(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
+unsafe fn avx2_update(kc: usize, a: ARows<f32>, b: *const f32, c: *mut f32, ldc: usize) {
     use std::arch::x86_64::*;
     const MR: usize = 6;
     const NR: usize = 16;
@@ -90,7 +100,7 @@ unsafe fn avx2_update(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc:
             let b0 = _mm256_loadu_ps(b.add(p * NR));
             let b1 = _mm256_loadu_ps(b.add(p * NR + 8));
             for (r, row) in acc.iter_mut().enumerate() {
-                let x = _mm256_broadcast_ss(&*a.add(p * MR + r));
+                let x = _mm256_broadcast_ss(&*a.ptr.add(r * a.row + p * a.col));
                 row[0] = _mm256_fmadd_ps(x, b0, row[0]);
                 row[1] = _mm256_fmadd_ps(x, b1, row[1]);
             }
@@ -111,7 +121,7 @@ impl Microkernel<f32> for Avx512 {
     const MR: usize = 8;
     const NR: usize = 32;
 
-    unsafe fn update(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
+    unsafe fn update(kc: usize, a: ARows<f32>, b: *const f32, c: *mut f32, ldc: usize) {
         // SAFETY: forwarded contract.
         unsafe { avx512_update(kc, a, b, c, ldc) }
     }
@@ -119,7 +129,7 @@ impl Microkernel<f32> for Avx512 {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn avx512_update(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ldc: usize) {
+unsafe fn avx512_update(kc: usize, a: ARows<f32>, b: *const f32, c: *mut f32, ldc: usize) {
     use std::arch::x86_64::*;
     const MR: usize = 8;
     const NR: usize = 32;
@@ -134,7 +144,7 @@ unsafe fn avx512_update(kc: usize, a: *const f32, b: *const f32, c: *mut f32, ld
             let b0 = _mm512_loadu_ps(b.add(p * NR));
             let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
             for (r, row) in acc.iter_mut().enumerate() {
-                let x = _mm512_set1_ps(*a.add(p * MR + r));
+                let x = _mm512_set1_ps(*a.ptr.add(r * a.row + p * a.col));
                 row[0] = _mm512_fmadd_ps(x, b0, row[0]);
                 row[1] = _mm512_fmadd_ps(x, b1, row[1]);
             }

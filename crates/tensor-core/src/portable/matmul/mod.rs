@@ -26,7 +26,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use kernels::Microkernel;
+use kernels::{ARows, Microkernel};
 use pack::{pack_a, pack_b, round_up};
 
 use crate::{DType, Result, TensorError};
@@ -37,6 +37,9 @@ pub const KC: usize = 256;
 const MC: usize = 96;
 /// Columns of C per task (a multiple of every kernel's `NR`).
 const NC: usize = 256;
+/// A is packed when B has more than this many `NR`-column panels (each packed A panel is
+/// then reused often enough to pay for the copy).
+const PACK_A_MIN_PANELS: usize = 4;
 /// Below this many multiply-adds a `k`-block runs on the calling thread.
 const PAR_MIN_WORK: usize = 1 << 18;
 
@@ -248,15 +251,21 @@ struct Output<T>(*mut T);
 unsafe impl<T: Send> Send for Output<T> {}
 unsafe impl<T: Send> Sync for Output<T> {}
 
-/// The blocked loops with micro-kernel `K`.
+/// The blocked loops with micro-kernel `K`. B is packed. A is packed too when each of
+/// its panels serves many column panels (`n > PACK_A_MIN_PANELS * NR`); otherwise (the
+/// demo's narrow products) full `MR`-row panels are read in place through A's strides
+/// and only the last partial one is packed, zero-padded.
 fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, T>, c: &mut [T]) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     if m == 0 || n == 0 {
         return;
     }
     let (mr, nr) = (K::MR, K::NR);
-    let (m_padded, n_padded) = (round_up(m, mr), round_up(n, nr));
-    let mut a_packed = vec![T::default(); m_padded * KC.min(k)];
+    let n_padded = round_up(n, nr);
+    let pack_all = n > PACK_A_MIN_PANELS * nr;
+    let full_rows = if pack_all { 0 } else { m - m % mr };
+    let packed_rows = round_up(m - full_rows, mr);
+    let mut a_tail = vec![T::default(); packed_rows * KC.min(k)];
     let mut b_packed = vec![T::default(); n_padded * KC.min(k)];
     let row_blocks: Vec<Range<usize>> = blocks(m, MC);
     let col_blocks: Vec<Range<usize>> = blocks(n, NC);
@@ -267,13 +276,26 @@ fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, 
     let out = Output(c.as_mut_ptr());
     for depth in blocks(k, KC) {
         let kc = depth.len();
-        pack_a(&a, depth.clone(), mr, &mut a_packed[..m_padded * kc]);
-        pack_b(&b, depth, nr, &mut b_packed[..n_padded * kc]);
-        let (ap, bp) = (&a_packed[..m_padded * kc], &b_packed[..n_padded * kc]);
+        if full_rows < m {
+            let tail = Operand {
+                offset: a.offset + full_rows * a.row_stride,
+                rows: m - full_rows,
+                ..a
+            };
+            pack_a(&tail, depth.clone(), mr, &mut a_tail[..packed_rows * kc]);
+        }
+        pack_b(&b, depth.clone(), nr, &mut b_packed[..n_padded * kc]);
+        let panels = Panels {
+            a: &a,
+            a_tail: &a_tail[..packed_rows * kc],
+            full_rows,
+            depth: depth.clone(),
+            b: &b_packed[..n_padded * kc],
+        };
         let task = |(rows, cols): &(Range<usize>, Range<usize>)| {
             // SAFETY: the tiles of `rows x cols` lie inside C (m x n, row stride n) and
-            // belong to this task alone; the panels hold `kc` steps of MR / NR values.
-            unsafe { update_block::<T, K>(kc, ap, bp, out, n, rows.clone(), cols.clone()) }
+            // belong to this task alone; the panels cover `depth`.
+            unsafe { update_block::<T, K>(&panels, out, n, rows.clone(), cols.clone()) }
         };
         if m * n * kc >= PAR_MIN_WORK && tasks.len() > 1 {
             tasks.par_iter().for_each(task);
@@ -281,6 +303,18 @@ fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, 
             tasks.iter().for_each(task);
         }
     }
+}
+
+/// What the micro-kernels read for one `k`-block.
+struct Panels<'p, 'a, T> {
+    /// A, read in place for rows below `full_rows`.
+    a: &'p Operand<'a, T>,
+    /// A's rows from `full_rows` on, packed in `MR`-row panels, zero-padded.
+    a_tail: &'p [T],
+    full_rows: usize,
+    depth: Range<usize>,
+    /// B packed in `NR`-column panels.
+    b: &'p [T],
 }
 
 /// `0..len` cut into consecutive ranges of `size` (the last shorter).
@@ -298,28 +332,44 @@ fn blocks(len: usize, size: usize) -> Vec<Range<usize>> {
 /// `rows` / `cols` start at multiples of MR / NR and lie inside C (row stride `ldc`);
 /// no other thread touches them meanwhile.
 unsafe fn update_block<T: PortableElement, K: Microkernel<T>>(
-    kc: usize,
-    a_packed: &[T],
-    b_packed: &[T],
+    panels: &Panels<'_, '_, T>,
     out: Output<T>,
     ldc: usize,
     rows: Range<usize>,
     cols: Range<usize>,
 ) {
     let (mr, nr) = (K::MR, K::NR);
+    let kc = panels.depth.len();
+    let a = panels.a;
     let mut scratch = [T::default(); 8 * 32];
     debug_assert!(mr * nr <= scratch.len());
     for j0 in cols.clone().step_by(nr) {
-        let b_panel = b_packed[j0 * kc..(j0 + nr) * kc].as_ptr();
+        let b_panel = panels.b[j0 * kc..(j0 + nr) * kc].as_ptr();
         let width = nr.min(cols.end - j0);
         for i0 in rows.clone().step_by(mr) {
-            let a_panel = a_packed[i0 * kc..(i0 + mr) * kc].as_ptr();
+            let a_rows = if i0 < panels.full_rows {
+                // Rows i0 .. i0 + MR and depths `depth` lie inside the checked view.
+                let start = a.offset + i0 * a.row_stride + panels.depth.start * a.col_stride;
+                ARows {
+                    ptr: a.data[start..].as_ptr(),
+                    row: a.row_stride,
+                    col: a.col_stride,
+                }
+            } else {
+                let panel = (i0 - panels.full_rows) * kc;
+                ARows {
+                    ptr: panels.a_tail[panel..panel + mr * kc].as_ptr(),
+                    row: 1,
+                    col: mr,
+                }
+            };
             let height = mr.min(rows.end - i0);
-            // SAFETY: see the function's contract.
+            // SAFETY: see the function's contract; `a_rows` reads MR rows of `kc` depths
+            // inside A's view or the tail panel.
             unsafe {
                 let tile = out.0.add(i0 * ldc + j0);
                 if height == mr && width == nr {
-                    K::update(kc, a_panel, b_panel, tile, ldc);
+                    K::update(kc, a_rows, b_panel, tile, ldc);
                     continue;
                 }
                 for r in 0..height {
@@ -327,7 +377,7 @@ unsafe fn update_block<T: PortableElement, K: Microkernel<T>>(
                         scratch[r * nr + j] = *tile.add(r * ldc + j);
                     }
                 }
-                K::update(kc, a_panel, b_panel, scratch.as_mut_ptr(), nr);
+                K::update(kc, a_rows, b_panel, scratch.as_mut_ptr(), nr);
                 for r in 0..height {
                     for j in 0..width {
                         *tile.add(r * ldc + j) = scratch[r * nr + j];
