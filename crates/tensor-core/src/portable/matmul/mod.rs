@@ -150,7 +150,8 @@ impl<T> Operand<'_, T> {
         }
     }
 
-    /// Element `(r, c)`; the caller keeps `r < rows`, `c < cols`.
+    /// Element `(r, c)`; the caller keeps `r < rows`, `c < cols` (the tests' reference).
+    #[cfg(test)]
     fn at(&self, r: usize, c: usize) -> T
     where
         T: Copy,
