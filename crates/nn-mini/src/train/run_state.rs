@@ -111,8 +111,9 @@ impl RunParts<'_> {
 /// `rng.default.cuda:<i>` for the GPU it was written from; the resuming run may drive
 /// another (a single-process run moved to cuda:1, or rank 1 of a data parallel job on
 /// cuda:1 resuming what rank 0 wrote from cuda:0), so a checkpoint with exactly one GPU
-/// entry restores it on whichever GPU this run drives. One with several must hold this
-/// GPU's own. Everything is read and checked before any generator changes.
+/// entry restores it on whichever GPU this run drives, and one with none (a CPU run
+/// resumed on a GPU) restores the CPU's alone. One with several must hold this GPU's
+/// own. Everything is read and checked before any generator changes.
 fn restore_default_generators(ck: &Checkpoint, device: Device) -> Result<()> {
     let Device::Cuda(ordinal) = device else {
         return Ok(ck.restore_default_generators(&[Device::Cpu])?);
@@ -131,8 +132,10 @@ fn restore_default_generators(ck: &Checkpoint, device: Device) -> Result<()> {
     let name = match saved.as_slice() {
         [one] => (*one).to_string(),
         _ if saved.contains(&own.as_str()) => own.clone(),
-        // None: the checkpoint's own error names the missing entry.
-        [] => return Ok(ck.restore_default_generators(&[Device::Cpu, device])?),
+        // None: a run moved to a GPU from the CPU (portable arithmetic keeps its curve,
+        // docs/contract.md §14). The GPU's generator keeps its state; the loop never
+        // draws from it.
+        [] => return Ok(ck.restore_default_generators(&[Device::Cpu])?),
         several => {
             return Err(CheckpointError::Inconsistent {
                 name: own,

@@ -16,6 +16,7 @@ mod accumulate;
 mod elementwise;
 mod layout;
 mod matmul;
+mod portable_matmul;
 mod reduce;
 
 pub(crate) use crate::ops::unary::UnaryOp;
