@@ -84,8 +84,12 @@ def kernels(preprocessed, rel_source, abs_source, out_cpp):
         f.write(GENERATED)
         f.write(f"// The host build of {rel_source}: {len(names)} kernels.\n")
         f.write(f'#include "cuda_host_shim.h"\n#include "{abs_source}"\n#include "kernel_runner.h"\n\n')
+        # A unit that calls __syncthreads (the shim's macro expands it to this call) has
+        # its kernels' blocks run as fibers (shim/block_fibers.h); the rest keep the loop.
+        register = ("STANDIN_REGISTER_BLOCK_KERNEL" if "::standin::block_barrier()" in text
+                    else "STANDIN_REGISTER_KERNEL")
         for name in names:
-            f.write(f'STANDIN_REGISTER_KERNEL({name}, "{rel_source}")\n')
+            f.write(f'{register}({name}, "{rel_source}")\n')
     print(f"{rel_source}: {len(names)} kernels", file=sys.stderr)
 
 

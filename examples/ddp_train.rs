@@ -31,6 +31,7 @@ mod demo;
 use std::error::Error;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use distributed::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 
@@ -41,9 +42,7 @@ use common::run::{checkpoint_path, exit_code, last_step, Progress};
 
 fn main() -> ExitCode {
     let args = Args::parse_or_exit();
-    if let Some(mode) = args.run.deterministic {
-        tensor_core::use_deterministic_algorithms(mode.into());
-    }
+    args.run.apply_switches();
     exit_code(if args.demo {
         demo::run(&args)
     } else {
@@ -51,13 +50,20 @@ fn main() -> ExitCode {
     })
 }
 
-/// Starts the ranks on the chosen backend and returns rank 0's exit code.
+/// Starts the ranks on the chosen backend and returns rank 0's exit code. What can be
+/// checked before the ranks meet is checked first, so a bad launch is an error on every
+/// rank at once rather than a hang in a collective.
 fn launch(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
+    let timeout = match args.collective_timeout {
+        Some(seconds) => Duration::from_secs(seconds),
+        None => distributed::collective_timeout_from_env()?,
+    };
     match args.backend {
         BackendFlag::Threads => {
             let world = args.world_size.unwrap_or(1);
+            check_batch_divides(args, world, "--world-size")?;
             // Each rank runs in its own thread; rank 0's exit code is the program's.
-            let codes = ThreadGroup::run(world, |pg| {
+            let codes = ThreadGroup::run_with_timeout(world, timeout, |pg| {
                 let rank = pg.rank();
                 run_rank(args, Arc::new(pg)).map_err(|e| distributed::DistError::RemoteFailure {
                     rank,
@@ -67,8 +73,27 @@ fn launch(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
             Ok(codes?.swap_remove(0))
         }
         BackendFlag::Mpi => mpi_group().and_then(|group| run_rank(args, group)),
-        BackendFlag::Nccl => nccl_group().and_then(|group| run_rank(args, group)),
+        BackendFlag::Nccl => {
+            // torchrun's variables, checked before the rendezvous (typed errors naming
+            // the variable and its range).
+            let env = distributed::LaunchEnv::from_env()?;
+            check_batch_divides(args, env.world_size, "WORLD_SIZE")?;
+            nccl_group(timeout).and_then(|group| run_rank(args, group))
+        }
     }
+}
+
+/// A fresh run's global batch (`--batch-size`) must divide among the ranks; a resume
+/// takes its batch from the checkpoint, checked by `DdpTrainer` before any collective.
+fn check_batch_divides(args: &Args, world: usize, source: &str) -> Result<(), Box<dyn Error>> {
+    let batch = args.run.batch_size.unwrap_or(128);
+    if args.run.resume.is_none() && !batch.is_multiple_of(world) {
+        return Err(conflict::<Args>(format!(
+            "--batch-size {batch} (the global batch) does not divide among the {world} ranks of {source}: expected a multiple of {world}"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 #[cfg(feature = "mpi")]
@@ -81,14 +106,18 @@ fn mpi_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
     Err("this binary was built without MPI: cargo build --release --features mpi --example ddp_train".into())
 }
 
+/// Joins the NCCL job (rendezvous within 5 minutes), each collective bounded by
+/// `collective_timeout`.
 #[cfg(feature = "nccl")]
-fn nccl_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
-    let timeout = std::time::Duration::from_secs(300);
-    Ok(Arc::new(distributed::NcclGroup::from_env(timeout)?))
+fn nccl_group(collective_timeout: Duration) -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
+    let rendezvous = Duration::from_secs(300);
+    Ok(Arc::new(
+        distributed::NcclGroup::from_env(rendezvous)?.with_timeout(collective_timeout),
+    ))
 }
 
 #[cfg(not(feature = "nccl"))]
-fn nccl_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
+fn nccl_group(_: Duration) -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
     Err("this binary was built without NCCL: cargo build --release --features nccl --example ddp_train".into())
 }
 

@@ -40,9 +40,7 @@ use common::run::{checkpoint_path, exit_code, last_step, Progress, LOG_EVERY};
 
 fn main() -> ExitCode {
     let args = Args::parse_or_exit();
-    if let Some(mode) = args.run.deterministic {
-        tensor_core::use_deterministic_algorithms(mode.into());
-    }
+    args.run.apply_switches();
     exit_code(if args.demo {
         demo::run(&args)
     } else {

@@ -13,7 +13,7 @@ mod support;
 
 use std::sync::Once;
 
-use ditto::tensor_core::cuda::{self, TENSOR_OPS};
+use ditto::tensor_core::cuda::{self, PORTABLE_MATMUL, TENSOR_OPS};
 use ditto::tensor_core::cudarc::cublas::sys::{cublasOperation_t, cublasStatus_t};
 use ditto::tensor_core::cudarc::cublas::{result::CublasError, CudaBlas, Gemm, GemmConfig};
 use ditto::tensor_core::cudarc::driver::sys::CUresult;
@@ -24,7 +24,7 @@ use ditto::tensor_core::{DType, Device, Tensor, TensorError};
 use support::{gpu, on_standin, STANDIN_LABEL};
 
 /// Devices: one per fault test, plus device 0 which stays healthy.
-const DEVICES: usize = 7;
+const DEVICES: usize = 8;
 
 /// True when the stand-in runs this process (with enough devices); skips otherwise.
 fn standin() -> bool {
@@ -209,4 +209,52 @@ fn a_kernel_dividing_by_zero_fails_the_launch() {
     let result = unsafe { args.launch(LaunchConfig::for_num_elems(4)) }.map(|_| ());
     assert_eq!(result, Err(DriverError(CUresult::CUDA_ERROR_LAUNCH_FAILED)));
     assert_sticky(ordinal, CUresult::CUDA_ERROR_LAUNCH_FAILED);
+}
+
+/// Launches the portable matmul (a kernel whose blocks synchronise, run as fibers) for
+/// 64 x 64 x 64 row-major operands at `a` and `b` on `ordinal`.
+fn portable_matmul_on(ordinal: usize, a: u64, b: u64) -> Result<Vec<f32>, DriverError> {
+    let func = cuda::module_cache::function(ordinal, &PORTABLE_MATMUL, "ditto_portable_matmul_f32")
+        .unwrap();
+    let stream = cuda::default_stream(ordinal).unwrap();
+    let mut c = stream.alloc_zeros::<f32>(64 * 64).unwrap();
+    let (size, zero, row, col) = (64u64, 0u64, 64u64, 1u64);
+    let mut args = stream.launch_builder(&func);
+    args.arg(&size).arg(&size).arg(&size);
+    args.arg(&a).arg(&zero).arg(&row).arg(&col);
+    args.arg(&b).arg(&zero).arg(&row).arg(&col);
+    args.arg(&mut c);
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (16, 16, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: deliberately not, in the faulting case: `a` may be one element short.
+    unsafe { args.launch(cfg) }?;
+    Ok(stream.clone_dtoh(&c).unwrap())
+}
+
+#[test]
+fn a_fault_in_a_synchronising_kernel_is_reported_and_releases_its_lock() {
+    if !standin() {
+        return;
+    }
+    let ordinal = 7;
+    let stream = cuda::default_stream(ordinal).unwrap();
+    let short = stream.alloc_zeros::<f32>(64 * 64 - 1).unwrap();
+    let full = stream.alloc_zeros::<f32>(64 * 64).unwrap();
+    let (a, _sync_a) = short.device_ptr(&stream);
+    let (b, _sync_b) = full.device_ptr(&stream);
+    assert_eq!(portable_matmul_on(ordinal, a, b), Err(ILLEGAL));
+    let message = ILLEGAL.to_string();
+    assert!(
+        message.contains("past the end of the 16380-byte allocation"),
+        "{message}"
+    );
+    assert_sticky(ordinal, ILLEGAL.0);
+    // The block-kernel lock was released: the same kernel runs on a healthy device.
+    let healthy = cuda::default_stream(0).unwrap();
+    let ones = healthy.clone_htod(&vec![1.0f32; 64 * 64]).unwrap();
+    let (p, _sync_p) = ones.device_ptr(&healthy);
+    assert_eq!(portable_matmul_on(0, p, p), Ok(vec![64.0; 64 * 64]));
 }

@@ -4,8 +4,8 @@
 // (-include), unchanged, as C++17 with -ffp-contract=off (docs/contract.md §11: no fused
 // multiply-add on either side). `__global__` means nothing; the built-in variables are
 // per host thread, set by the stand-in's launcher before each simulated GPU thread runs,
-// one thread at a time. So only kernels without `__shared__` memory and `__syncthreads()`
-// can run here (neither is defined, so a kernel using them fails to build, loudly).
+// one thread at a time, except in kernels that call `__syncthreads()`, whose blocks run
+// their threads as fibers (block_fibers.h); `__shared__` variables are static (one launch of such a kernel at a time).
 // `__CUDA_ARCH__` stays undefined: ditto's headers then take their host code paths, which
 // the parity tests check against the device paths' results.
 #pragma once
@@ -32,6 +32,14 @@ extern STANDIN_TLS dim3 blockDim;
 extern STANDIN_TLS dim3 gridDim;
 
 constexpr int warpSize = 32;
+
+// Shared memory and the block barrier (block_fibers.h): one copy, which every fiber of
+// the running block sees (such kernels run one launch at a time).
+#include "block_fibers.h"
+// expf / logf rounded like a GPU's, not like the host's libm (device_math.h).
+#include "device_math.h"
+#define __shared__ static
+#define __syncthreads() ::standin::block_barrier()
 
 // Atomics: simulated threads run one after another, so a plain read-modify-write is
 // atomic. They return the old value, as CUDA's do.

@@ -54,10 +54,39 @@ struct KernelRunner<Kernel> {
     }
 };
 
+// A kernel that calls __syncthreads: the same unpacking, but each block's threads run as
+// fibers (block_fibers.h), so every thread reaches a barrier before any passes it.
 template <auto Kernel>
+struct BlockKernelRunner;
+
+template <typename... Args, void (*Kernel)(Args...)>
+struct BlockKernelRunner<Kernel> {
+    static void run(void** params, Dim3 grid, Dim3 block) {
+        std::tuple<std::remove_cv_t<Args>...> values;
+        copy_params(params, values, std::index_sequence_for<Args...>{});
+        gridDim = dim3(grid.x, grid.y, grid.z);
+        blockDim = dim3(block.x, block.y, block.z);
+        run_grid_as_fibers(grid, block, &one_thread, &values);
+    }
+
+  private:
+    template <size_t... I>
+    static void copy_params(void** params, std::tuple<std::remove_cv_t<Args>...>& values,
+                            std::index_sequence<I...>) {
+        (std::memcpy(static_cast<void*>(&std::get<I>(values)), params[I], sizeof(Args)), ...);
+        (void)params;
+    }
+
+    static void one_thread(void* arg) {
+        auto& values = *static_cast<std::tuple<std::remove_cv_t<Args>...>*>(arg);
+        std::apply([](auto&... v) { Kernel(v...); }, values);
+    }
+};
+
+template <auto Kernel, template <auto> class Runner = KernelRunner>
 struct Registration {
     Registration(const char* name, const char* source) {
-        register_kernel(HostKernel{name, source, &KernelRunner<Kernel>::run, KernelRunner<Kernel>::params()});
+        register_kernel(HostKernel{name, source, &Runner<Kernel>::run, KernelRunner<Kernel>::params()});
     }
 };
 
@@ -65,3 +94,7 @@ struct Registration {
 
 #define STANDIN_REGISTER_KERNEL(name, source) \
     static const ::standin::Registration<&name> standin_registration_##name{#name, source};
+// For kernels that call __syncthreads (generate.py picks it): blocks run as fibers.
+#define STANDIN_REGISTER_BLOCK_KERNEL(name, source)                                               \
+    static const ::standin::Registration<&name, ::standin::BlockKernelRunner> standin_registration_##name{ \
+        #name, source};

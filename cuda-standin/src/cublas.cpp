@@ -9,15 +9,19 @@
 // what a GPU would fault on, so the context gets a sticky CUDA_ERROR_ILLEGAL_ADDRESS and
 // the call returns CUBLAS_STATUS_EXECUTION_FAILED.
 //
-// Arithmetic: C(i, j) = alpha * sum + beta * C(i, j), the sum over p in order, one
-// rounded multiply and one rounded add per term (-ffp-contract=off), and C not read when
-// beta == 0. Real cuBLAS blocks the sum and uses fma, so its last bits differ: ditto's
-// tests compare matmul within a tolerance. Math modes: CUBLAS_TF32_TENSOR_OP_MATH rounds
+// Arithmetic: C(i, j) = alpha * sum + beta * C(i, j), and C not read when beta == 0. The
+// sum is formed as a GPU's gemm forms it, not as a CPU loop would: k cut into slices of
+// 32, each slice one chain of fused multiply-adds, and the slice sums added pairwise (a
+// tree, as split-k reductions do). So its last bits differ from the CPU's gemm and from
+// portable arithmetic's single chain (docs/contract.md §14), as real cuBLAS's do, and a
+// test can see that the default path depends on the device: ditto's tests compare the
+// default matmul within a tolerance. Math modes: CUBLAS_TF32_TENSOR_OP_MATH rounds
 // each f32 input to TF32 (10 mantissa bits, to nearest, ties away, like cvt.rna.tf32.f32)
 // unless NVIDIA_TF32_OVERRIDE=0; the default, tensor-op and pedantic modes compute in
 // plain f32; the BF16x9 and fixed-point emulation modes (designed to match f32 / f64) are
 // computed in plain f32 / f64.
 #include <algorithm>
+#include <cmath>
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdint>
@@ -100,6 +104,21 @@ uint64_t extent(I rows, I cols, I ld) {
     return static_cast<uint64_t>(cols - 1) * static_cast<uint64_t>(ld) + static_cast<uint64_t>(rows);
 }
 
+// sum_p row[p] * column[p] for p in [lo, hi): one fma chain per slice of 32, the slice
+// sums added pairwise.
+template <typename T>
+T split_k_sum(const T* row, const T* column, size_t lo, size_t hi) {
+    constexpr size_t kSlice = 32;
+    if (hi - lo <= kSlice) {
+        T sum = T(0);
+        for (size_t p = lo; p < hi; ++p) sum = std::fma(row[p], column[p], sum);
+        return sum;
+    }
+    const size_t slices = (hi - lo + kSlice - 1) / kSlice;
+    const size_t mid = lo + (slices / 2) * kSlice;
+    return split_k_sum(row, column, lo, mid) + split_k_sum(row, column, mid, hi);
+}
+
 template <typename T, typename I>
 int gemm(const char* call, Handle* h, int transa, int transb, I m, I n, I k, const T* alpha, const T* A, I lda,
          const T* B, I ldb, const T* beta, T* C, I ldc) {
@@ -178,9 +197,7 @@ int gemm(const char* call, Handle* h, int transa, int transb, I m, I n, I k, con
         for (size_t j = 0; j < N; ++j) {
             for (size_t p = 0; p < K; ++p) column[p] = input(tb ? B[j + p * LDB] : B[p + j * LDB]);
             for (size_t i = 0; i < M; ++i) {
-                T sum = T(0);
-                const T* row = rows.data() + i * K;
-                for (size_t p = 0; p < K; ++p) sum = sum + row[p] * column[p];
+                const T sum = split_k_sum(rows.data() + i * K, column.data(), 0, K);
                 T value = a * sum;
                 if (b != T(0)) value = value + b * C[i + j * LDC];
                 C[i + j * LDC] = value;

@@ -64,14 +64,18 @@ void install() {
 Fault run_trapped(void (*body)(void*), void* arg) {
     install();
     sigjmp_buf jump;
+    // Nested traps (the block-fiber runner traps inside a launch's trap): the outer one
+    // is re-armed when the inner one ends, either way.
+    sigjmp_buf* const outer = armed;
     caught = Fault{};
     if (sigsetjmp(jump, 1) == 0) {
         armed = &jump;
         body(arg);
-        armed = nullptr;
+        armed = outer;
         return Fault{};
     }
     // Back from on_signal: `armed` was cleared there.
+    armed = outer;
     return caught;
 }
 

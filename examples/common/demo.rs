@@ -83,7 +83,7 @@ pub fn save_at(flags: &RunFlags, steps: u64, default: u64) -> Result<u64, Box<dy
     Ok(save_at)
 }
 
-/// The flags every run of a demo repeats (`--workers`, `--deterministic`), after
+/// The flags every run of a demo repeats (`--workers`, `--deterministic`, `--portable`), after
 /// `--steps steps`; a resume takes the rest from its checkpoint.
 pub fn shared_flags(flags: &RunFlags, steps: u64) -> Vec<String> {
     let mut args = vec!["--steps".to_string(), steps.to_string()];
@@ -92,6 +92,9 @@ pub fn shared_flags(flags: &RunFlags, steps: u64) -> Vec<String> {
     }
     if let Some(mode) = flags.deterministic.and_then(|m| m.to_possible_value()) {
         args.extend(["--deterministic".into(), mode.get_name().to_string()]);
+    }
+    if flags.portable {
+        args.push("--portable".into());
     }
     args
 }

@@ -100,9 +100,25 @@ pub struct RunFlags {
     /// deterministic, so the curves are the same in every mode
     #[arg(long, value_name = "MODE")]
     pub deterministic: Option<ModeFlag>,
+
+    /// Portable arithmetic (tensor_core::use_portable_arithmetic, docs/contract.md §14):
+    /// ditto's own matmul, exp and log, so the curve is the same bytes on the CPU (any
+    /// SIMD level and thread count) and on CUDA. Slower than gemm / cuBLAS. A resume
+    /// must repeat it to continue a portable run
+    #[arg(long)]
+    pub portable: bool,
 }
 
 impl RunFlags {
+    /// Sets the process-wide switches the flags ask for (`--deterministic`,
+    /// `--portable`); called once at the start of `main`.
+    pub fn apply_switches(&self) {
+        if let Some(mode) = self.deterministic {
+            tensor_core::use_deterministic_algorithms(mode.into());
+        }
+        tensor_core::use_portable_arithmetic(self.portable);
+    }
+
     /// The configuration of a fresh run on `device`: the demo's MLP and data
     /// (`TrainConfig::default()`) with the seed, batch size and worker count given.
     pub fn train_config(&self, device: Device) -> TrainConfig {

@@ -10,6 +10,8 @@ use crate::common::flags::{conflict, RunFlags};
 
 /// The most ranks of the threads backend, and the most micro-shards.
 pub const MAX_RANKS: u64 = 1024;
+/// The longest collective timeout, in seconds (a day).
+pub const MAX_COLLECTIVE_TIMEOUT_S: u64 = 86_400;
 
 /// Which engine runs the ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -51,6 +53,13 @@ pub struct Args {
     /// size must be a power of two dividing it
     #[arg(long, value_name = "N", value_parser = power_of_two_shards)]
     pub micro_shards: Option<usize>,
+
+    /// Seconds one collective may take before every rank ends with an error naming it,
+    /// its sequence number and (threads) the ranks that did not arrive: a dead or stuck
+    /// rank. 1..=86400 [default: DITTO_COLLECTIVE_TIMEOUT_S, else 600]. Threads and nccl;
+    /// under mpirun the launcher ends the job when a rank dies
+    #[arg(long, value_name = "SECONDS", value_parser = RangedU64ValueParser::<u64>::new().range(1..=MAX_COLLECTIVE_TIMEOUT_S))]
+    pub collective_timeout: Option<u64>,
 
     /// Threads backend: a straight run on 1 rank, the same on 4 ranks, a run on 4
     /// ranks killed at --save-at and resumed on 2, each compared with the first
@@ -94,6 +103,11 @@ impl Args {
                 "--demo runs on the threads backend with 1, 4 and 2 ranks itself".into(),
             ));
         }
+        if self.collective_timeout.is_some() && self.backend == BackendFlag::Mpi {
+            return Err(conflict::<Args>(
+                "--collective-timeout is for threads and nccl; under mpirun a rank that dies ends the whole job (docs/distributed.md, running on a cluster)".into(),
+            ));
+        }
         if self.micro_shards.is_some() && !self.invariant && !self.demo {
             return Err(conflict::<Args>("--micro-shards needs --invariant".into()));
         }
@@ -116,7 +130,14 @@ mod tests {
     fn the_command_is_well_formed_and_help_states_every_range() {
         Args::command().debug_assert();
         let help = Args::command().render_long_help().to_string();
-        for range in ["1..=1024", "1..=1000000", "1..=4000", "0..=256", "--seed"] {
+        for range in [
+            "1..=1024",
+            "1..=1000000",
+            "1..=4000",
+            "0..=256",
+            "1..=86400",
+            "--seed",
+        ] {
             assert!(
                 help.contains(range),
                 "--help does not state {range}:\n{help}"
@@ -162,6 +183,10 @@ mod tests {
             ("--frobnicate", "unexpected argument"),
             ("--demo --backend mpi", "threads backend"),
             ("--demo --world-size 2", "cannot be used with"),
+            ("--collective-timeout 0", "0 is not in 1..=86400"),
+            ("--collective-timeout 86401", "not in 1..=86400"),
+            ("--collective-timeout 10m", "invalid digit"),
+            ("--backend mpi --collective-timeout 5", "under mpirun"),
         ] {
             let err = parse(line).unwrap_err().to_string();
             assert!(err.contains(want), "{line}: {err}");

@@ -49,12 +49,34 @@ pub enum DistError {
         /// The ranks that had not arrived.
         missing: Vec<usize>,
     },
+    /// A collective did not complete within the collective timeout
+    /// ([`crate::DEFAULT_TIMEOUT`], `DITTO_COLLECTIVE_TIMEOUT_S`): a rank died, stopped
+    /// or is stuck. Every surviving rank ends with this error, and the group is unusable
+    /// afterwards (NCCL: the communicator was aborted).
+    #[error(
+        "{op} (collective #{sequence} of this group) did not complete within {timeout:?}; {}",
+        describe_missing(.missing)
+    )]
+    CollectiveTimeout {
+        /// The collective.
+        op: &'static str,
+        /// Its number among this group's collectives, counting from 0 (the same on
+        /// every rank, since all ranks call the same collectives in the same order).
+        sequence: u64,
+        /// The limit that expired.
+        timeout: Duration,
+        /// The ranks that did not arrive, where the backend can know them (the threads
+        /// backend does; NCCL does not say which peer it waits for).
+        missing: Option<Vec<usize>>,
+    },
     /// Some ranks left (their handle was dropped, their process exited or their
     /// connection closed) before they took part.
-    #[error("{op}: rank(s) {ranks:?} exited before taking part")]
+    #[error("{op}{}: rank(s) {ranks:?} exited before taking part", describe_sequence(.sequence))]
     PeerExited {
         /// What was being waited for.
         op: String,
+        /// The collective's number among the group's collectives, when it was one.
+        sequence: Option<u64>,
         /// The ranks that are gone.
         ranks: Vec<usize>,
     },
@@ -123,6 +145,17 @@ pub enum DistError {
         /// NCCL's message.
         message: String,
     },
+}
+
+fn describe_missing(missing: &Option<Vec<usize>>) -> String {
+    match missing {
+        Some(ranks) => format!("rank(s) {ranks:?} did not arrive"),
+        None => "the backend does not say which rank(s) did not arrive".into(),
+    }
+}
+
+fn describe_sequence(sequence: &Option<u64>) -> String {
+    sequence.map_or_else(String::new, |n| format!(" (collective #{n} of this group)"))
 }
 
 impl DistError {

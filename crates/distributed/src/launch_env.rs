@@ -1,7 +1,19 @@
-//! torchrun's environment: `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`,
-//! `MASTER_PORT`, read with typed errors naming the variable.
+//! torchrun's environment (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`,
+//! `MASTER_PORT`) and ditto's own launch variables (`DITTO_JOB_ID`,
+//! `DITTO_RENDEZVOUS_BIND`, `DITTO_COLLECTIVE_TIMEOUT_S`), read with typed errors that
+//! name the variable and the range it must lie in. Everything is checked here, at
+//! start-up, before any socket is opened or any collective runs: a bad launch fails on
+//! every rank at once with the same message, instead of as a hang or a confusing error
+//! from the rendezvous.
 
+use std::time::Duration;
+
+use crate::collective_timeout::collective_timeout_from_vars;
 use crate::{DistError, Result};
+
+/// The largest world size accepted (NCCL counts ranks in an `int`; the rendezvous in a
+/// `u32`; a million ranks is far beyond any cluster ditto runs on).
+pub const MAX_WORLD_SIZE: usize = 1 << 20;
 
 /// Where this process sits in a job launched torchrun-style (one process per GPU).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,6 +28,48 @@ pub struct LaunchEnv {
     pub master_addr: String,
     /// Port of the rendezvous store.
     pub master_port: u16,
+    /// The job's id, from which the rendezvous token is derived
+    /// ([`crate::rendezvous::JobToken`]): `DITTO_JOB_ID`, else torchrun's
+    /// `TORCHELASTIC_RUN_ID`, else `MASTER_ADDR:MASTER_PORT/world=WORLD_SIZE`.
+    pub job_id: String,
+    /// The address rank 0's rendezvous listens on: `DITTO_RENDEZVOUS_BIND` (e.g.
+    /// `0.0.0.0` for every interface), else `MASTER_ADDR`.
+    pub rendezvous_bind: String,
+    /// How long a collective may take before every rank gives up:
+    /// `DITTO_COLLECTIVE_TIMEOUT_S`, else [`crate::DEFAULT_TIMEOUT`].
+    pub collective_timeout: Duration,
+}
+
+/// The reminder every "not set" error carries.
+const LAUNCH_HINT: &str = "launch with torchrun-style variables: RANK, WORLD_SIZE, \
+                           LOCAL_RANK, MASTER_ADDR, MASTER_PORT";
+
+/// A variable's value that is not what it must be.
+pub(crate) fn bad(name: &'static str, message: String) -> DistError {
+    DistError::Environment { name, message }
+}
+
+/// `value` parsed as an integer in `range`; the error names the variable and the range.
+pub(crate) fn parse_in(
+    name: &'static str,
+    value: &str,
+    range: std::ops::RangeInclusive<u64>,
+) -> Result<u64> {
+    match value.trim().parse::<u64>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        Ok(n) => Err(bad(
+            name,
+            format!("{n} is not in {}..={}", range.start(), range.end()),
+        )),
+        Err(_) => Err(bad(
+            name,
+            format!(
+                "{value:?} is not a whole number; expected {}..={}",
+                range.start(),
+                range.end()
+            ),
+        )),
+    }
 }
 
 impl LaunchEnv {
@@ -24,47 +78,59 @@ impl LaunchEnv {
         LaunchEnv::from_vars(|name| std::env::var(name).ok())
     }
 
-    /// Reads the variables through `get` (for tests). `LOCAL_RANK` defaults to `RANK`
-    /// and `MASTER_ADDR` / `MASTER_PORT` to `127.0.0.1:29500` (torchrun's defaults for
-    /// a single machine); `RANK` and `WORLD_SIZE` are required.
+    /// Reads the variables through `get` (for tests). `RANK` and `WORLD_SIZE` are
+    /// required; `LOCAL_RANK` defaults to `RANK` and `MASTER_ADDR` / `MASTER_PORT` to
+    /// `127.0.0.1:29500` (torchrun's defaults for a single machine). When
+    /// `LOCAL_WORLD_SIZE` is set, `LOCAL_RANK` must lie below it.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        fn parse<T: std::str::FromStr>(name: &'static str, value: String, what: &str) -> Result<T> {
-            value.trim().parse().map_err(|_| DistError::Environment {
-                name,
-                message: format!("{value:?} is not {what}"),
-            })
-        }
         let required = |name: &'static str| {
-            get(name).ok_or(DistError::Environment {
-                name,
-                message: "is not set (launch with torchrun-style variables: RANK, WORLD_SIZE, \
-                          LOCAL_RANK, MASTER_ADDR, MASTER_PORT)"
-                    .into(),
-            })
+            get(name).ok_or_else(|| bad(name, format!("is not set ({LAUNCH_HINT})")))
         };
-        let rank: usize = parse("RANK", required("RANK")?, "a rank")?;
-        let world_size: usize = parse("WORLD_SIZE", required("WORLD_SIZE")?, "a process count")?;
-        if world_size == 0 || rank >= world_size {
-            return Err(DistError::Environment {
-                name: "RANK",
-                message: format!("rank {rank} is not in 0..{world_size} (WORLD_SIZE)"),
-            });
-        }
+        let world_size = parse_in(
+            "WORLD_SIZE",
+            &required("WORLD_SIZE")?,
+            1..=MAX_WORLD_SIZE as u64,
+        )? as usize;
+        let rank = parse_in("RANK", &required("RANK")?, 0..=world_size as u64 - 1)? as usize;
+        let local_world = match get("LOCAL_WORLD_SIZE") {
+            Some(v) => parse_in("LOCAL_WORLD_SIZE", &v, 1..=world_size as u64)?,
+            None => world_size as u64,
+        };
         let local_rank = match get("LOCAL_RANK") {
-            Some(v) => parse("LOCAL_RANK", v, "a local rank")?,
+            Some(v) => parse_in("LOCAL_RANK", &v, 0..=local_world - 1)? as usize,
             None => rank,
         };
         let master_addr = get("MASTER_ADDR").unwrap_or_else(|| "127.0.0.1".into());
+        if master_addr.trim().is_empty() {
+            return Err(bad(
+                "MASTER_ADDR",
+                "is empty; expected rank 0's host name or IP address".into(),
+            ));
+        }
+        let master_addr = master_addr.trim().to_string();
         let master_port = match get("MASTER_PORT") {
-            Some(v) => parse("MASTER_PORT", v, "a TCP port (0..65535)")?,
+            Some(v) => parse_in("MASTER_PORT", &v, 1..=65535)? as u16,
             None => 29500,
         };
+        let job_id = match (get("DITTO_JOB_ID"), get("TORCHELASTIC_RUN_ID")) {
+            (Some(id), _) => non_empty("DITTO_JOB_ID", id)?,
+            (None, Some(id)) => non_empty("TORCHELASTIC_RUN_ID", id)?,
+            (None, None) => format!("{master_addr}:{master_port}/world={world_size}"),
+        };
+        let rendezvous_bind = match get("DITTO_RENDEZVOUS_BIND") {
+            Some(addr) => non_empty("DITTO_RENDEZVOUS_BIND", addr)?,
+            None => master_addr.clone(),
+        };
+        let collective_timeout = collective_timeout_from_vars(&get)?;
         Ok(LaunchEnv {
             rank,
             world_size,
             local_rank,
             master_addr,
             master_port,
+            job_id,
+            rendezvous_bind,
+            collective_timeout,
         })
     }
 
@@ -73,6 +139,38 @@ impl LaunchEnv {
     pub fn master(&self) -> String {
         format!("{}:{}", self.master_addr, self.master_port)
     }
+
+    /// `LOCAL_RANK` names a device this machine has (`0..device_count`): checked before
+    /// the rank joins anything, so a launcher that starts more processes per machine
+    /// than it has GPUs fails at once, naming the variable.
+    pub fn check_local_rank(&self, device_count: usize) -> Result<()> {
+        if self.local_rank < device_count {
+            return Ok(());
+        }
+        Err(bad(
+            "LOCAL_RANK",
+            match device_count {
+                0 => format!("is {}, but this machine has no GPU", self.local_rank),
+                n => format!(
+                    "{} is not in 0..={} (this machine has {n} GPU(s))",
+                    self.local_rank,
+                    n - 1
+                ),
+            },
+        ))
+    }
+}
+
+/// `value`, trimmed, when not empty; the error names the variable.
+fn non_empty(name: &'static str, value: String) -> Result<String> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Err(bad(
+            name,
+            "is set but empty; set a value or unset it".into(),
+        ));
+    }
+    Ok(trimmed.to_string())
 }
 
 #[cfg(test)]
@@ -87,25 +185,135 @@ mod tests {
         })
     }
 
+    /// The variable a bad launch names, and its message.
+    fn refusal(vars: &[(&str, &str)]) -> (&'static str, String) {
+        match env(vars) {
+            Err(DistError::Environment { name, message }) => (name, message),
+            other => panic!("{vars:?}: expected an environment error, got {other:?}"),
+        }
+    }
+
     #[test]
-    fn torchrun_variables_are_read_with_typed_errors() {
+    fn torchrun_variables_are_read_with_defaults() {
         let e = env(&[("RANK", "1"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "1234")]).unwrap();
         assert_eq!((e.rank, e.world_size, e.local_rank), (1, 2, 1));
         assert_eq!(e.master(), "127.0.0.1:1234");
-        let name = |r: Result<LaunchEnv>| match r {
-            Err(DistError::Environment { name, .. }) => name,
-            other => panic!("expected an environment error, got {other:?}"),
+        assert_eq!(e.job_id, "127.0.0.1:1234/world=2");
+        assert_eq!(e.rendezvous_bind, "127.0.0.1");
+        assert_eq!(e.collective_timeout, crate::DEFAULT_TIMEOUT);
+        let e = env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("TORCHELASTIC_RUN_ID", "tr-7"),
+            ("DITTO_RENDEZVOUS_BIND", "0.0.0.0"),
+            ("DITTO_COLLECTIVE_TIMEOUT_S", "30"),
+        ])
+        .unwrap();
+        assert_eq!(e.job_id, "tr-7");
+        assert_eq!(e.rendezvous_bind, "0.0.0.0");
+        assert_eq!(e.collective_timeout, Duration::from_secs(30));
+        let e = env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("TORCHELASTIC_RUN_ID", "tr-7"),
+            ("DITTO_JOB_ID", "mine"),
+        ])
+        .unwrap();
+        assert_eq!(e.job_id, "mine", "DITTO_JOB_ID comes first");
+    }
+
+    #[test]
+    fn every_bad_launch_variable_is_named_with_its_range() {
+        let ok = [("RANK", "1"), ("WORLD_SIZE", "4")];
+        let with = |name: &'static str, value: &'static str| {
+            let mut vars: Vec<(&str, &str)> =
+                ok.iter().filter(|(k, _)| *k != name).copied().collect();
+            vars.push((name, value));
+            vars
         };
-        assert_eq!(name(env(&[("WORLD_SIZE", "2")])), "RANK");
-        assert_eq!(name(env(&[("RANK", "x"), ("WORLD_SIZE", "2")])), "RANK");
-        assert_eq!(name(env(&[("RANK", "2"), ("WORLD_SIZE", "2")])), "RANK");
-        assert_eq!(
-            name(env(&[
-                ("RANK", "0"),
-                ("WORLD_SIZE", "1"),
-                ("MASTER_PORT", "70000")
-            ])),
-            "MASTER_PORT"
-        );
+        let without = |name: &str| -> Vec<(&str, &str)> {
+            ok.iter().filter(|(k, _)| *k != name).copied().collect()
+        };
+        for (vars, name, says) in [
+            (without("RANK"), "RANK", "is not set"),
+            (without("WORLD_SIZE"), "WORLD_SIZE", "is not set"),
+            (
+                with("WORLD_SIZE", "0"),
+                "WORLD_SIZE",
+                "0 is not in 1..=1048576",
+            ),
+            (
+                with("WORLD_SIZE", "four"),
+                "WORLD_SIZE",
+                "not a whole number; expected 1..=",
+            ),
+            (with("WORLD_SIZE", "-2"), "WORLD_SIZE", "not a whole number"),
+            (with("RANK", "4"), "RANK", "4 is not in 0..=3"),
+            (
+                with("RANK", "x"),
+                "RANK",
+                "\"x\" is not a whole number; expected 0..=3",
+            ),
+            (with("LOCAL_RANK", "-1"), "LOCAL_RANK", "expected 0..=3"),
+            (with("LOCAL_RANK", "9"), "LOCAL_RANK", "9 is not in 0..=3"),
+            (
+                with("LOCAL_WORLD_SIZE", "8"),
+                "LOCAL_WORLD_SIZE",
+                "8 is not in 1..=4",
+            ),
+            (
+                with("MASTER_PORT", "70000"),
+                "MASTER_PORT",
+                "70000 is not in 1..=65535",
+            ),
+            (
+                with("MASTER_PORT", "0"),
+                "MASTER_PORT",
+                "0 is not in 1..=65535",
+            ),
+            (
+                with("MASTER_PORT", "http"),
+                "MASTER_PORT",
+                "not a whole number",
+            ),
+            (with("MASTER_ADDR", " "), "MASTER_ADDR", "is empty"),
+            (with("DITTO_JOB_ID", ""), "DITTO_JOB_ID", "empty"),
+            (
+                with("DITTO_RENDEZVOUS_BIND", ""),
+                "DITTO_RENDEZVOUS_BIND",
+                "empty",
+            ),
+            (
+                with("DITTO_COLLECTIVE_TIMEOUT_S", "0"),
+                "DITTO_COLLECTIVE_TIMEOUT_S",
+                "0 is not in 1..=86400",
+            ),
+            (
+                with("DITTO_COLLECTIVE_TIMEOUT_S", "10m"),
+                "DITTO_COLLECTIVE_TIMEOUT_S",
+                "not a whole number",
+            ),
+        ] {
+            let (named, message) = refusal(&vars);
+            assert_eq!(named, name, "{vars:?}: {message}");
+            assert!(
+                message.contains(says),
+                "{vars:?}: {message:?} lacks {says:?}"
+            );
+        }
+        let e = env(&[("RANK", "1"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "3")]).unwrap();
+        assert!(e.check_local_rank(4).is_ok());
+        for (devices, says) in [
+            (2, "3 is not in 0..=1 (this machine has 2 GPU(s))"),
+            (0, "no GPU"),
+        ] {
+            match e.check_local_rank(devices) {
+                Err(DistError::Environment { name, message }) => {
+                    assert_eq!(name, "LOCAL_RANK");
+                    assert!(message.contains(says), "{message}");
+                }
+                other => panic!("expected an environment error, got {other:?}"),
+            }
+        }
     }
 }

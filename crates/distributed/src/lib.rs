@@ -38,6 +38,7 @@
 
 #![warn(missing_docs)]
 
+mod collective_timeout;
 pub mod ddp;
 mod error;
 mod group;
@@ -51,16 +52,20 @@ pub mod rendezvous;
 mod threads;
 mod trainer;
 
+pub use collective_timeout::{
+    collective_timeout_from_env, collective_timeout_from_vars, COLLECTIVE_TIMEOUT_RANGE_S,
+    COLLECTIVE_TIMEOUT_VAR, DEFAULT_TIMEOUT,
+};
 pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
 pub use error::{DistError, Result};
 pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
-pub use launch_env::LaunchEnv;
+pub use launch_env::{LaunchEnv, MAX_WORLD_SIZE};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiGroup;
 #[cfg(feature = "nccl")]
 pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
-pub use threads::{ThreadGroup, DEFAULT_TIMEOUT};
-pub use trainer::{DdpTrainer, MODE_KEY, WORLD_SIZE_KEY};
+pub use threads::ThreadGroup;
+pub use trainer::{DdpTrainer, MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
 
 /// True when the NCCL library can be loaded. Always false in a build without the
 /// `nccl` feature (like `torch.distributed.is_nccl_available()` in a build without

@@ -7,7 +7,8 @@
 //!
 //! Rank 0 creates NCCL's 128-byte unique id and hands it to the others through the
 //! [`rendezvous`](crate::rendezvous) store on `MASTER_ADDR:MASTER_PORT` (bootstrap
-//! only); every rank then joins the communicator on GPU `LOCAL_RANK`. Collectives run
+//! only; every rank proves the job token there); every rank then joins the communicator
+//! on GPU `LOCAL_RANK`. Collectives run
 //! on the device's default stream, the one ditto's kernels use, so they are ordered
 //! after the kernels that produced their inputs and before those that read their
 //! outputs.
@@ -16,11 +17,21 @@
 //! are reproducible only for a fixed world size and topology. The invariant mode of
 //! [`crate::ddp`] only moves data through NCCL (`all_to_all`, `all_gather`).
 //!
+//! Every collective is watched ([`watchdog`]): one that does not complete within the
+//! collective timeout (`DITTO_COLLECTIVE_TIMEOUT_S`, [`NcclGroup::with_timeout`]) aborts
+//! the communicator and ends with [`DistError::CollectiveTimeout`] on the calling
+//! thread. For that, a collective returns only once its work on the stream is done (it
+//! synchronizes the stream): the CPU no longer queues work past a collective, a cost not
+//! yet measured on a GPU, against a rank that hangs forever without it.
+//!
 //! The library is found at run time (cudarc's dynamic loading): ditto pins
 //! `nvidia-nccl-cu13==2.27.7` (built against CUDA 13.0 like the other pins), whose
 //! `nvidia/nccl/lib/libnccl.so.2` needs a `libnccl.so` symlink for cudarc to find it.
 //! Without it, [`is_nccl_available`] is false and [`NcclGroup`] returns
 //! [`DistError::BackendUnavailable`]; nothing panics.
+
+mod library;
+mod watchdog;
 
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -32,67 +43,20 @@ use tensor_core::cuda::CudaStorage;
 use tensor_core::{DType, Device, Storage, Tensor};
 
 use crate::group::{check, offsets};
-use crate::rendezvous::{fetch, RendezvousServer};
-use crate::{Backend, DistError, LaunchEnv, ProcessGroup, ReduceOp, Result};
+use crate::rendezvous::{fetch, JobToken, RendezvousServer};
+use crate::{Backend, DistError, LaunchEnv, ProcessGroup, ReduceOp, Result, DEFAULT_TIMEOUT};
+pub use library::{is_nccl_available, nccl_version, unique_id};
+use library::{nccl_error, require_library};
+use watchdog::{CommHandle, Watchdog};
 
-/// True when the NCCL library can be loaded (never panics; false without it).
-#[must_use]
-pub fn is_nccl_available() -> bool {
-    // SAFETY: only tries to dlopen the library under its candidate names.
-    unsafe { sys::is_culib_present() }
-}
-
-/// The NCCL library's version (e.g. 22707 for 2.27.7).
-pub fn nccl_version() -> Result<i32> {
-    require_library()?;
-    result::get_nccl_version().map_err(nccl_error("ncclGetVersion"))
-}
-
-fn require_library() -> Result<()> {
-    if is_nccl_available() {
-        Ok(())
-    } else {
-        Err(DistError::BackendUnavailable {
-            backend: Backend::Nccl,
-            reason: "libnccl.so was not found (install nvidia-nccl-cu13==2.27.7, add a libnccl.so \
-                     symlink next to its libnccl.so.2 and put that folder on LD_LIBRARY_PATH)"
-                .into(),
-        })
-    }
-}
-
-fn nccl_error(op: &'static str) -> impl Fn(result::NcclError) -> DistError {
-    move |e| DistError::Nccl {
-        op,
-        message: format!("{:?}", e.0),
-    }
-}
-
-/// A new NCCL unique id: rank 0 makes it, the rendezvous hands it to the others.
-pub fn unique_id() -> Result<[u8; 128]> {
-    require_library()?;
-    let id = result::get_uniqueid().map_err(nccl_error("ncclGetUniqueId"))?;
-    Ok(id.internal.map(|c| c as u8))
-}
-
-/// The communicator handle; aborted (never waited on) when dropped.
-struct Comm(sys::ncclComm_t);
-
-// SAFETY: an NCCL communicator may be used from any thread as long as calls on it do
-// not overlap; `NcclGroup` only touches it under its mutex.
-unsafe impl Send for Comm {}
-
-impl Drop for Comm {
-    fn drop(&mut self) {
-        // SAFETY: the handle came from ncclCommInitRank and is dropped once. Abort,
-        // not destroy: destroy waits for peers, which may be gone.
-        let _ = unsafe { result::comm_abort(self.0) };
-    }
-}
-
-/// This process's rank in a group of GPUs joined over NCCL.
+/// This process's rank in a group of GPUs joined over NCCL. Dropping it aborts the
+/// communicator (never waits on peers, which may be gone).
 pub struct NcclGroup {
-    comm: Mutex<Comm>,
+    /// The number of the next collective; held for the whole of each collective, since
+    /// calls on one communicator must not overlap.
+    sequence: Mutex<u64>,
+    /// Owns the communicator and aborts it when a collective overruns.
+    watchdog: Watchdog,
     stream: Arc<CudaStream>,
     rank: usize,
     world_size: usize,
@@ -112,16 +76,24 @@ impl std::fmt::Debug for NcclGroup {
 impl NcclGroup {
     /// Joins the job described by torchrun's variables ([`LaunchEnv::from_env`]) on GPU
     /// `LOCAL_RANK`, exchanging the id through the rendezvous store within `timeout`.
+    /// Every variable is checked first, `LOCAL_RANK` against the machine's GPUs too.
+    /// Rank 0 listens on `DITTO_RENDEZVOUS_BIND` (default `MASTER_ADDR`) and prints the
+    /// connections it refused to stderr; collectives are bounded by
+    /// `DITTO_COLLECTIVE_TIMEOUT_S` (default [`DEFAULT_TIMEOUT`]).
     pub fn from_env(timeout: Duration) -> Result<NcclGroup> {
         let env = LaunchEnv::from_env()?;
+        let token = JobToken::from_env(&env)?;
         require_library()?;
+        env.check_local_rank(tensor_core::cuda::device_count())?;
         let id = if env.rank == 0 {
             let id = unique_id()?;
-            let server = RendezvousServer::bind(("0.0.0.0", env.master_port))?;
-            server.serve(env.world_size, &id, timeout)?;
+            let server = RendezvousServer::bind((env.rendezvous_bind.as_str(), env.master_port))?;
+            for refusal in server.serve(env.world_size, &token, &id, timeout)? {
+                eprintln!("rendezvous on {}: {refusal}", env.master());
+            }
             id
         } else {
-            let bytes = fetch(env.master(), env.rank, env.world_size, timeout)?;
+            let bytes = fetch(env.master(), env.rank, env.world_size, &token, timeout)?;
             bytes
                 .try_into()
                 .map_err(|b: Vec<u8>| DistError::Rendezvous {
@@ -129,7 +101,18 @@ impl NcclGroup {
                     message: format!("received {} bytes, an NCCL id has 128", b.len()),
                 })?
         };
-        NcclGroup::new(env.rank, env.world_size, env.local_rank, &id)
+        Ok(
+            NcclGroup::new(env.rank, env.world_size, env.local_rank, &id)?
+                .with_timeout(env.collective_timeout),
+        )
+    }
+
+    /// Sets how long one collective may take before the watchdog aborts the
+    /// communicator (default [`DEFAULT_TIMEOUT`]).
+    #[must_use]
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        self.watchdog.set_timeout(timeout);
+        self
     }
 
     /// Joins rank `rank` of `world_size` on CUDA device `ordinal`, with the id rank 0
@@ -168,7 +151,8 @@ impl NcclGroup {
             comm.assume_init()
         };
         Ok(NcclGroup {
-            comm: Mutex::new(Comm(comm)),
+            sequence: Mutex::new(0),
+            watchdog: Watchdog::start(CommHandle(comm), DEFAULT_TIMEOUT)?,
             stream,
             rank,
             world_size,
@@ -176,8 +160,31 @@ impl NcclGroup {
         })
     }
 
-    fn comm(&self) -> MutexGuard<'_, Comm> {
-        self.comm.lock().unwrap_or_else(|p| p.into_inner())
+    fn sequence(&self) -> MutexGuard<'_, u64> {
+        self.sequence.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs collective `op` under the watchdog: `body` issues it on the communicator,
+    /// then the stream is synchronized, so the collective has completed (or the
+    /// watchdog has aborted it, and this is [`DistError::CollectiveTimeout`]) when this
+    /// returns.
+    fn watched<T>(
+        &self,
+        op: &'static str,
+        body: impl FnOnce(CommHandle) -> Result<T>,
+    ) -> Result<T> {
+        let mut next = self.sequence();
+        let sequence = *next;
+        *next += 1;
+        let comm = self.watchdog.begin(op, sequence)?;
+        let outcome = body(comm).and_then(|value| {
+            self.stream.synchronize().map_err(|e| DistError::Nccl {
+                op,
+                message: format!("waiting for the collective: {e}"),
+            })?;
+            Ok(value)
+        });
+        self.watchdog.end(sequence, outcome)
     }
 
     /// A zeroed device buffer like `tensor` with `len` elements.
@@ -206,23 +213,52 @@ fn reduce_type(dtype: DType) -> sys::ncclDataType_t {
 const BYTES: sys::ncclDataType_t = sys::ncclDataType_t::ncclUint8;
 
 impl NcclGroup {
-    /// `*tensor` replaced by a new buffer filled by `fill(send, recv)`.
+    /// `*tensor` replaced by a new buffer filled by collective `op`, which
+    /// `fill(comm, send, recv, stream)` issues (watched: see [`Self::watched`]).
     fn out_of_place(
         &self,
+        op: &'static str,
         input: &Tensor,
         out_len: usize,
         dims: &[usize],
-        fill: impl FnOnce(u64, u64, *mut c_void) -> Result<()>,
+        fill: impl FnOnce(CommHandle, u64, u64, *mut c_void) -> Result<()>,
     ) -> Result<Tensor> {
         let mut out = self.buffer(input.dtype(), out_len)?;
         let src = storage(input);
         let offset = (input.storage_offset() * input.dtype().size_in_bytes()) as u64;
-        {
+        self.watched(op, |comm| {
             let (send, _read) = src.bytes().device_ptr(&self.stream);
             let (recv, _write) = out.bytes_mut().device_ptr_mut(&self.stream);
-            fill(send + offset, recv, self.stream.cu_stream() as *mut c_void)?;
-        }
+            fill(
+                comm,
+                send + offset,
+                recv,
+                self.stream.cu_stream() as *mut c_void,
+            )
+        })?;
         Ok(Tensor::from_storage(Storage::Cuda(out), dims)?)
+    }
+
+    /// `all_reduce` (sum) reported as collective `op` (the barrier is one).
+    fn sum_as(&self, op: &'static str, tensor: &mut Tensor) -> Result<()> {
+        let (n, dtype) = (tensor.elem_count(), tensor.dtype());
+        *tensor = self.out_of_place(op, tensor, n, tensor.dims(), |comm, send, recv, stream| {
+            // SAFETY: both buffers hold n elements of dtype on this rank's device.
+            unsafe {
+                result::all_reduce(
+                    send as *const c_void,
+                    recv as *mut c_void,
+                    n,
+                    reduce_type(dtype),
+                    sys::ncclRedOp_t::ncclSum,
+                    comm.0,
+                    stream as _,
+                )
+            }
+            .map(drop)
+            .map_err(nccl_error("ncclAllReduce"))
+        })?;
+        Ok(())
     }
 }
 
@@ -249,25 +285,7 @@ impl ProcessGroup for NcclGroup {
         check::tensor(OP, "tensor", tensor, self.device())?;
         check::reducible(OP, tensor.dtype())?;
         let ReduceOp::Sum = op;
-        let (n, dtype) = (tensor.elem_count(), tensor.dtype());
-        let comm = self.comm();
-        *tensor = self.out_of_place(tensor, n, tensor.dims(), |send, recv, stream| {
-            // SAFETY: both buffers hold n elements of dtype on this rank's device.
-            unsafe {
-                result::all_reduce(
-                    send as *const c_void,
-                    recv as *mut c_void,
-                    n,
-                    reduce_type(dtype),
-                    sys::ncclRedOp_t::ncclSum,
-                    comm.0,
-                    stream as _,
-                )
-            }
-            .map(drop)
-            .map_err(nccl_error("ncclAllReduce"))
-        })?;
-        Ok(())
+        self.sum_as(OP, tensor)
     }
 
     fn broadcast(&self, tensor: &mut Tensor, src: usize) -> Result<()> {
@@ -275,12 +293,12 @@ impl ProcessGroup for NcclGroup {
         check::tensor(OP, "tensor", tensor, self.device())?;
         check::root(OP, src, self.world_size)?;
         let bytes = tensor.elem_count() * tensor.dtype().size_in_bytes();
-        let comm = self.comm();
         *tensor = self.out_of_place(
+            OP,
             tensor,
             tensor.elem_count(),
             tensor.dims(),
-            |send, recv, stream| {
+            |comm, send, recv, stream| {
                 // SAFETY: both buffers hold `bytes` bytes on this rank's device.
                 unsafe {
                     result::broadcast(
@@ -304,14 +322,14 @@ impl ProcessGroup for NcclGroup {
         let world = self.world_size;
         check::all_gather(output, input, counts, self.rank, world, self.device())?;
         let size = input.dtype().size_in_bytes();
-        let comm = self.comm();
         let even = counts.iter().all(|&c| c == counts[0]);
         let starts = offsets(counts);
         *output = self.out_of_place(
+            "all_gather",
             input,
             output.elem_count(),
             output.dims(),
-            |send, recv, stream| {
+            |comm, send, recv, stream| {
                 if even {
                     // SAFETY: recv holds world * counts[0] elements, send counts[0].
                     return unsafe {
@@ -329,7 +347,7 @@ impl ProcessGroup for NcclGroup {
                 }
                 let sends = vec![counts[self.rank]; world];
                 grouped_exchange(
-                    &comm,
+                    &self.watchdog,
                     stream,
                     send,
                     &sends,
@@ -361,15 +379,15 @@ impl ProcessGroup for NcclGroup {
             self.device(),
         )?;
         let size = input.dtype().size_in_bytes();
-        let comm = self.comm();
         let (send_starts, recv_starts) = (offsets(input_counts), offsets(output_counts));
         *output = self.out_of_place(
+            "all_to_all",
             input,
             output.elem_count(),
             output.dims(),
-            |send, recv, stream| {
+            |_comm, send, recv, stream| {
                 grouped_exchange(
-                    &comm,
+                    &self.watchdog,
                     stream,
                     send,
                     input_counts,
@@ -385,22 +403,20 @@ impl ProcessGroup for NcclGroup {
     }
 
     fn barrier(&self) -> Result<()> {
+        // A one-element sum, waited for like every collective.
         let mut one = Tensor::zeros(&[1], DType::F32, self.device())?;
-        self.all_reduce(&mut one, ReduceOp::Sum)?;
-        self.stream.synchronize().map_err(|e| DistError::Nccl {
-            op: "barrier",
-            message: e.to_string(),
-        })
+        self.sum_as("barrier", &mut one)
     }
 }
 
 /// Every rank sends `send_counts[q]` elements from `send + send_starts[q]` to rank `q`
 /// and receives `recv_counts[q]` into `recv + recv_starts[q]`, in one NCCL group (the
 /// all-to-all NCCL has no single call for). Runs of zero elements are skipped on both
-/// sides alike, since the counts pair up.
+/// sides alike, since the counts pair up. The sends and receives only record work
+/// (under the watchdog's lock); `ncclGroupEnd`, which may block, runs outside it.
 #[allow(clippy::too_many_arguments)]
 fn grouped_exchange(
-    comm: &Comm,
+    watchdog: &Watchdog,
     stream: *mut c_void,
     send: u64,
     send_counts: &[usize],
@@ -411,42 +427,45 @@ fn grouped_exchange(
     size: usize,
 ) -> Result<()> {
     result::group_start().map_err(nccl_error("ncclGroupStart"))?;
-    let mut first_error = Ok(());
-    for peer in 0..send_counts.len() {
-        if send_counts[peer] > 0 {
-            let from = (send + (send_starts[peer] * size) as u64) as *const c_void;
-            // SAFETY: the run lies inside the send buffer (checked counts).
-            let r = unsafe {
-                result::send(
-                    from,
-                    send_counts[peer] * size,
-                    BYTES,
-                    peer as i32,
-                    comm.0,
-                    stream as _,
-                )
-            };
-            first_error = first_error.and(r.map(drop).map_err(nccl_error("ncclSend")));
+    let recorded = watchdog.enqueue(|comm| {
+        let mut first_error = Ok(());
+        for peer in 0..send_counts.len() {
+            if send_counts[peer] > 0 {
+                let from = (send + (send_starts[peer] * size) as u64) as *const c_void;
+                // SAFETY: the run lies inside the send buffer (checked counts).
+                let r = unsafe {
+                    result::send(
+                        from,
+                        send_counts[peer] * size,
+                        BYTES,
+                        peer as i32,
+                        comm.0,
+                        stream as _,
+                    )
+                };
+                first_error = first_error.and(r.map(drop).map_err(nccl_error("ncclSend")));
+            }
+            if recv_counts[peer] > 0 {
+                let into = (recv + (recv_starts[peer] * size) as u64) as *mut c_void;
+                // SAFETY: the run lies inside the receive buffer (checked counts).
+                let r = unsafe {
+                    result::recv(
+                        into,
+                        recv_counts[peer] * size,
+                        BYTES,
+                        peer as i32,
+                        comm.0,
+                        stream as _,
+                    )
+                };
+                first_error = first_error.and(r.map(drop).map_err(nccl_error("ncclRecv")));
+            }
         }
-        if recv_counts[peer] > 0 {
-            let into = (recv + (recv_starts[peer] * size) as u64) as *mut c_void;
-            // SAFETY: the run lies inside the receive buffer (checked counts).
-            let r = unsafe {
-                result::recv(
-                    into,
-                    recv_counts[peer] * size,
-                    BYTES,
-                    peer as i32,
-                    comm.0,
-                    stream as _,
-                )
-            };
-            first_error = first_error.and(r.map(drop).map_err(nccl_error("ncclRecv")));
-        }
-    }
+        first_error
+    });
     // The group is always closed, even after a failed call inside it.
     let end = result::group_end()
         .map(drop)
         .map_err(nccl_error("ncclGroupEnd"));
-    first_error.and(end)
+    recorded.and(end)
 }

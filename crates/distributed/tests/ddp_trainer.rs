@@ -154,3 +154,52 @@ fn bad_layouts_and_missing_files_are_typed_errors() {
         missing[1]
     );
 }
+
+/// A checkpoint of another kind of run, or of another model, is a typed error naming
+/// what does not fit, on every rank, before any training step (issue 20).
+#[test]
+fn a_checkpoint_of_another_run_or_model_is_refused_on_every_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    // A single-process run's checkpoint: no reduce mode.
+    let single = dir.path().join("single.safetensors");
+    let mut t = Trainer::new(config()).unwrap();
+    t.step().unwrap();
+    t.save(&single).unwrap();
+    // A data parallel checkpoint whose configuration names another model than its
+    // tensors hold.
+    let other = dir.path().join("other-model.safetensors");
+    ThreadGroup::run(1, |pg| {
+        let t = DdpTrainer::new(config(), INVARIANT, Arc::new(pg))?;
+        let mut ck = t.checkpoint()?;
+        let wider = TrainConfig {
+            layers: vec![16, 64, 32, 4],
+            ..config()
+        };
+        ck.set_metadata(nn_mini::train::CONFIG_KEY, wider.to_json())?;
+        ck.save(&other)?;
+        Ok(())
+    })
+    .unwrap();
+    for (path, says) in [
+        (&single, "not written by a data parallel run"),
+        (
+            &other,
+            "\"model.0.weight\" has shape [32, 16], expected [64, 16]",
+        ),
+    ] {
+        let errors = ThreadGroup::run(2, |pg| {
+            let group: Arc<dyn ProcessGroup> = Arc::new(pg);
+            Ok(DdpTrainer::resume(path, group, None)
+                .unwrap_err()
+                .to_string())
+        })
+        .unwrap();
+        for (rank, error) in errors.iter().enumerate() {
+            assert!(
+                error.contains(says),
+                "rank {rank}, {}: {error}",
+                path.display()
+            );
+        }
+    }
+}

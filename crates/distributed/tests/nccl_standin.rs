@@ -4,7 +4,9 @@
 //! REQUIRE_GPU=1 says it must run.
 #![cfg(feature = "nccl")]
 
-use distributed::{is_nccl_available, unique_id, NcclGroup, ProcessGroup, ReduceOp};
+use std::time::{Duration, Instant};
+
+use distributed::{is_nccl_available, unique_id, DistError, NcclGroup, ProcessGroup, ReduceOp};
 use tensor_core::{Device, Tensor};
 
 fn skip() -> bool {
@@ -70,4 +72,62 @@ fn two_ranks_match_the_serial_reference() {
         );
         assert_eq!(gathered, &vec![1.0f32; 3]);
     }
+}
+
+/// After one all-reduce, rank 1 stops in the middle of the run (alive, holding its
+/// communicator, never calling the second). Rank 0's watchdog aborts the communicator
+/// after the collective timeout, and rank 0 ends with the typed error naming the
+/// collective and its sequence number; the group is unusable afterwards.
+#[test]
+fn a_rank_that_stops_makes_the_others_end_through_the_watchdog() {
+    if skip() {
+        return;
+    }
+    let timeout = Duration::from_secs(1);
+    let id = unique_id().unwrap();
+    let ranks: Vec<_> = (0..2)
+        .map(|rank| {
+            std::thread::spawn(move || {
+                let pg = NcclGroup::new(rank, 2, rank, &id)
+                    .unwrap()
+                    .with_timeout(timeout);
+                let dev = Device::Cuda(rank);
+                let mut t = Tensor::from_vec(vec![1.0f32; 64], &[64], Device::Cpu)
+                    .unwrap()
+                    .to_device(dev)
+                    .unwrap();
+                pg.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+                if rank == 1 {
+                    std::thread::sleep(timeout * 4);
+                    return None;
+                }
+                let started = Instant::now();
+                let error = pg.all_reduce(&mut t, ReduceOp::Sum).unwrap_err();
+                let waited = started.elapsed();
+                let later = pg.barrier().unwrap_err();
+                Some((error, waited, later))
+            })
+        })
+        .collect();
+    let mut results: Vec<_> = ranks.into_iter().map(|h| h.join().unwrap()).collect();
+    let (error, waited, later) = results.swap_remove(0).expect("rank 0 reports");
+    assert!(
+        waited >= timeout && waited < timeout * 3,
+        "waited {waited:?}"
+    );
+    match error {
+        DistError::CollectiveTimeout {
+            op,
+            sequence,
+            timeout: limit,
+            missing,
+        } => {
+            assert_eq!(
+                (op, sequence, limit, missing),
+                ("all_reduce", 1, timeout, None)
+            );
+        }
+        other => panic!("expected a collective timeout, got {other}"),
+    }
+    assert!(matches!(later, DistError::Broken { .. }), "{later}");
 }

@@ -3,14 +3,18 @@
 //! never comes up each give every waiting rank a typed error naming the rank, within
 //! the timeout (plus the peers' short grace to hear the master's verdict).
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use distributed::rendezvous::{fetch, RendezvousServer};
+use distributed::rendezvous::{fetch, JobToken, RendezvousServer, Side};
 use distributed::DistError;
 
 const PAYLOAD: &[u8] = &[7u8; 128];
+
+fn token() -> JobToken {
+    JobToken::new("rendezvous-test", Some(b"s3cret")).unwrap()
+}
 
 /// Runs the master and ranks `peers` of `world` concurrently; returns the master's
 /// result, each peer's, and how long the slowest took.
@@ -30,9 +34,11 @@ fn run(
     std::thread::scope(|scope| {
         let handles: Vec<_> = peers
             .iter()
-            .map(|&rank| scope.spawn(move || (rank, fetch(address, rank, world, timeout))))
+            .map(|&rank| {
+                scope.spawn(move || (rank, fetch(address, rank, world, &token(), timeout)))
+            })
             .collect();
-        let master = server.serve(world, PAYLOAD, timeout);
+        let master = server.serve(world, &token(), PAYLOAD, timeout).map(drop);
         let results = handles.into_iter().map(|h| h.join().unwrap()).collect();
         (master, results, started.elapsed())
     })
@@ -71,16 +77,28 @@ fn a_rank_that_exits_after_checking_in_is_named_at_once() {
     let address = server.address();
     let started = Instant::now();
     let (master, peer) = std::thread::scope(|scope| {
-        let peer = scope.spawn(move || fetch(address, 1, 3, timeout));
-        // Rank 2 checks in by hand, then its process "exits" (the socket closes).
-        let mut rank2 = TcpStream::connect(address).unwrap();
-        let mut hello = b"DTRV\x01".to_vec();
-        hello.extend_from_slice(&3u32.to_le_bytes());
-        hello.extend_from_slice(&2u32.to_le_bytes());
-        rank2.write_all(&hello).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-        drop(rank2);
-        let master = server.serve(3, PAYLOAD, timeout);
+        // World 4: rank 3 never comes, so the job is still forming when rank 2 leaves.
+        let peer = scope.spawn(move || fetch(address, 1, 4, &token(), timeout));
+        // Rank 2 checks in by hand (wire version 2, proving the token), then its
+        // process "exits" (the socket closes).
+        let rank2 = scope.spawn(move || {
+            let mut rank2 = TcpStream::connect(address).unwrap();
+            let own = [9u8; 32];
+            let mut hello = b"DTRV\x02".to_vec();
+            hello.extend_from_slice(&4u32.to_le_bytes());
+            hello.extend_from_slice(&2u32.to_le_bytes());
+            hello.extend_from_slice(&own);
+            rank2.write_all(&hello).unwrap();
+            let mut challenge = [0u8; 1 + 64];
+            rank2.read_exact(&mut challenge).unwrap();
+            assert_eq!(challenge[0], 4, "a challenge");
+            let master_nonce: [u8; 32] = challenge[1..33].try_into().unwrap();
+            let proof = token().prove(Side::Peer, &master_nonce, &own, 4, 2);
+            rank2.write_all(&proof).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        let master = server.serve(4, &token(), PAYLOAD, timeout).map(drop);
+        rank2.join().unwrap();
         (master, peer.join().unwrap())
     });
     assert!(
@@ -102,7 +120,7 @@ fn a_master_that_never_comes_up_is_a_timeout_naming_rank_0() {
     let address = RendezvousServer::bind("127.0.0.1:0").unwrap().address();
     let timeout = Duration::from_millis(400);
     let started = Instant::now();
-    match fetch(address, 1, 2, timeout).unwrap_err() {
+    match fetch(address, 1, 2, &token(), timeout).unwrap_err() {
         DistError::Timeout { missing, .. } => assert_eq!(missing, [0]),
         other => panic!("expected a timeout, got {other}"),
     }
@@ -115,8 +133,11 @@ fn a_rank_with_another_world_size_is_refused() {
     let address = server.address();
     let timeout = Duration::from_secs(10);
     let (master, peer) = std::thread::scope(|scope| {
-        let peer = scope.spawn(move || fetch(address, 1, 3, timeout));
-        (server.serve(2, PAYLOAD, timeout), peer.join().unwrap())
+        let peer = scope.spawn(move || fetch(address, 1, 3, &token(), timeout));
+        (
+            server.serve(2, &token(), PAYLOAD, timeout),
+            peer.join().unwrap(),
+        )
     });
     assert!(
         matches!(master, Err(DistError::Rendezvous { .. })),
@@ -129,7 +150,7 @@ fn a_rank_with_another_world_size_is_refused() {
         other => panic!("expected a refusal, got {other:?}"),
     }
     assert!(
-        fetch(address, 0, 2, timeout).is_err(),
+        fetch(address, 0, 2, &token(), timeout).is_err(),
         "rank 0 serves, it does not fetch"
     );
 }

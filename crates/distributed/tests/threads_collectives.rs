@@ -76,9 +76,14 @@ fn a_peer_exiting_early_is_a_typed_error() {
     );
     for (first, second) in results.into_iter().flatten() {
         match first {
-            DistError::PeerExited { ranks, op } => {
+            DistError::PeerExited {
+                ranks,
+                op,
+                sequence,
+            } => {
                 assert_eq!(ranks, [2]);
                 assert_eq!(op, "all_reduce");
+                assert_eq!(sequence, Some(0));
             }
             other => panic!("expected PeerExited, got {other}"),
         }
@@ -105,7 +110,15 @@ fn a_missing_peer_times_out_with_its_rank_named() {
     for (error, waited) in results.into_iter().flatten() {
         assert!(waited < timeout * 3, "waited {waited:?}");
         match error {
-            DistError::Timeout { missing, .. } => assert_eq!(missing, [1]),
+            DistError::CollectiveTimeout {
+                op,
+                sequence,
+                missing,
+                ..
+            } => {
+                assert_eq!((op, sequence), ("barrier", 0));
+                assert_eq!(missing, Some(vec![1]));
+            }
             other => panic!("expected a timeout, got {other}"),
         }
     }
@@ -161,4 +174,51 @@ fn a_panicking_rank_is_reported_and_does_not_hang_the_others() {
         other => panic!("expected RankPanicked, got {other}"),
     }
     assert!(ThreadGroup::new(0).is_err());
+}
+
+/// Four ranks; after two collectives rank 3 stops (alive, but never calls the third).
+/// The other three end within the timeout (plus slack), each naming the collective, its
+/// sequence number and rank 3.
+#[test]
+fn three_of_four_ranks_end_naming_the_one_that_stopped() {
+    let timeout = Duration::from_millis(400);
+    let started = Instant::now();
+    let results = ThreadGroup::run_with_timeout(4, timeout, |pg| {
+        let mut t = Tensor::from_vec(vec![1.0f32; 8], &[8], Device::Cpu)?;
+        pg.all_reduce(&mut t, ReduceOp::Sum)?;
+        pg.barrier()?;
+        if pg.rank() == 3 {
+            // Stopped: holds its handle (not an exit) past everyone's timeout.
+            std::thread::sleep(timeout * 3);
+            return Ok(None);
+        }
+        Ok(Some(pg.all_reduce(&mut t, ReduceOp::Sum).unwrap_err()))
+    })
+    .unwrap();
+    assert!(
+        started.elapsed() < timeout * 6,
+        "took {:?}",
+        started.elapsed()
+    );
+    let errors: Vec<_> = results.into_iter().flatten().collect();
+    assert_eq!(errors.len(), 3);
+    for error in errors {
+        let text = error.to_string();
+        match error {
+            DistError::CollectiveTimeout {
+                op,
+                sequence,
+                timeout: limit,
+                missing,
+            } => {
+                assert_eq!((op, sequence, limit), ("all_reduce", 2, timeout));
+                assert_eq!(missing, Some(vec![3]));
+                assert!(
+                    text.contains("all_reduce (collective #2") && text.contains("[3]"),
+                    "{text}"
+                );
+            }
+            other => panic!("expected a collective timeout, got {other}"),
+        }
+    }
 }

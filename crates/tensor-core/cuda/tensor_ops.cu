@@ -63,6 +63,11 @@ DITTO_LAYOUT_KERNELS(64, ditto_u64)
     extern "C" __global__ void ditto_log_softmax_##SUFFIX(ditto_u64 outer, ditto_u64 size,          \
                                                           ditto_u64 inner, const T* x, T* out) {    \
         DITTO_GRID_STRIDE(t, outer * inner) { ditto_log_softmax_lane<T>(t, size, inner, x, out); }  \
+    }                                                                                               \
+    extern "C" __global__ void ditto_log_softmax_portable_##SUFFIX(ditto_u64 outer, ditto_u64 size, \
+                                                                   ditto_u64 inner, const T* x,     \
+                                                                   T* out) {                        \
+        DITTO_GRID_STRIDE(t, outer * inner) { ditto_log_softmax_lane<T>(t, size, inner, x, out, true); } \
     }
 
 DITTO_FLOAT_KERNELS(f32, float)

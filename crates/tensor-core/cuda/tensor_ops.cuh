@@ -17,6 +17,8 @@
 
 // The host/device shim shared with the random kernels (__host__ / __device__ on the host).
 #include "ditto_host_device.cuh"
+// ditto's own f32 exp / log for portable arithmetic (docs/contract.md §14).
+#include "portable_math.cuh"
 
 #define DITTO_OPS_HD DITTO_HD
 
@@ -68,6 +70,10 @@ DITTO_OPS_HD ditto_u64 ditto_min_u64(ditto_u64 a, ditto_u64 b) { return a < b ? 
 #define DITTO_AFFINE 6
 #define DITTO_MUL_SCALAR 7
 #define DITTO_ADD_SCALAR 8
+// Portable arithmetic: ditto's own exp / log for f32 (portable_math.cuh); f64 keeps
+// libdevice's, which portable arithmetic does not cover.
+#define DITTO_PORTABLE_EXP 9
+#define DITTO_PORTABLE_LOG 10
 
 // libdevice on the GPU (the same code on every GPU), the C library on the host.
 DITTO_OPS_HD float ditto_exp(float x) { return expf(x); }
@@ -76,6 +82,10 @@ DITTO_OPS_HD float ditto_log(float x) { return logf(x); }
 DITTO_OPS_HD double ditto_log(double x) { return log(x); }
 DITTO_OPS_HD float ditto_sqrt(float x) { return sqrtf(x); }
 DITTO_OPS_HD double ditto_sqrt(double x) { return sqrt(x); }
+DITTO_OPS_HD double ditto_portable_exp(double x) { return exp(x); }
+DITTO_OPS_HD double ditto_portable_log(double x) { return log(x); }
+DITTO_OPS_HD double ditto_portable_log_of_sum_as(double total, double) { return log(total); }
+DITTO_OPS_HD float ditto_portable_log_of_sum_as(double total, float) { return ditto_portable_log_of_sum(total); }
 DITTO_OPS_HD float ditto_pow(float x, float e) { return powf(x, e); }
 DITTO_OPS_HD double ditto_pow(double x, double e) { return pow(x, e); }
 
@@ -97,6 +107,8 @@ DITTO_OPS_HD T ditto_unary_op(int op, T x, T a, T b) {
         case DITTO_LOG: return ditto_log(x);
         case DITTO_SQRT: return ditto_sqrt(x);
         case DITTO_POW: return ditto_pow(x, a);
+        case DITTO_PORTABLE_EXP: return ditto_portable_exp(x);
+        case DITTO_PORTABLE_LOG: return ditto_portable_log(x);
         case DITTO_NEG: return -x;
         case DITTO_AFFINE: return x * a + b;  // two roundings, never fused
         case DITTO_MUL_SCALAR: return x * a;
@@ -180,10 +192,12 @@ DITTO_OPS_HD void ditto_max_lane(ditto_u64 t, ditto_u64 size, ditto_u64 inner, c
 
 // Item t = o * inner + j: log_softmax of lane (o, j) in the steps of Tensor::log_softmax:
 // the maximum m, z = sum exp(x - m) (exp in T, the sum in the blocked double order),
-// l = log(z) in double rounded to T, out = (x - m) - l.
+// l = log(z) in double rounded to T, out = (x - m) - l. With `portable` (f32 under
+// portable arithmetic, docs/contract.md §14) exp is ditto_portable_exp and
+// l = ditto_portable_log_of_sum(z).
 template <typename T>
 DITTO_OPS_HD void ditto_log_softmax_lane(ditto_u64 t, ditto_u64 size, ditto_u64 inner, const T* x,
-                                         T* out) {
+                                         T* out, bool portable = false) {
     const ditto_u64 j = t % inner, o = t / inner;
     const T* lane = x + o * size * inner + j;
     T* dst = out + o * size * inner + j;
@@ -193,10 +207,13 @@ DITTO_OPS_HD void ditto_log_softmax_lane(ditto_u64 t, ditto_u64 size, ditto_u64 
     for (ditto_u64 start = 0; start < size; start += DITTO_REDUCE_BLOCK) {
         const ditto_u64 end = ditto_min_u64(size, start + DITTO_REDUCE_BLOCK);
         double block = 0.0;
-        for (ditto_u64 k = start; k < end; ++k) block += (double)ditto_exp((T)(lane[k * inner] - m));
+        for (ditto_u64 k = start; k < end; ++k) {
+            const T s = (T)(lane[k * inner] - m);
+            block += (double)(portable ? ditto_portable_exp(s) : ditto_exp(s));
+        }
         total += block;
     }
-    const T l = (T)log(total);
+    const T l = portable ? ditto_portable_log_of_sum_as(total, (T)0) : (T)log(total);
     for (ditto_u64 k = 0; k < size; ++k) dst[k * inner] = (lane[k * inner] - m) - l;
 }
 

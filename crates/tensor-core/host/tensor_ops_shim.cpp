@@ -130,6 +130,11 @@ extern "C" {
     void ditto_host_log_softmax_##SUFFIX(ditto_u64 outer, ditto_u64 size, ditto_u64 inner,         \
                                          const T* x, T* out) {                                     \
         log_softmax<T>(outer, size, inner, x, out);                                                \
+    }                                                                                              \
+    void ditto_host_log_softmax_portable_##SUFFIX(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, \
+                                                  const T* x, T* out) {                            \
+        for (ditto_u64 t = 0; t < outer * inner; ++t)                                              \
+            ditto_log_softmax_lane<T>(t, size, inner, x, out, true);                               \
     }
 
 DITTO_HOST_OPS(f32, float)

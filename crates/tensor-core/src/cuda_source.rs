@@ -65,6 +65,23 @@ pub const TENSOR_OPS_HEADER: &str = include_str!("../cuda/tensor_ops.cuh");
 /// `tensor_ops.cu`, the kernels themselves (before include expansion).
 pub const TENSOR_OPS_CU: &str = include_str!("../cuda/tensor_ops.cu");
 
+/// `portable_math.cuh`, ditto's own f32 `exp` / `log` (docs/contract.md §14).
+pub const PORTABLE_MATH_HEADER: &str = include_str!("../cuda/portable_math.cuh");
+/// `portable_matmul.cu`, the portable matmul kernel (before include expansion).
+pub const PORTABLE_MATMUL_CU: &str = include_str!("../cuda/portable_matmul.cu");
+
+/// The portable matmul kernel as one translation unit.
+#[must_use]
+pub fn portable_matmul_translation_unit() -> String {
+    inline_includes(
+        PORTABLE_MATMUL_CU,
+        &[
+            ("portable_math.cuh", PORTABLE_MATH_HEADER),
+            ("ditto_host_device.cuh", HOST_DEVICE_HEADER),
+        ],
+    )
+}
+
 /// tensor-core's kernels as one translation unit.
 #[must_use]
 pub fn tensor_ops_translation_unit() -> String {
@@ -72,6 +89,7 @@ pub fn tensor_ops_translation_unit() -> String {
         TENSOR_OPS_CU,
         &[
             ("tensor_ops.cuh", TENSOR_OPS_HEADER),
+            ("portable_math.cuh", PORTABLE_MATH_HEADER),
             ("ditto_host_device.cuh", HOST_DEVICE_HEADER),
         ],
     )

@@ -52,3 +52,31 @@ fn tensor_ops_compile_for_sm80_and_sm90() {
         println!("{arch}: {entries} kernels, {} bytes of PTX", ptx.len());
     }
 }
+
+/// The portable matmul (`cuda/portable_matmul.cu`, docs/contract.md §14): its chains are
+/// explicit round-to-nearest fused multiply-adds, and nothing else is fused, approximate
+/// or flushing subnormals; its blocks synchronise through shared memory.
+#[test]
+fn the_portable_matmul_compiles_to_explicit_fmas() {
+    if let Err(e) = nvrtc::ensure_available() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true requires NVRTC: {e}");
+        }
+        println!("skipping: {e}");
+        return;
+    }
+    let source = (tensor_core::cuda::PORTABLE_MATMUL.text)();
+    for arch in ["sm_80", "sm_90"] {
+        let ptx = nvrtc::compile(&source, tensor_core::cuda::PORTABLE_MATMUL.file_name, arch)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_src();
+        assert_eq!(ptx.matches(".entry ").count(), 1, "{arch}: one kernel");
+        assert!(ptx.contains(".entry ditto_portable_matmul_f32("), "{arch}");
+        for required in ["fma.rn.f32", "bar.sync", ".shared"] {
+            assert!(ptx.contains(required), "{arch}: PTX lacks {required}");
+        }
+        for forbidden in ["mad.", ".approx", ".ftz", "mma", "wmma"] {
+            assert!(!ptx.contains(forbidden), "{arch}: PTX has {forbidden}");
+        }
+    }
+}

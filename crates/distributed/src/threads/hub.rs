@@ -78,16 +78,17 @@ impl Failure {
     /// The error a rank sees: the failure itself in the round it happened, `Broken` in
     /// any later call.
     fn error(&self, round: u64) -> DistError {
-        let op = self.op.to_string();
         let error = match &self.kind {
             FailureKind::PeerExited(ranks) => DistError::PeerExited {
-                op,
+                op: self.op.to_string(),
+                sequence: Some(self.round),
                 ranks: ranks.clone(),
             },
-            FailureKind::Timeout(timeout, missing) => DistError::Timeout {
-                op,
+            FailureKind::Timeout(timeout, missing) => DistError::CollectiveTimeout {
+                op: self.op,
+                sequence: self.round,
                 timeout: *timeout,
-                missing: missing.clone(),
+                missing: Some(missing.clone()),
             },
         };
         if round == self.round {

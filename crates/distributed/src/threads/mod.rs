@@ -17,20 +17,18 @@ use tensor_core::{Device, Tensor};
 
 use crate::group::{check, offsets};
 use crate::host::{add_assign, like, with_element, Summable};
-use crate::{Backend, DistError, ProcessGroup, ReduceOp, Result};
+use crate::{Backend, DistError, ProcessGroup, ReduceOp, Result, DEFAULT_TIMEOUT};
 use hub::{Args, Hub, Post, Round};
-
-/// How long a rank waits for the others in one collective before giving up, unless
-/// [`ThreadGroup::with_timeout`] says otherwise (PyTorch's default is also minutes).
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// One rank of a group of threads. Create all ranks with [`ThreadGroup::new`] and move
 /// each into its own thread, or let [`ThreadGroup::run`] do that.
 ///
 /// Dropping a handle tells the others this rank has left: a collective waiting for it
 /// fails with [`DistError::PeerExited`] at once instead of hanging. A collective that
-/// waits longer than the timeout fails with [`DistError::Timeout`] naming the missing
-/// ranks. After either, the group is broken and every later call fails.
+/// waits longer than the timeout ([`DEFAULT_TIMEOUT`] unless
+/// [`with_timeout`](Self::with_timeout) says otherwise) fails on every waiting rank with
+/// [`DistError::CollectiveTimeout`] naming the collective, its sequence number and the
+/// ranks that did not arrive. After either, the group is broken and every later call fails.
 #[derive(Debug)]
 pub struct ThreadGroup {
     rank: usize,
@@ -76,7 +74,19 @@ impl ThreadGroup {
         T: Send,
         F: Fn(ThreadGroup) -> Result<T> + Sync,
     {
-        let ranks = ThreadGroup::new(world_size)?;
+        ThreadGroup::run_with_timeout(world_size, DEFAULT_TIMEOUT, body)
+    }
+
+    /// [`run`](Self::run) with every rank's collective timeout set to `timeout`.
+    pub fn run_with_timeout<T, F>(world_size: usize, timeout: Duration, body: F) -> Result<Vec<T>>
+    where
+        T: Send,
+        F: Fn(ThreadGroup) -> Result<T> + Sync,
+    {
+        let ranks: Vec<ThreadGroup> = ThreadGroup::new(world_size)?
+            .into_iter()
+            .map(|g| g.with_timeout(timeout))
+            .collect();
         let results: Vec<Result<T>> = std::thread::scope(|scope| {
             let handles: Vec<_> = ranks
                 .into_iter()

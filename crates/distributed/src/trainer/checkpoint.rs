@@ -73,6 +73,19 @@ impl DdpTrainer {
 
     /// The configuration and reduce mode stored in a checkpoint.
     pub fn config_of(ck: &Checkpoint) -> Result<(TrainConfig, ReduceMode)> {
+        if ck.metadata(MODE_KEY).is_none() {
+            return Err(DistError::Nn(
+                nn_mini::CheckpointError::Inconsistent {
+                    name: MODE_KEY.into(),
+                    reason: "this checkpoint was not written by a data parallel run \
+                             (DdpTrainer, ddp_train): it has no reduce mode. A \
+                             single-process checkpoint (train_resume) resumes with \
+                             train_resume"
+                        .into(),
+                }
+                .into(),
+            ));
+        }
         let config = TrainConfig::from_json(ck.require_metadata(CONFIG_KEY)?)?;
         let mode = ck.require_metadata(MODE_KEY)?.parse()?;
         Ok((config, mode))
@@ -135,15 +148,19 @@ impl DdpTrainer {
     }
 }
 
+/// The largest checkpoint [`DdpTrainer::resume`] moves between ranks (the demo's is
+/// under 1 MB; the flags' ranges keep any `ddp_train` run far below this). The other
+/// ranks allocate what rank 0 announces, so the announcement is capped first.
+pub const MAX_CHECKPOINT_BYTES: u64 = 1 << 30;
+
 /// Rank 0's bytes of `path`, on every rank (a length, then the bytes; a length of -1
-/// says rank 0 could not read the file, and every rank errors).
+/// says rank 0 could not read the file, and every rank errors). A file over
+/// [`MAX_CHECKPOINT_BYTES`] is refused by rank 0 before it reads it, and an announced
+/// length over it by every other rank before it allocates.
 fn broadcast_file(group: &dyn ProcessGroup, path: &Path) -> Result<Vec<u8>> {
     let device = group.device();
     let read = match group.rank() {
-        0 => std::fs::read(path).map_err(|source| DistError::Io {
-            context: format!("reading the checkpoint {}", path.display()),
-            source,
-        }),
+        0 => read_capped(path),
         _ => Ok(Vec::new()),
     };
     let len = read.as_ref().map_or(-1, |b| b.len() as i64);
@@ -151,10 +168,23 @@ fn broadcast_file(group: &dyn ProcessGroup, path: &Path) -> Result<Vec<u8>> {
     group.broadcast(&mut header, 0)?;
     let len = header.to_vec::<i64>()?[0];
     let bytes = read?;
-    let len = usize::try_from(len).map_err(|_| DistError::RemoteFailure {
-        rank: 0,
-        message: format!("could not read the checkpoint {}", path.display()),
-    })?;
+    let len = match u64::try_from(len) {
+        Ok(n) if n <= MAX_CHECKPOINT_BYTES => n as usize,
+        Ok(n) => {
+            return Err(DistError::RemoteFailure {
+                rank: 0,
+                message: format!(
+                    "announced a checkpoint of {n} bytes, more than {MAX_CHECKPOINT_BYTES}"
+                ),
+            })
+        }
+        Err(_) => {
+            return Err(DistError::RemoteFailure {
+                rank: 0,
+                message: format!("could not read the checkpoint {}", path.display()),
+            })
+        }
+    };
     let mine = if group.rank() == 0 {
         bytes
     } else {
@@ -163,4 +193,23 @@ fn broadcast_file(group: &dyn ProcessGroup, path: &Path) -> Result<Vec<u8>> {
     let mut data = Tensor::from_vec(mine, &[len], Device::Cpu)?.to_device(device)?;
     group.broadcast(&mut data, 0)?;
     Ok(data.to_vec::<u8>()?)
+}
+
+/// The bytes of `path`, if it is at most [`MAX_CHECKPOINT_BYTES`] long.
+fn read_capped(path: &Path) -> Result<Vec<u8>> {
+    let io = |source| DistError::Io {
+        context: format!("reading the checkpoint {}", path.display()),
+        source,
+    };
+    let size = std::fs::metadata(path).map_err(io)?.len();
+    if size > MAX_CHECKPOINT_BYTES {
+        return Err(DistError::invalid(
+            "DdpTrainer::resume",
+            format!(
+                "the checkpoint {} has {size} bytes; at most {MAX_CHECKPOINT_BYTES} are moved between ranks",
+                path.display()
+            ),
+        ));
+    }
+    std::fs::read(path).map_err(io)
 }

@@ -21,7 +21,7 @@
 
 mod checkpoint;
 
-pub use checkpoint::{MODE_KEY, WORLD_SIZE_KEY};
+pub use checkpoint::{MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
 
 use std::sync::Arc;
 

@@ -64,6 +64,11 @@ pub fn input(rank: usize, n: usize, dtype: DType, salt: usize) -> Tensor {
     t.unwrap()
 }
 
+/// `t` on the rank's device (NCCL moves device memory only; the CPU backends take it as is).
+pub fn on(pg: &dyn ProcessGroup, t: Tensor) -> Tensor {
+    t.to_device(pg.device()).unwrap()
+}
+
 /// The elements of a tensor as bit patterns, so floats compare bit for bit (and -0.0,
 /// NaN are not smoothed over).
 pub fn bits(t: &Tensor) -> Vec<u64> {
@@ -179,7 +184,7 @@ fn check_all_reduce(pg: &dyn ProcessGroup) {
     let world = pg.world_size();
     for dtype in [DType::F32, DType::F64, DType::I64] {
         for (salt, &n) in LENGTHS.iter().enumerate() {
-            let mut t = input(pg.rank(), n, dtype, salt);
+            let mut t = on(pg, input(pg.rank(), n, dtype, salt));
             pg.all_reduce(&mut t, ReduceOp::Sum).unwrap();
             let expected = (1..world).fold(input(0, n, dtype, salt), |acc, q| {
                 add(&acc, &input(q, n, dtype, salt))
@@ -199,7 +204,10 @@ fn check_broadcast(pg: &dyn ProcessGroup) {
     for dtype in DTYPES {
         for (salt, n) in [0usize, 5, 1000].into_iter().enumerate() {
             for src in 0..pg.world_size() {
-                let mut t = input(pg.rank(), n, dtype, salt).reshape(&[n, 1]).unwrap();
+                let mut t = on(
+                    pg,
+                    input(pg.rank(), n, dtype, salt).reshape(&[n, 1]).unwrap(),
+                );
                 pg.broadcast(&mut t, src).unwrap();
                 assert_eq!(t.dims(), [n, 1]);
                 let expected = input(src, n, dtype, salt);
@@ -225,9 +233,9 @@ fn check_all_gather(pg: &dyn ProcessGroup) {
     ];
     for dtype in DTYPES {
         for (salt, counts) in cases.iter().enumerate() {
-            let mine = input(pg.rank(), counts[pg.rank()], dtype, salt);
+            let mine = on(pg, input(pg.rank(), counts[pg.rank()], dtype, salt));
             let total: usize = counts.iter().sum();
-            let mut out = input(0, total, dtype, 99);
+            let mut out = on(pg, input(0, total, dtype, 99));
             pg.all_gather(&mut out, &mine, counts).unwrap();
             let parts: Vec<Tensor> = (0..world)
                 .map(|q| input(q, counts[q], dtype, salt))
@@ -255,8 +263,8 @@ fn check_all_to_all(pg: &dyn ProcessGroup) {
                 let counts: Vec<usize> = (0..world).map(|to| pair_count(q, to, salt)).collect();
                 (input(q, counts.iter().sum(), dtype, salt), counts)
             };
-            let (mine, _) = sent(rank);
-            let mut out = input(0, output_counts.iter().sum(), dtype, 98);
+            let mine = on(pg, sent(rank).0);
+            let mut out = on(pg, input(0, output_counts.iter().sum(), dtype, 98));
             pg.all_to_all(&mut out, &mine, &output_counts, &input_counts)
                 .unwrap();
             let parts: Vec<Tensor> = (0..world)
@@ -283,10 +291,10 @@ fn check_all_to_all(pg: &dyn ProcessGroup) {
 fn check_local_errors(pg: &dyn ProcessGroup) {
     let world = pg.world_size();
     let invalid = |r: distributed::Result<()>| matches!(r, Err(DistError::InvalidArgument { .. }));
-    let mut t = input(pg.rank(), 4, DType::U8, 0);
+    let mut t = on(pg, input(pg.rank(), 4, DType::U8, 0));
     assert!(invalid(pg.all_reduce(&mut t, ReduceOp::Sum)), "u8 sum");
     assert!(invalid(pg.broadcast(&mut t, world)), "root past the world");
-    let strided = input(pg.rank(), 6, DType::F32, 0)
+    let strided = on(pg, input(pg.rank(), 6, DType::F32, 0))
         .reshape(&[2, 3])
         .unwrap()
         .t()
@@ -296,8 +304,8 @@ fn check_local_errors(pg: &dyn ProcessGroup) {
         invalid(pg.all_reduce(&mut strided_mut, ReduceOp::Sum)),
         "strided"
     );
-    let mut out = input(0, 4 * world, DType::F32, 0);
-    let four = input(pg.rank(), 4, DType::F32, 0);
+    let mut out = on(pg, input(0, 4 * world, DType::F32, 0));
+    let four = on(pg, input(pg.rank(), 4, DType::F32, 0));
     assert!(
         invalid(pg.all_gather(&mut out, &four, &vec![4; world + 1])),
         "counts length"
@@ -306,13 +314,13 @@ fn check_local_errors(pg: &dyn ProcessGroup) {
         invalid(pg.all_gather(&mut out, &four, &vec![3; world])),
         "counts sum"
     );
-    let mut wrong_dtype = input(0, 4 * world, DType::F64, 0);
+    let mut wrong_dtype = on(pg, input(0, 4 * world, DType::F64, 0));
     assert!(
         invalid(pg.all_gather(&mut wrong_dtype, &four, &vec![4; world])),
         "dtype"
     );
-    let mut a2a_out = input(0, 4 * world, DType::F32, 0);
-    let a2a_in = input(pg.rank(), 4 * world, DType::F32, 0);
+    let mut a2a_out = on(pg, input(0, 4 * world, DType::F32, 0));
+    let a2a_in = on(pg, input(pg.rank(), 4 * world, DType::F32, 0));
     let mut counts = vec![4; world];
     counts[0] = 5;
     assert!(

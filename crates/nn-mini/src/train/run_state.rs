@@ -14,6 +14,7 @@ use tensor_core::{DType, Device, Tensor};
 
 use super::trainer::{check_model_shapes, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, STEP};
 use super::TrainConfig;
+use crate::checkpoint::default_cuda_rng_name;
 use crate::data::LoaderState;
 use crate::{Checkpoint, CheckpointError, Module, Result, Sequential, Sgd};
 
@@ -101,9 +102,67 @@ impl RunParts<'_> {
         ck.restore_module("model.", self.model)?;
         ck.restore_sgd("optim.", self.optimizer, self.model)?;
         ck.restore_generators(&[(DROPOUT_RNG, self.dropout_generator)])?;
-        ck.restore_default_generators(&default_generator_devices(self.config.device))?;
-        Ok(())
+        restore_default_generators(ck, self.config.device)
     }
+}
+
+/// Restores the CPU's default generator and, on a CUDA run, the default generator of the
+/// GPU this run drives. A checkpoint written on one GPU holds one GPU entry,
+/// `rng.default.cuda:<i>` for the GPU it was written from; the resuming run may drive
+/// another (a single-process run moved to cuda:1, or rank 1 of a data parallel job on
+/// cuda:1 resuming what rank 0 wrote from cuda:0), so a checkpoint with exactly one GPU
+/// entry restores it on whichever GPU this run drives, and one with none (a CPU run
+/// resumed on a GPU) restores the CPU's alone. One with several must hold this GPU's
+/// own. Everything is read and checked before any generator changes.
+fn restore_default_generators(ck: &Checkpoint, device: Device) -> Result<()> {
+    let Device::Cuda(ordinal) = device else {
+        return Ok(ck.restore_default_generators(&[Device::Cpu])?);
+    };
+    let own = default_cuda_rng_name(ordinal);
+    let saved: Vec<&str> = ck
+        .names()
+        .filter(|name| {
+            // `default_cuda_rng_name(i)` for some ordinal i.
+            name.rsplit_once(':').is_some_and(|(_, i)| {
+                i.parse::<usize>()
+                    .is_ok_and(|i| default_cuda_rng_name(i) == *name)
+            })
+        })
+        .collect();
+    let name = match saved.as_slice() {
+        [one] => (*one).to_string(),
+        _ if saved.contains(&own.as_str()) => own.clone(),
+        // None: a run moved to a GPU from the CPU (portable arithmetic keeps its curve,
+        // docs/contract.md §14). The GPU's generator keeps its state; the loop never
+        // draws from it.
+        [] => return Ok(ck.restore_default_generators(&[Device::Cpu])?),
+        several => {
+            return Err(CheckpointError::Inconsistent {
+                name: own,
+                reason: format!(
+                    "the checkpoint has GPU generators {several:?} but none for cuda:{ordinal}"
+                ),
+            }
+            .into())
+        }
+    };
+    let key = {
+        let scratch = Generator::new(Device::Cpu);
+        scratch
+            .set_state(&ck.bytes(&name)?)
+            .map_err(|e| CheckpointError::Inconsistent {
+                name: name.clone(),
+                reason: e.to_string(),
+            })?;
+        scratch.key()
+    };
+    let gpu = rng_gen::default_generator(device).map_err(|e| CheckpointError::Inconsistent {
+        name: own.clone(),
+        reason: e.to_string(),
+    })?;
+    ck.restore_default_generators(&[Device::Cpu])?;
+    gpu.set_key(key);
+    Ok(())
 }
 
 /// The devices whose default generators a checkpoint carries: the CPU always, and the

@@ -35,8 +35,15 @@ pub static TENSOR_OPS: CudaSource = CudaSource {
     text: crate::cuda_source::tensor_ops_translation_unit,
 };
 
+/// The portable matmul's translation unit (`cuda/portable_matmul.cu`, docs/contract.md
+/// §14), a module of its own: its one kernel synchronises its blocks.
+pub static PORTABLE_MATMUL: CudaSource = CudaSource {
+    file_name: "ditto_portable_matmul.cu",
+    text: crate::cuda_source::portable_matmul_translation_unit,
+};
+
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 38] = [
+pub const TENSOR_OPS_KERNELS: [&str; 40] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -53,6 +60,7 @@ pub const TENSOR_OPS_KERNELS: [&str; 38] = [
     "ditto_finish_sums_f32",
     "ditto_max_dim_f32",
     "ditto_log_softmax_f32",
+    "ditto_log_softmax_portable_f32",
     "ditto_binary_f64",
     "ditto_unary_f64",
     "ditto_relu_backward_f64",
@@ -61,6 +69,7 @@ pub const TENSOR_OPS_KERNELS: [&str; 38] = [
     "ditto_finish_sums_f64",
     "ditto_max_dim_f64",
     "ditto_log_softmax_f64",
+    "ditto_log_softmax_portable_f64",
     "ditto_index_add_atomic_f32",
     "ditto_index_add_owner_f32",
     "ditto_scatter_add_atomic_f32",

@@ -29,7 +29,7 @@ mod ffi {
     use super::{KernelShape, KernelView};
 
     macro_rules! host_ops {
-        ($t:ty, $binary:ident, $unary:ident, $relu_bw:ident, $axpy:ident, $sum:ident, $max:ident, $log_softmax:ident) => {
+        ($t:ty, $binary:ident, $unary:ident, $relu_bw:ident, $axpy:ident, $sum:ident, $max:ident, $log_softmax:ident, $log_softmax_portable:ident) => {
             extern "C" {
                 pub fn $binary(
                     n: u64,
@@ -61,6 +61,13 @@ mod ffi {
                     indices: *mut i64,
                 );
                 pub fn $log_softmax(outer: u64, size: u64, inner: u64, x: *const $t, out: *mut $t);
+                pub fn $log_softmax_portable(
+                    outer: u64,
+                    size: u64,
+                    inner: u64,
+                    x: *const $t,
+                    out: *mut $t,
+                );
             }
         };
     }
@@ -72,7 +79,8 @@ mod ffi {
         ditto_host_axpy_f32,
         ditto_host_sum_f32,
         ditto_host_max_dim_f32,
-        ditto_host_log_softmax_f32
+        ditto_host_log_softmax_f32,
+        ditto_host_log_softmax_portable_f32
     );
     host_ops!(
         f64,
@@ -82,7 +90,8 @@ mod ffi {
         ditto_host_axpy_f64,
         ditto_host_sum_f64,
         ditto_host_max_dim_f64,
-        ditto_host_log_softmax_f64
+        ditto_host_log_softmax_f64,
+        ditto_host_log_softmax_portable_f64
     );
     extern "C" {
         pub fn ditto_host_gather_32(
@@ -113,6 +122,7 @@ trait HostOps: Float {
     const SUM: unsafe extern "C" fn(u64, u64, u64, i32, *const Self, *mut Self);
     const MAX_DIM: unsafe extern "C" fn(u64, u64, u64, *const Self, *mut Self, *mut i64);
     const LOG_SOFTMAX: unsafe extern "C" fn(u64, u64, u64, *const Self, *mut Self);
+    const LOG_SOFTMAX_PORTABLE: unsafe extern "C" fn(u64, u64, u64, *const Self, *mut Self);
 }
 
 impl HostOps for f32 {
@@ -137,6 +147,8 @@ impl HostOps for f32 {
         ffi::ditto_host_max_dim_f32;
     const LOG_SOFTMAX: unsafe extern "C" fn(u64, u64, u64, *const f32, *mut f32) =
         ffi::ditto_host_log_softmax_f32;
+    const LOG_SOFTMAX_PORTABLE: unsafe extern "C" fn(u64, u64, u64, *const f32, *mut f32) =
+        ffi::ditto_host_log_softmax_portable_f32;
 }
 
 impl HostOps for f64 {
@@ -161,6 +173,8 @@ impl HostOps for f64 {
         ffi::ditto_host_max_dim_f64;
     const LOG_SOFTMAX: unsafe extern "C" fn(u64, u64, u64, *const f64, *mut f64) =
         ffi::ditto_host_log_softmax_f64;
+    const LOG_SOFTMAX_PORTABLE: unsafe extern "C" fn(u64, u64, u64, *const f64, *mut f64) =
+        ffi::ditto_host_log_softmax_portable_f64;
 }
 
 fn unknown(op: &str) -> TensorError {
@@ -233,6 +247,8 @@ pub fn unary(op: &str, x: &Tensor, a: f64, b: f64) -> Result<Tensor> {
         "affine" => UnaryOp::Affine,
         "mul_scalar" => UnaryOp::MulScalar,
         "add_scalar" => UnaryOp::AddScalar,
+        "portable_exp" => UnaryOp::PortableExp,
+        "portable_log" => UnaryOp::PortableLog,
         _ => return Err(unknown(op)),
     };
     with_float_dtype!(x.dtype(), "host_parity", T => {
@@ -306,6 +322,12 @@ pub fn max_dim(x: &Tensor, dim: usize) -> Result<(Tensor, Tensor)> {
 
 /// `ditto_log_softmax_lane` for every lane along `dim`.
 pub fn log_softmax(x: &Tensor, dim: usize) -> Result<Tensor> {
+    log_softmax_with(x, dim, false)
+}
+
+/// `ditto_log_softmax_lane` with `portable` (the `ditto_log_softmax_portable_*` kernels
+/// of portable arithmetic, docs/contract.md §14) for every lane along `dim`.
+pub fn log_softmax_with(x: &Tensor, dim: usize, portable: bool) -> Result<Tensor> {
     x.check_dim("host_parity", dim)?;
     let (outer, size, inner) = lanes(x.dims(), Some(dim));
     with_float_dtype!(x.dtype(), "host_parity", T => {
@@ -313,7 +335,8 @@ pub fn log_softmax(x: &Tensor, dim: usize) -> Result<Tensor> {
         let mut out = vec![T::default(); values.len()];
         if size > 0 {
             // SAFETY: size >= 1; `values` and `out` hold outer*size*inner elements.
-            unsafe { T::LOG_SOFTMAX(outer, size, inner, values.as_ptr(), out.as_mut_ptr()) };
+            let run = if portable { T::LOG_SOFTMAX_PORTABLE } else { T::LOG_SOFTMAX };
+            unsafe { run(outer, size, inner, values.as_ptr(), out.as_mut_ptr()) };
         }
         tensor(out, x.dims())
     })

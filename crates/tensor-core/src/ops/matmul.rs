@@ -21,6 +21,11 @@
 //!
 //! Strided inputs (such as [`Tensor::t`] views) are passed to gemm as row and column
 //! strides, so transposes are never copied.
+//!
+//! Under portable arithmetic ([`crate::use_portable_arithmetic`], docs/contract.md §14)
+//! gemm is replaced by ditto's own kernels ([`crate::portable::matmul`]), whose order of
+//! operations is defined: the same bits with any SIMD level and thread count, and on
+//! CUDA.
 
 use crate::creation::try_filled;
 use crate::{Element, Result, Shape, Tensor, TensorError};
@@ -66,6 +71,25 @@ fn gemm_into<T: Element + Default>(lhs: &Tensor, rhs: &Tensor, a: &[T], b: &[T])
     Ok(dst)
 }
 
+/// `lhs * rhs` with the portable kernels: the views are read through their strides.
+fn portable_into<T: crate::portable::matmul::PortableElement>(
+    lhs: &Tensor,
+    rhs: &Tensor,
+    a: &[T],
+    b: &[T],
+) -> Result<Vec<T>> {
+    use crate::portable::matmul::{matmul, Operand};
+    let operand = |t: &Tensor, data| Operand {
+        data,
+        offset: t.storage_offset(),
+        rows: t.dims()[0],
+        cols: t.dims()[1],
+        row_stride: t.strides()[0],
+        col_stride: t.strides()[1],
+    };
+    matmul(operand(lhs, a), operand(rhs, b))
+}
+
 impl Tensor {
     /// Matrix product of `(m, k)` and `(k, n)` tensors, giving a contiguous `(m, n)`
     /// tensor. Both must be 2-D, on one device, and share an f32 / f64 dtype. On CUDA
@@ -98,7 +122,11 @@ impl Tensor {
             with_float_dtype!(self.dtype(), OP, T => {
                 let a = T::slice(self.cpu_storage()?).expect("dtype checked");
                 let b = T::slice(rhs.cpu_storage()?).expect("dtype checked");
-                let out = gemm_into::<T>(self, rhs, a, b)?;
+                let out = if crate::are_portable_arithmetic_enabled() {
+                    portable_into::<T>(self, rhs, a, b)?
+                } else {
+                    gemm_into::<T>(self, rhs, a, b)?
+                };
                 Tensor::from_cpu_storage(T::into_storage(out), &dims)
             })
         })

@@ -4,7 +4,8 @@
 //! No result depends on the number of threads. Elementwise ops may run on rayon (each
 //! output element is computed independently, so splitting cannot change it).
 //! Reductions follow the fixed order below. `matmul` runs `gemm` single-threaded (see
-//! [`Tensor::matmul`]).
+//! [`Tensor::matmul`]), or under portable arithmetic ditto's own kernels, whose order is
+//! defined for any thread count ([`crate::portable`]).
 //!
 //! # Evaluation order of sums (part of ditto's reproducibility contract)
 //! A sum of `n` values `x_0 .. x_{n-1}` (along the reduced dimension, or over the whole

@@ -7,32 +7,41 @@ use super::{build, Float, PAR_MIN_LEN};
 use crate::{Element, Result, Tensor};
 
 /// The log-softmax of one lane, following the module's steps.
-fn lane<T: Float>(n: usize, get: &dyn Fn(usize) -> T) -> Vec<T> {
+fn lane<T: Float>(n: usize, get: &dyn Fn(usize) -> T, portable: bool) -> Vec<T> {
     if n == 0 {
         return Vec::new();
     }
     let m = arg_max(n, get).1;
     let shifted: Vec<T> = (0..n).map(|i| get(i) - m).collect();
-    let z = blocked_sum(n, |i| shifted[i].exp());
-    let l = T::from_f64(z.ln());
+    let z = blocked_sum(n, |i| exp_of(shifted[i], portable));
+    let l = T::ln_of_sum(z, portable);
     shifted.into_iter().map(|s| s - l).collect()
 }
 
 /// [`lane`] for a contiguous lane, written straight into its output row (the same
 /// operations in the same order).
-fn lane_into<T: Float>(x: &[T], dst: &mut [MaybeUninit<T>]) {
+fn lane_into<T: Float>(x: &[T], dst: &mut [MaybeUninit<T>], portable: bool) {
     let m = arg_max(x.len(), |i| x[i]).1;
     let mut total = 0.0f64;
     for chunk in x.chunks(REDUCE_BLOCK) {
         let mut block = 0.0f64;
         for &x in chunk {
-            block += (x - m).exp().to_f64();
+            block += exp_of(x - m, portable).to_f64();
         }
         total += block;
     }
-    let l = T::from_f64(total.ln());
+    let l = T::ln_of_sum(total, portable);
     for (d, &x) in dst.iter_mut().zip(x) {
         d.write((x - m) - l);
+    }
+}
+
+/// `e^x`: libm's, or ditto's own under portable arithmetic.
+fn exp_of<T: Float>(x: T, portable: bool) -> T {
+    if portable {
+        x.portable_exp()
+    } else {
+        x.exp()
     }
 }
 
@@ -44,6 +53,10 @@ impl Tensor {
     /// 3. `z = sum_i exp(s_i)`, `exp` in the dtype (libm), the sum in the blocked f64
     ///    order of the [`ops`](crate::ops) docs;
     /// 4. `l = ln(z)` in f64, rounded once to the dtype;
+    ///
+    /// Under portable arithmetic (docs/contract.md §14) an f32 lane uses ditto's own
+    /// `exp` in step 3 and `l = log_of_sum(z)` ([`crate::portable::math::log_of_sum`])
+    /// in step 4, the same bits on every device.
     /// 5. `out_i = s_i - l`.
     ///
     /// Subtracting the maximum keeps `exp` from overflowing; a lane of all `-inf` gives
@@ -55,6 +68,7 @@ impl Tensor {
             self.check_dim(OP, dim)?;
             on_cuda!(self => super::cuda::log_softmax(self, dim));
             self.require_cpu(OP)?;
+            let portable = crate::are_portable_arithmetic_enabled();
             with_float_dtype!(self.dtype(), OP, T => {
                 let dims = self.dims();
                 if dim + 1 == dims.len() && dims[dim] > 0 && self.is_contiguous() {
@@ -64,12 +78,14 @@ impl Tensor {
                     let out = build(x.len(), n, min_len, |start, dst| {
                         let rows = x[start..].chunks_exact(n);
                         for (d, x) in dst.chunks_exact_mut(n).zip(rows) {
-                            lane_into(x, d);
+                            lane_into(x, d, portable);
                         }
                     })?;
                     return Tensor::from_cpu_storage(T::into_storage(out), dims);
                 }
-                let (lanes, _) = reduce_lanes::<T, Vec<T>>(self, OP, dim, true, lane::<T>)?;
+                let (lanes, _) = reduce_lanes::<T, Vec<T>>(self, OP, dim, true, |n, get| {
+                    lane::<T>(n, get, portable)
+                })?;
                 let dims = self.dims();
                 let (size, inner) = (dims[dim], dims[dim + 1..].iter().product::<usize>());
                 let mut out = vec![T::ZERO; self.elem_count()];

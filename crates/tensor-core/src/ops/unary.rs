@@ -22,6 +22,9 @@ pub(crate) enum UnaryOp {
     Affine = 6,
     MulScalar = 7,
     AddScalar = 8,
+    /// `exp` / `log` under portable arithmetic (docs/contract.md §14).
+    PortableExp = 9,
+    PortableLog = 10,
 }
 
 /// `f` applied to every element of a CPU float tensor, as a new contiguous tensor. A
@@ -73,19 +76,30 @@ impl Tensor {
         })
     }
 
-    /// `e^x` (platform libm: identical run to run on one machine and toolchain).
+    /// `e^x`: platform libm on the CPU, libdevice on CUDA (identical run to run on one
+    /// machine and toolchain); under portable arithmetic, ditto's own for f32, the same
+    /// bits on every device (docs/contract.md §14).
     #[track_caller]
     pub fn exp(&self) -> Result<Tensor> {
         audited!("exp", [self], {
-            unary!(self, "exp", Exp(0.0, 0.0), T => |x: T| x.exp())
+            if crate::are_portable_arithmetic_enabled() {
+                unary!(self, "exp", PortableExp(0.0, 0.0), T => |x: T| x.portable_exp())
+            } else {
+                unary!(self, "exp", Exp(0.0, 0.0), T => |x: T| x.exp())
+            }
         })
     }
 
-    /// Natural logarithm (platform libm); `log(0) = -inf`, negative inputs give NaN.
+    /// Natural logarithm, as [`Tensor::exp`] for where it comes from; `log(0) = -inf`,
+    /// negative inputs give NaN.
     #[track_caller]
     pub fn log(&self) -> Result<Tensor> {
         audited!("log", [self], {
-            unary!(self, "log", Log(0.0, 0.0), T => |x: T| x.ln())
+            if crate::are_portable_arithmetic_enabled() {
+                unary!(self, "log", PortableLog(0.0, 0.0), T => |x: T| x.portable_ln())
+            } else {
+                unary!(self, "log", Log(0.0, 0.0), T => |x: T| x.ln())
+            }
         })
     }
 

@@ -165,6 +165,9 @@ fn typed_view<T>(t: &Tensor) -> Result<CudaView<'_, T>> {
 /// `lhs (m x k) * rhs (k x n)` for CUDA tensors of one float dtype on one device, with
 /// shapes already checked by [`Tensor::matmul`].
 pub(crate) fn matmul(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    if lhs.dtype() == DType::F32 && crate::are_portable_arithmetic_enabled() {
+        return super::portable_matmul::portable_matmul(lhs, rhs);
+    }
     match lhs.dtype() {
         DType::F32 => gemm::<f32>(lhs, rhs),
         DType::F64 => gemm::<f64>(lhs, rhs),

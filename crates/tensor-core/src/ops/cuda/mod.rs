@@ -17,6 +17,7 @@ mod class_index;
 mod elementwise;
 mod layout;
 mod matmul;
+mod portable_matmul;
 mod reduce;
 
 pub(crate) use crate::ops::unary::UnaryOp;

@@ -205,7 +205,13 @@ pub(crate) fn log_softmax(t: &Tensor, dim: usize) -> Result<Tensor> {
     if outer * size * inner == 0 {
         return Ok(out);
     }
-    let kernel_name = format!("ditto_log_softmax_{suffix}");
+    // Portable arithmetic (docs/contract.md §14): ditto's own exp / log in the lane.
+    let portable = if crate::are_portable_arithmetic_enabled() {
+        "portable_"
+    } else {
+        ""
+    };
+    let kernel_name = format!("ditto_log_softmax_{portable}{suffix}");
     let func = kernel(ordinal, &kernel_name)?;
     let cfg = launch_config(ordinal, outer * inner)?;
     let input = dense_view(&x)?;

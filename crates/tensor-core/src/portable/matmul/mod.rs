@@ -1,0 +1,390 @@
+//! ditto's own CPU matmul with one defined order of operations (docs/contract.md §14).
+//!
+//! Every output element is one chain of fused multiply-adds over `k` in ascending order,
+//! starting from `+0.0`:
+//!
+//! ```text
+//! acc = 0;  for p in 0..k { acc = fma(a[i, p], b[p, j], acc) };  c[i, j] = acc
+//! ```
+//!
+//! whatever the blocking, the SIMD level ([`SimdLevel`]) or the thread count. The loops
+//! are the usual packed, register-blocked ones (GotoBLAS): `k` is cut into blocks of
+//! [`KC`]; for each block, A and B are packed into panels and a micro-kernel updates each
+//! `MR x NR` tile of C. The chain continues across `k`-blocks through C itself: a tile
+//! *loads* its partial sums (exact f32 values), goes on with the next `k`, and stores
+//! them; block sums are never added to each other. Threads split the tiles of one
+//! `k`-block, and every tile is updated by one thread, so the thread count changes
+//! nothing. Any strided view is read through its strides while packing, so transposes
+//! (the backward passes' `grad^T * x`, `x * w^T`) are never copied first.
+
+mod kernels;
+mod pack;
+#[cfg(test)]
+mod tests;
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use kernels::{ARows, Microkernel};
+use pack::{pack_a, pack_b, round_up};
+
+use crate::{DType, Result, TensorError};
+
+/// Depth of a `k`-block: a packed B micro-panel (`KC x NR`) stays in L1.
+pub const KC: usize = 256;
+/// Rows of C per task (a multiple of every kernel's `MR`).
+const MC: usize = 96;
+/// Columns of C per task (a multiple of every kernel's `NR`).
+const NC: usize = 256;
+/// A is packed when B has more than this many `NR`-column panels (each packed A panel is
+/// then reused often enough to pay for the copy).
+const PACK_A_MIN_PANELS: usize = 4;
+/// Below this many multiply-adds a `k`-block runs on the calling thread.
+const PAR_MIN_WORK: usize = 1 << 18;
+
+/// f32 or f64: what the portable matmul needs of an element.
+pub trait PortableElement: Copy + Default + Send + Sync + 'static {
+    /// Its dtype (for allocation errors).
+    const DTYPE: DType;
+    /// `self * a + b` with one rounding (IEEE-754 fusedMultiplyAdd).
+    fn mul_add(self, a: Self, b: Self) -> Self;
+}
+
+impl PortableElement for f32 {
+    const DTYPE: DType = DType::F32;
+    fn mul_add(self, a: f32, b: f32) -> f32 {
+        f32::mul_add(self, a, b)
+    }
+}
+
+impl PortableElement for f64 {
+    const DTYPE: DType = DType::F64;
+    fn mul_add(self, a: f64, b: f64) -> f64 {
+        f64::mul_add(self, a, b)
+    }
+}
+
+/// Which micro-kernel runs. All give the same bits; only speed differs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimdLevel {
+    /// `mul_add` on scalars (any CPU).
+    Scalar,
+    /// AVX2 with FMA (x86-64).
+    Avx2Fma,
+    /// AVX-512F (x86-64).
+    Avx512,
+}
+
+impl SimdLevel {
+    /// The fastest level this CPU runs.
+    #[must_use]
+    pub fn detected() -> SimdLevel {
+        [SimdLevel::Avx512, SimdLevel::Avx2Fma]
+            .into_iter()
+            .find(|l| l.is_available())
+            .unwrap_or(SimdLevel::Scalar)
+    }
+
+    /// True when this CPU has the level's instructions.
+    #[must_use]
+    pub fn is_available(self) -> bool {
+        match self {
+            SimdLevel::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2Fma => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+}
+
+/// A read-only 2-D operand: element `(r, c)` is `data[offset + r * row_stride + c *
+/// col_stride]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Operand<'a, T> {
+    /// The buffer the view reads.
+    pub data: &'a [T],
+    /// Index of element `(0, 0)`.
+    pub offset: usize,
+    /// Number of rows.
+    pub rows: usize,
+    /// Number of columns.
+    pub cols: usize,
+    /// Distance between rows, in elements.
+    pub row_stride: usize,
+    /// Distance between columns, in elements.
+    pub col_stride: usize,
+}
+
+impl<T> Operand<'_, T> {
+    /// Checks that every element lies inside `data`.
+    fn check(&self, which: &str) -> Result<()> {
+        if self.rows == 0 || self.cols == 0 {
+            return Ok(());
+        }
+        let last = (self.rows - 1)
+            .checked_mul(self.row_stride)
+            .and_then(|r| (self.cols - 1).checked_mul(self.col_stride)?.checked_add(r))
+            .and_then(|x| x.checked_add(self.offset));
+        match last {
+            Some(last) if last < self.data.len() => Ok(()),
+            _ => Err(TensorError::InvalidArgument {
+                op: "portable matmul",
+                message: format!(
+                    "{which} ({} x {}, offset {}, strides ({}, {})) reaches past its buffer \
+                     of {} elements; expected a view inside it",
+                    self.rows,
+                    self.cols,
+                    self.offset,
+                    self.row_stride,
+                    self.col_stride,
+                    self.data.len()
+                ),
+            }),
+        }
+    }
+
+    /// Element `(r, c)`; the caller keeps `r < rows`, `c < cols` (the tests' reference).
+    #[cfg(test)]
+    fn at(&self, r: usize, c: usize) -> T
+    where
+        T: Copy,
+    {
+        self.data[self.offset + r * self.row_stride + c * self.col_stride]
+    }
+}
+
+/// `a (m x k) * b (k x n)` as a row-major `m x n` vector, with the fastest kernel this
+/// CPU has for `T` (AVX-512 / AVX2 for f32, `mul_add` for f64), threads from rayon's
+/// current pool. Errors when the shapes disagree or a view reaches past its buffer.
+pub fn matmul<T: PortableElement>(a: Operand<'_, T>, b: Operand<'_, T>) -> Result<Vec<T>> {
+    matmul_with(a, b, SimdLevel::detected())
+}
+
+/// [`matmul`] with a chosen kernel (for tests and benchmarks: every level gives the same
+/// bits). f64 always uses [`SimdLevel::Scalar`]; [`SimdLevel::Avx512`] uses the AVX2
+/// tile when `n <= 16`; a level this CPU lacks is an error.
+pub fn matmul_with<T: PortableElement>(
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    level: SimdLevel,
+) -> Result<Vec<T>> {
+    a.check("lhs")?;
+    b.check("rhs")?;
+    if a.cols != b.rows {
+        return Err(TensorError::ShapeMismatch {
+            op: "portable matmul",
+            lhs: vec![a.rows, a.cols],
+            rhs: vec![b.rows, b.cols],
+        });
+    }
+    if !level.is_available() {
+        return Err(TensorError::InvalidArgument {
+            op: "portable matmul",
+            message: format!("{level:?} kernels need CPU features this machine lacks"),
+        });
+    }
+    let count = a
+        .rows
+        .checked_mul(b.cols)
+        .ok_or(TensorError::InvalidArgument {
+            op: "portable matmul",
+            message: format!("{} x {} output elements overflow usize", a.rows, b.cols),
+        })?;
+    let mut c = crate::creation::try_filled(count, T::default(), T::DTYPE)?;
+    // A narrow product (n <= 16, like the demo's 10-class layer) would fill the
+    // AVX-512 tile's 32 columns mostly with padding; the AVX2 tile is 16 wide. Every
+    // kernel gives the same bits, so this choice is about speed only.
+    let level = if level == SimdLevel::Avx512 && b.cols <= 16 && SimdLevel::Avx2Fma.is_available() {
+        SimdLevel::Avx2Fma
+    } else {
+        level
+    };
+    match (as_f32(a), as_f32(b), as_f32_mut(&mut c)) {
+        (Some(a), Some(b), Some(c)) => match level {
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx512 => run::<f32, kernels::Avx512>(a, b, c),
+            #[cfg(target_arch = "x86_64")]
+            SimdLevel::Avx2Fma => run::<f32, kernels::Avx2Fma>(a, b, c),
+            _ => run::<f32, kernels::Scalar>(a, b, c),
+        },
+        _ => run::<T, kernels::Scalar>(a, b, &mut c),
+    }
+    Ok(c)
+}
+
+/// `Some` (the same view) when `T` is f32.
+fn as_f32<T: 'static>(o: Operand<'_, T>) -> Option<Operand<'_, f32>> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return None;
+    }
+    // SAFETY: T is f32 (same type id), so the slice is reinterpreted as itself.
+    let data = unsafe { std::slice::from_raw_parts(o.data.as_ptr().cast::<f32>(), o.data.len()) };
+    Some(Operand {
+        data,
+        offset: o.offset,
+        rows: o.rows,
+        cols: o.cols,
+        row_stride: o.row_stride,
+        col_stride: o.col_stride,
+    })
+}
+
+/// `Some` (the same slice) when `T` is f32.
+fn as_f32_mut<T: 'static>(c: &mut [T]) -> Option<&mut [f32]> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return None;
+    }
+    // SAFETY: T is f32 (same type id).
+    Some(unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<f32>(), c.len()) })
+}
+
+/// The output's raw pointer, shared by tasks that write disjoint tiles.
+#[derive(Clone, Copy)]
+struct Output<T>(*mut T);
+// SAFETY: tasks write disjoint tiles (each tile belongs to exactly one task).
+unsafe impl<T: Send> Send for Output<T> {}
+unsafe impl<T: Send> Sync for Output<T> {}
+
+/// The blocked loops with micro-kernel `K`. B is packed. A is packed too when each of
+/// its panels serves many column panels (`n > PACK_A_MIN_PANELS * NR`); otherwise (the
+/// demo's narrow products) full `MR`-row panels are read in place through A's strides
+/// and only the last partial one is packed, zero-padded.
+fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, T>, c: &mut [T]) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if m == 0 || n == 0 {
+        return;
+    }
+    let (mr, nr) = (K::MR, K::NR);
+    let n_padded = round_up(n, nr);
+    let pack_all = n > PACK_A_MIN_PANELS * nr;
+    let full_rows = if pack_all { 0 } else { m - m % mr };
+    let packed_rows = round_up(m - full_rows, mr);
+    let mut a_tail = vec![T::default(); packed_rows * KC.min(k)];
+    let mut b_packed = vec![T::default(); n_padded * KC.min(k)];
+    let row_blocks: Vec<Range<usize>> = blocks(m, MC);
+    let col_blocks: Vec<Range<usize>> = blocks(n, NC);
+    let tasks: Vec<(Range<usize>, Range<usize>)> = row_blocks
+        .iter()
+        .flat_map(|r| col_blocks.iter().map(move |c| (r.clone(), c.clone())))
+        .collect();
+    let out = Output(c.as_mut_ptr());
+    for depth in blocks(k, KC) {
+        let kc = depth.len();
+        if full_rows < m {
+            let tail = Operand {
+                offset: a.offset + full_rows * a.row_stride,
+                rows: m - full_rows,
+                ..a
+            };
+            pack_a(&tail, depth.clone(), mr, &mut a_tail[..packed_rows * kc]);
+        }
+        pack_b(&b, depth.clone(), nr, &mut b_packed[..n_padded * kc]);
+        let panels = Panels {
+            a: &a,
+            a_tail: &a_tail[..packed_rows * kc],
+            full_rows,
+            depth: depth.clone(),
+            b: &b_packed[..n_padded * kc],
+        };
+        let task = |(rows, cols): &(Range<usize>, Range<usize>)| {
+            // SAFETY: the tiles of `rows x cols` lie inside C (m x n, row stride n) and
+            // belong to this task alone; the panels cover `depth`.
+            unsafe { update_block::<T, K>(&panels, out, n, rows.clone(), cols.clone()) }
+        };
+        if m * n * kc >= PAR_MIN_WORK && tasks.len() > 1 {
+            tasks.par_iter().for_each(task);
+        } else {
+            tasks.iter().for_each(task);
+        }
+    }
+}
+
+/// What the micro-kernels read for one `k`-block.
+struct Panels<'p, 'a, T> {
+    /// A, read in place for rows below `full_rows`.
+    a: &'p Operand<'a, T>,
+    /// A's rows from `full_rows` on, packed in `MR`-row panels, zero-padded.
+    a_tail: &'p [T],
+    full_rows: usize,
+    depth: Range<usize>,
+    /// B packed in `NR`-column panels.
+    b: &'p [T],
+}
+
+/// `0..len` cut into consecutive ranges of `size` (the last shorter).
+fn blocks(len: usize, size: usize) -> Vec<Range<usize>> {
+    (0..len.div_ceil(size))
+        .map(|i| i * size..((i + 1) * size).min(len))
+        .collect()
+}
+
+/// Updates every `MR x NR` tile of C's `rows x cols` block for one `k`-block. Full tiles
+/// are updated in place; edge tiles through a scratch tile (the packed padding is zero,
+/// and its results are dropped).
+///
+/// # Safety
+/// `rows` / `cols` start at multiples of MR / NR and lie inside C (row stride `ldc`);
+/// no other thread touches them meanwhile.
+unsafe fn update_block<T: PortableElement, K: Microkernel<T>>(
+    panels: &Panels<'_, '_, T>,
+    out: Output<T>,
+    ldc: usize,
+    rows: Range<usize>,
+    cols: Range<usize>,
+) {
+    let (mr, nr) = (K::MR, K::NR);
+    let kc = panels.depth.len();
+    let a = panels.a;
+    let mut scratch = [T::default(); 8 * 32];
+    debug_assert!(mr * nr <= scratch.len());
+    for j0 in cols.clone().step_by(nr) {
+        let b_panel = panels.b[j0 * kc..(j0 + nr) * kc].as_ptr();
+        let width = nr.min(cols.end - j0);
+        for i0 in rows.clone().step_by(mr) {
+            let a_rows = if i0 < panels.full_rows {
+                // Rows i0 .. i0 + MR and depths `depth` lie inside the checked view.
+                let start = a.offset + i0 * a.row_stride + panels.depth.start * a.col_stride;
+                ARows {
+                    ptr: a.data[start..].as_ptr(),
+                    row: a.row_stride,
+                    col: a.col_stride,
+                }
+            } else {
+                let panel = (i0 - panels.full_rows) * kc;
+                ARows {
+                    ptr: panels.a_tail[panel..panel + mr * kc].as_ptr(),
+                    row: 1,
+                    col: mr,
+                }
+            };
+            let height = mr.min(rows.end - i0);
+            // SAFETY: see the function's contract; `a_rows` reads MR rows of `kc` depths
+            // inside A's view or the tail panel.
+            unsafe {
+                let tile = out.0.add(i0 * ldc + j0);
+                if height == mr && width == nr {
+                    K::update(kc, a_rows, b_panel, tile, ldc);
+                    continue;
+                }
+                for r in 0..height {
+                    for j in 0..width {
+                        scratch[r * nr + j] = *tile.add(r * ldc + j);
+                    }
+                }
+                K::update(kc, a_rows, b_panel, scratch.as_mut_ptr(), nr);
+                for r in 0..height {
+                    for j in 0..width {
+                        *tile.add(r * ldc + j) = scratch[r * nr + j];
+                    }
+                }
+            }
+        }
+    }
+}

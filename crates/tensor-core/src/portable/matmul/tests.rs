@@ -1,0 +1,194 @@
+//! Every SIMD level and thread count against the definition: one `mul_add` chain per
+//! element over `k` ascending from `+0.0`, compared bit for bit.
+
+use super::{matmul_with, Operand, SimdLevel, KC};
+
+/// The definition, element by element.
+fn chain<T: super::PortableElement>(a: &Operand<'_, T>, b: &Operand<'_, T>) -> Vec<T> {
+    let mut out = Vec::with_capacity(a.rows * b.cols);
+    for i in 0..a.rows {
+        for j in 0..b.cols {
+            let mut acc = T::default();
+            for p in 0..a.cols {
+                acc = a.at(i, p).mul_add(b.at(p, j), acc);
+            }
+            out.push(acc);
+        }
+    }
+    out
+}
+
+/// Deterministic values with every kind of rounding (a small xorshift, then a wide range
+/// of exponents and both signs).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let mantissa = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            mantissa * f32::powi(2.0, ((s >> 8) % 9) as i32 - 4)
+        })
+        .collect()
+}
+
+fn dense(data: &[f32], rows: usize, cols: usize) -> Operand<'_, f32> {
+    Operand {
+        data,
+        offset: 0,
+        rows,
+        cols,
+        row_stride: cols,
+        col_stride: 1,
+    }
+}
+
+/// The transpose of a dense `cols x rows` buffer, read as `rows x cols`.
+fn transposed(data: &[f32], rows: usize, cols: usize) -> Operand<'_, f32> {
+    Operand {
+        data,
+        offset: 0,
+        rows,
+        cols,
+        row_stride: 1,
+        col_stride: rows,
+    }
+}
+
+fn levels() -> Vec<SimdLevel> {
+    [SimdLevel::Scalar, SimdLevel::Avx2Fma, SimdLevel::Avx512]
+        .into_iter()
+        .filter(|l| l.is_available())
+        .collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Edge sizes around every kernel's MR / NR and around the k-block, plus odd ones.
+const SHAPES: [(usize, usize, usize); 12] = [
+    (1, 1, 1),
+    (1, 7, 1),
+    (3, 5, 2),
+    (6, 16, 16),
+    (7, 17, 33),
+    (8, 32, 31),
+    (9, KC, 65),
+    (13, KC + 1, 17),
+    (97, 2 * KC + 3, 40),
+    (64, 784, 128),
+    (128, 64, 257),
+    (0, 5, 3),
+];
+
+#[test]
+fn every_level_equals_the_definition_bit_for_bit() {
+    for (case, &(m, k, n)) in SHAPES.iter().enumerate() {
+        let (a, b) = (values(m * k, case as u64), values(k * n, 100 + case as u64));
+        let (a, b) = (dense(&a, m, k), dense(&b, k, n));
+        let want = bits(&chain(&a, &b));
+        for level in levels() {
+            let got = matmul_with(a, b, level).unwrap();
+            assert_eq!(bits(&got), want, "{level:?} at {m} x {k} x {n}");
+        }
+    }
+}
+
+#[test]
+fn transposed_and_offset_views_equal_the_definition() {
+    for &(m, k, n) in &SHAPES[..10] {
+        let (a_t, b_t) = (values(m * k, 7), values(k * n, 8));
+        // A stored as k x m (read transposed), B as n x k, with offsets into bigger buffers.
+        let a = transposed(&a_t, m, k);
+        let mut padded = vec![f32::NAN; 3];
+        padded.extend_from_slice(&b_t);
+        let b = Operand {
+            data: &padded,
+            offset: 3,
+            rows: k,
+            cols: n,
+            row_stride: 1,
+            col_stride: k,
+        };
+        let want = bits(&chain(&a, &b));
+        for level in levels() {
+            assert_eq!(
+                bits(&matmul_with(a, b, level).unwrap()),
+                want,
+                "{level:?} at {m}x{k}x{n}"
+            );
+        }
+    }
+}
+
+#[test]
+fn one_and_two_threads_give_the_same_bits() {
+    let (m, k, n) = (200, 600, 300);
+    let (a, b) = (values(m * k, 1), values(k * n, 2));
+    let (a, b) = (dense(&a, m, k), dense(&b, k, n));
+    for level in levels() {
+        let run = |threads| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| matmul_with(a, b, level).unwrap())
+        };
+        let one = bits(&run(1));
+        assert_eq!(one, bits(&run(2)), "{level:?}");
+        assert_eq!(
+            one,
+            bits(&matmul_with(a, b, SimdLevel::Scalar).unwrap()),
+            "{level:?}"
+        );
+    }
+}
+
+#[test]
+fn f64_and_special_values_follow_the_chain() {
+    let a = [1e300f64, -1e300, 3.0, f64::INFINITY];
+    let b = [1e10f64, 1e10, 0.5, 0.0];
+    let (ao, bo) = (
+        Operand {
+            data: &a[..],
+            offset: 0,
+            rows: 1,
+            cols: 4,
+            row_stride: 4,
+            col_stride: 1,
+        },
+        Operand {
+            data: &b[..],
+            offset: 0,
+            rows: 4,
+            cols: 1,
+            row_stride: 1,
+            col_stride: 1,
+        },
+    );
+    // inf * 0 makes the chain NaN, as the definition says.
+    assert!(matmul_with(ao, bo, SimdLevel::Scalar).unwrap()[0].is_nan());
+    let b = [1.0f32, 1.0];
+    let a = [f32::MAX, f32::MAX];
+    let got = matmul_with(dense(&a, 1, 2), dense(&b, 2, 1), SimdLevel::detected()).unwrap();
+    assert_eq!(got, vec![f32::INFINITY]);
+}
+
+#[test]
+fn bad_views_and_shapes_are_errors() {
+    let a = values(6, 1);
+    let too_far = Operand {
+        data: &a,
+        offset: 1,
+        rows: 2,
+        cols: 3,
+        row_stride: 3,
+        col_stride: 1,
+    };
+    assert!(matmul_with(too_far, dense(&a, 3, 2), SimdLevel::Scalar).is_err());
+    assert!(matmul_with(dense(&a, 2, 3), dense(&a, 2, 3), SimdLevel::Scalar).is_err());
+    let empty = matmul_with(dense(&a, 2, 0), dense(&[], 0, 3), SimdLevel::Scalar).unwrap();
+    assert_eq!(empty, vec![0.0; 6]);
+}

@@ -1,0 +1,67 @@
+// One rank's communicator: its connection to the clique's hub (nccl_hub.h), the bytes
+// that arrived for it, and the waits a collective makes, bounded only by ncclCommAbort
+// and the stand-in's safety valve (NCCL itself waits for ever).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "nccl_wire.h"
+
+namespace standin::nccl {
+
+struct Comm;
+
+// ncclGetUniqueId: a random key naming a new clique, and its hub, started in this process.
+NcclResult make_unique_id(char id[128]);
+
+// ncclCommInitRank: joins rank `rank` of `nranks`, driving `device`, to the clique `id`
+// names, and waits until every rank has joined.
+NcclResult join(const char id[128], int nranks, int rank, int device, Comm** out);
+
+// A communicator held for the length of one call: ncclCommAbort waits until no call
+// holds it before freeing it. `ok()` is false (and the error recorded) for a handle that
+// is not a live communicator: NULL, destroyed or aborted.
+class Use {
+public:
+    Use(Comm* comm, const char* call);
+    ~Use();
+    Use(const Use&) = delete;
+    Use& operator=(const Use&) = delete;
+    bool ok() const { return comm_ != nullptr; }
+    NcclResult error() const { return error_; }
+    Comm& operator*() const { return *comm_; }
+
+private:
+    Comm* comm_ = nullptr;
+    NcclResult error_ = ncclSuccess;
+};
+
+int rank_of(const Comm& comm);
+int size_of(const Comm& comm);
+int device_of(const Comm& comm);
+
+// Every rank's bytes for the next collective, in rank order (a rank may give none).
+struct Parts {
+    std::vector<char> bytes;
+    std::vector<std::pair<const char*, size_t>> of_rank;
+};
+NcclResult exchange(Comm& comm, const char* call, const void* data, size_t length, Parts* parts);
+
+// A send to `peer`, delivered in issue order; it does not wait for the receiver.
+NcclResult send_to(Comm& comm, const char* call, int peer, const void* data, size_t length);
+// Waits for the next send from `peer`, which must be `length` bytes, into `data`.
+NcclResult receive_from(Comm& comm, const char* call, int peer, void* data, size_t length);
+
+// ncclCommGetAsyncError: ncclSuccess while the communicator is healthy, and while it is
+// blocked on a peer that died (NCCL sees nothing wrong then either).
+NcclResult async_error(Comm& comm);
+
+// ncclCommAbort (releases a call blocked on this communicator, then frees it) and
+// ncclCommDestroy (tells the hub this rank left cleanly, then frees it).
+NcclResult abort_comm(Comm* comm);
+NcclResult destroy_comm(Comm* comm);
+
+}  // namespace standin::nccl

@@ -1,0 +1,30 @@
+// The hub of one clique (the ranks sharing a unique id): the stand-in's counterpart of
+// NCCL's bootstrap root, started by ncclGetUniqueId in the calling process (rank 0's, in
+// ditto) and listening on a loopback port that the id carries.
+//
+// Every rank connects and says Hello; once all `nranks` have, each gets a Welcome. A
+// collective is every rank posting its bytes; when all have, the hub sends each rank
+// all of them in rank order, and each rank computes its result from the same bytes in
+// the same order, so a sum is the same on every rank and every run. Sends are
+// forwarded to their receiver in the order they were issued (NCCL pairs a send and a
+// receive between two ranks in order). The hub only moves bytes; the arithmetic is the
+// ranks' (nccl.cpp), the same code whether ranks are threads or processes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace standin::nccl {
+
+// Starts a hub for a new clique with key `key`; its port, or 0 when no socket could be
+// opened (`*why` says why). The hub stops accepting once every rank joined, or after the
+// safety valve if some never did, and ends when every rank has left.
+uint16_t start_hub(uint64_t key, std::string* why);
+
+// If this process runs the hub of `key`: waits (until `deadline`) until every frame it
+// has queued for the ranks has been written, so that a process leaving right after its
+// last collective does not take its peers' results with it.
+void drain_hub(uint64_t key, std::chrono::steady_clock::time_point deadline);
+
+}  // namespace standin::nccl
