@@ -103,6 +103,12 @@ pub struct CudaGraph {
     pool: u64,
 }
 
+// SAFETY: the driver's graph handles may be used from any thread, one thread at a time
+// ("graph objects are not internally synchronized"): moving a `CudaGraph` to another
+// thread is fine, and it is not `Sync`, so two threads can never launch or destroy it at
+// once. (cudarc leaves its `CudaGraph` !Send only because it holds raw pointers.)
+unsafe impl Send for CudaGraph {}
+
 impl std::fmt::Debug for CudaGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaGraph")
