@@ -81,6 +81,7 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
             trainer
         }
     };
+    trainer.set_cuda_graph(args.cuda_graph)?;
     let done = trainer.step_count();
     let steps = last_step::<Args>(flags, done)?;
     let c = trainer.config();
@@ -99,8 +100,10 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
     //    zero_grad, forward with dropout, cross-entropy, backward, SGD update (read it
     //    in crates/nn-mini/src/train/trainer.rs). Its loss stays on the device until
     //    `read_losses` brings every pending one over in one copy (`--log-every`), so a
-    //    GPU is not waited for in each step. `--save-at` checkpoints after that step and
-    //    stops, as if the job had been killed there.
+    //    GPU is not waited for in each step. With `--cuda-graph` the step after the
+    //    first is captured as a CUDA graph and replayed (same losses, one launch a
+    //    step). `--save-at` checkpoints after that step and stops, as if the job had
+    //    been killed there.
     let mut progress = Progress::new(flags, steps);
     let log_every = args.log_every.unwrap_or(LOG_EVERY);
     while trainer.step_count() < steps {

@@ -277,3 +277,60 @@ fn the_gather_body_reads_views_in_row_major_order() {
         );
     }
 }
+
+/// Index data for `gather` along dim 1 of a `[rows, cols]` source: deterministic, every
+/// column used.
+fn picks(rows: usize, k: usize, cols: usize) -> Tensor {
+    let values = (0..rows * k).map(|i| ((i * 7 + 3) % cols) as i64).collect();
+    Tensor::from_vec(values, &[rows, k], Device::Cpu).unwrap()
+}
+
+#[test]
+fn the_gather_index_and_one_hot_bodies_match_the_cpu() {
+    for dtype in [DType::F32, DType::F64] {
+        let x = cpu(&[5, 9], 50).to_dtype(dtype).unwrap();
+        let sources = [
+            x.clone(),
+            cpu(&[9, 5], 51).to_dtype(dtype).unwrap().t().unwrap(),
+            cpu(&[7, 12], 52)
+                .to_dtype(dtype)
+                .unwrap()
+                .narrow(0, 1, 5)
+                .unwrap()
+                .narrow(1, 2, 9)
+                .unwrap(),
+        ];
+        for (i, src) in sources.iter().enumerate() {
+            for (dim, index) in [(1, picks(5, 3, 9)), (0, picks(2, 9, 5))] {
+                same(
+                    &format!("gather {dtype} #{i} dim {dim}"),
+                    &src.gather(dim, &index).unwrap(),
+                    &host_parity::gather_index(src, dim, &index).unwrap(),
+                );
+            }
+        }
+        let targets = Tensor::from_vec(vec![3i64, 0, 8, 8, 5], &[5], Device::Cpu).unwrap();
+        same(
+            &format!("one_hot {dtype}"),
+            &targets.one_hot(9, dtype).unwrap(),
+            &host_parity::one_hot(&targets, 9, dtype).unwrap(),
+        );
+    }
+}
+
+#[test]
+fn out_of_range_indices_give_nan_in_the_kernel_bodies_and_errors_on_the_cpu() {
+    let x = cpu(&[2, 3], 53);
+    let index = Tensor::from_vec(vec![1i64, 3], &[2, 1], Device::Cpu).unwrap();
+    assert!(x.gather(1, &index).is_err());
+    let got = host_parity::gather_index(&x, 1, &index).unwrap();
+    let got = got.to_vec::<f32>().unwrap();
+    assert_eq!(got[0].to_bits(), x.to_vec::<f32>().unwrap()[1].to_bits());
+    assert!(got[1].is_nan());
+    let targets = Tensor::from_vec(vec![-1i64, 2], &[2], Device::Cpu).unwrap();
+    assert!(targets.one_hot(3, DType::F32).is_err());
+    let hot = host_parity::one_hot(&targets, 3, DType::F32).unwrap();
+    let hot = hot.to_vec::<f32>().unwrap();
+    assert!(hot[..3].iter().all(|v| v.is_nan()));
+    assert_eq!(hot[3..], [0.0, 0.0, 1.0]);
+}

@@ -314,3 +314,48 @@ fn in_place_updates_match_the_cpu_and_respect_views() {
         Err(TensorError::InvalidArgument { .. })
     ));
 }
+
+#[test]
+fn gather_and_one_hot_match_the_cpu_bit_for_bit() {
+    if !gpu() {
+        return;
+    }
+    for dtype in [DType::F32, DType::F64] {
+        let x = cpu_tensor(&[6, 10], 60).to_dtype(dtype).unwrap();
+        let views = [x.clone(), x.t().unwrap(), x.narrow(1, 3, 6).unwrap()];
+        for (i, src) in views.iter().enumerate() {
+            let (rows, cols) = (src.dims()[0], src.dims()[1]);
+            let along_1: Vec<i64> = (0..rows * 2).map(|i| ((i * 5 + 1) % cols) as i64).collect();
+            let along_0: Vec<i64> = (0..cols).map(|i| ((i * 3 + 2) % rows) as i64).collect();
+            for (dim, index) in [
+                (
+                    1,
+                    Tensor::from_vec(along_1, &[rows, 2], Device::Cpu).unwrap(),
+                ),
+                (
+                    0,
+                    Tensor::from_vec(along_0, &[1, cols], Device::Cpu).unwrap(),
+                ),
+            ] {
+                same(
+                    &format!("gather {dtype} view #{i} dim {dim}"),
+                    &src.gather(dim, &index).unwrap(),
+                    &up(src).gather(dim, &up(&index)).unwrap(),
+                );
+            }
+        }
+        let targets = Tensor::from_vec(vec![3i64, 0, 9, 9, 5, 1], &[6], Device::Cpu).unwrap();
+        same(
+            &format!("one_hot {dtype}"),
+            &targets.one_hot(10, dtype).unwrap(),
+            &up(&targets).one_hot(10, dtype).unwrap(),
+        );
+    }
+    // The index must be on the source's device.
+    let x = up(&cpu_tensor(&[2, 3], 61));
+    let index = Tensor::from_vec(vec![0i64, 1], &[2, 1], Device::Cpu).unwrap();
+    assert!(matches!(
+        x.gather(1, &index),
+        Err(TensorError::DeviceMismatch { .. })
+    ));
+}

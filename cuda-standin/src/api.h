@@ -19,6 +19,8 @@ struct Stream;
 struct Event;
 struct Module;
 struct Function;
+struct Graph;
+struct GraphExec;
 }  // namespace standin
 
 typedef standin::Context* CUcontext;
@@ -26,6 +28,8 @@ typedef standin::Stream* CUstream;
 typedef standin::Event* CUevent;
 typedef standin::Module* CUmodule;
 typedef standin::Function* CUfunction;
+typedef standin::Graph* CUgraph;
+typedef standin::GraphExec* CUgraphExec;
 
 // CUresult values the stand-in returns.
 enum : CUresult {
@@ -41,10 +45,14 @@ enum : CUresult {
     CUDA_ERROR_INVALID_PTX = 218,
     CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
     CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_ILLEGAL_STATE = 401,
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_ILLEGAL_ADDRESS = 700,
     CUDA_ERROR_LAUNCH_FAILED = 719,
     CUDA_ERROR_NOT_SUPPORTED = 801,
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+    CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
     CUDA_ERROR_UNKNOWN = 999,
 };
 

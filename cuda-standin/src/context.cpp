@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "errors.h"
+#include "graphs.h"
 #include "memory.h"
 #include "module.h"
 
@@ -208,7 +209,8 @@ CUresult cuCtxGetDevice(CUdevice* device) {
 CUresult cuCtxSynchronize(void) {
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = nullptr;
-    return require_current("cuCtxSynchronize", &ctx);
+    const CUresult ok = require_current("cuCtxSynchronize", &ctx);
+    return ok == CUDA_SUCCESS ? check_unsafe_during_capture(ctx, "cuCtxSynchronize") : ok;
 }
 
 }  // extern "C"

@@ -41,10 +41,15 @@ struct Context {
     std::string sticky_reason;
 };
 
+struct Capture;  // graphs.h
+
 struct Stream {
     Context* ctx;
     unsigned generation;
     unsigned flags;
+    // Set between cuStreamBeginCapture and cuStreamEndCapture: work issued to the stream
+    // is recorded into a graph instead of run (graphs.cpp).
+    Capture* capture = nullptr;
 };
 
 struct Event {

@@ -34,6 +34,7 @@
 
 #include "context.h"
 #include "errors.h"
+#include "graphs.h"
 #include "memory.h"
 
 // The driver calls cublasCreate makes when no context is current (memory_api.cpp and
@@ -189,18 +190,31 @@ int gemm(const char* call, Handle* h, int transa, int transb, I m, I n, I k, con
     };
     const size_t M = static_cast<size_t>(m), N = static_cast<size_t>(n), K = reads_ab ? static_cast<size_t>(k) : 0;
     const size_t LDA = static_cast<size_t>(lda), LDB = static_cast<size_t>(ldb), LDC = static_cast<size_t>(ldc);
-    std::vector<T> rows(M * K), column(K);
-    for (size_t i = 0; i < M; ++i)
-        for (size_t p = 0; p < K; ++p) rows[i * K + p] = input(ta ? A[p + i * LDA] : A[i + p * LDA]);
-    for (size_t j = 0; j < N; ++j) {
-        for (size_t p = 0; p < K; ++p) column[p] = input(tb ? B[j + p * LDB] : B[p + j * LDB]);
-        for (size_t i = 0; i < M; ++i) {
-            const T sum = split_k_sum(rows.data() + i * K, column.data(), 0, K);
-            T value = a * sum;
-            if (b != T(0)) value = value + b * C[i + j * LDC];
-            C[i + j * LDC] = value;
+    auto compute = [=]() {
+        std::vector<T> rows(M * K), column(K);
+        for (size_t i = 0; i < M; ++i)
+            for (size_t p = 0; p < K; ++p) rows[i * K + p] = input(ta ? A[p + i * LDA] : A[i + p * LDA]);
+        for (size_t j = 0; j < N; ++j) {
+            for (size_t p = 0; p < K; ++p) column[p] = input(tb ? B[j + p * LDB] : B[p + j * LDB]);
+            for (size_t i = 0; i < M; ++i) {
+                const T sum = split_k_sum(rows.data() + i * K, column.data(), 0, K);
+                T value = a * sum;
+                if (b != T(0)) value = value + b * C[i + j * LDC];
+                C[i + j * LDC] = value;
+            }
+        }
+    };
+    {
+        // On a capturing stream the gemm is recorded, to run at each replay (graphs.h).
+        std::lock_guard<std::mutex> guard(state_lock());
+        if (Capture* capture = capture_of(h->stream)) {
+            if (record_host(capture, compute, call) != CUDA_SUCCESS) {
+                return blas_fail(CUBLAS_STATUS_EXECUTION_FAILED, call, "the stream's capture was invalidated");
+            }
+            return CUBLAS_STATUS_SUCCESS;
         }
     }
+    compute();
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -7,7 +7,8 @@
 // into a live allocation of the launching device (freed memory, host memory and another
 // device's memory are refused: a GPU would fault on them). A fault while the kernel runs
 // (a guard page, freed memory) is CUDA_ERROR_ILLEGAL_ADDRESS; both faults and bad pointer
-// arguments leave the context's sticky error set, as a GPU fault does.
+// arguments leave the context's sticky error set, as a GPU fault does. On a capturing
+// stream the same checks run, and the launch is recorded instead (graphs.cpp).
 #include <cinttypes>
 #include <cstring>
 #include <string>
@@ -15,6 +16,7 @@
 #include "context.h"
 #include "errors.h"
 #include "fault_trap.h"
+#include "graphs.h"
 #include "memory.h"
 #include "module.h"
 
@@ -102,12 +104,29 @@ extern "C" CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int g
                                    CUstream stream, void** params, void** extra) {
     const char* call = "cuLaunchKernel";
     Context* ctx = nullptr;
+    Capture* capture = nullptr;
+    {
+        std::lock_guard<std::mutex> guard(state_lock());
+        const CUresult ok = resolve_stream(stream, call, true, &ctx);
+        if (ok != CUDA_SUCCESS) return ok;
+        capture = capture_of(stream);
+    }
+    if (extra != nullptr) return not_supported(call, "the `extra` argument (pass kernelParams)");
+    return launch_checked(f, ctx, capture, Dim3{gx, gy, gz}, Dim3{bx, by, bz}, shared, params);
+}
+
+namespace standin {
+
+// The checks of a launch, then every thread of the grid (or, capturing, a recording).
+// cuGraphLaunch comes here for each recorded kernel, so a replay is checked as a launch.
+CUresult launch_checked(CUfunction f, Context* ctx, Capture* capture, Dim3 grid, Dim3 block, unsigned shared,
+                        void** params) {
+    const char* call = "cuLaunchKernel";
     const HostKernel* host = nullptr;
     const PtxEntry* entry = nullptr;
     {
         std::lock_guard<std::mutex> guard(state_lock());
-        CUresult ok = live_function(f, call);
-        if (ok == CUDA_SUCCESS) ok = resolve_stream(stream, call, true, &ctx);
+        const CUresult ok = live_function(f, call);
         if (ok != CUDA_SUCCESS) return ok;
         if (f->module->ctx != ctx) {
             return fail(CUDA_ERROR_INVALID_HANDLE, call, "%s was loaded on device %d, launched on device %d",
@@ -116,11 +135,8 @@ extern "C" CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int g
         host = f->host;
         entry = f->entry;
     }
-    const Dim3 grid{gx, gy, gz};
-    const Dim3 block{bx, by, bz};
     CUresult ok = check_geometry(*entry, grid, block, shared);
     if (ok != CUDA_SUCCESS) return ok;
-    if (extra != nullptr) return not_supported(call, "the `extra` argument (pass kernelParams)");
     if (params == nullptr && !host->params.empty()) {
         return fail(CUDA_ERROR_INVALID_VALUE, call, "%s takes %zu parameters, kernelParams is NULL", host->name,
                     host->params.size());
@@ -131,6 +147,23 @@ extern "C" CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int g
         poison(ctx, CUDA_ERROR_ILLEGAL_ADDRESS, reason);
         return fail(CUDA_ERROR_ILLEGAL_ADDRESS, call, "%s", reason.c_str());
     }
+    if (capture != nullptr) {
+        // Recorded with a copy of each argument's bytes, as the driver copies them.
+        GraphNode node;
+        node.kind = GraphNode::Kernel;
+        node.function = f;
+        node.grid = grid;
+        node.block = block;
+        node.shared = shared;
+        for (size_t i = 0; i < host->params.size(); ++i) {
+            const unsigned char* bytes = static_cast<const unsigned char*>(params[i]);
+            node.params.emplace_back(bytes, bytes + host->params[i].size);
+        }
+        std::lock_guard<std::mutex> guard(state_lock());
+        if (capture->invalidated) return refuse_in_capture(capture, call, "a launch after the capture failed");
+        capture->graph->nodes.push_back(std::move(node));
+        return CUDA_SUCCESS;
+    }
     const Fault fault = trapped([&] { host->run(params, grid, block); });
     if (fault.signal != 0) {
         const CUresult code = fault.signal == 8 ? CUDA_ERROR_LAUNCH_FAILED : CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -139,10 +172,10 @@ extern "C" CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int g
             std::snprintf(text, sizeof text,
                           "%s (grid %u, block %u) divided an integer by zero (SIGFPE); a GPU returns an "
                           "unspecified value instead",
-                          host->name, gx, bx);
+                          host->name, grid.x, block.x);
         } else {
-            std::snprintf(text, sizeof text, "%s (grid %u, block %u) stopped with %s: it touched %s", host->name, gx,
-                          bx, signal_name(fault.signal), describe_address(fault.address).c_str());
+            std::snprintf(text, sizeof text, "%s (grid %u, block %u) stopped with %s: it touched %s", host->name,
+                          grid.x, block.x, signal_name(fault.signal), describe_address(fault.address).c_str());
         }
         std::lock_guard<std::mutex> guard(state_lock());
         poison(ctx, code, text);
@@ -150,3 +183,5 @@ extern "C" CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int g
     }
     return CUDA_SUCCESS;
 }
+
+}  // namespace standin

@@ -3,7 +3,8 @@
 // "Async" calls finish before they return (the stand-in has no queue), which is one of
 // the orders a GPU may run them in. Device ranges must lie inside one live allocation;
 // host ranges must not be device memory, and a host address that faults while copying
-// is an error, not a crash. With unified addressing a copy may name any device's memory
+// is an error, not a crash. On a capturing stream memsets and device-to-device copies are
+// recorded; other calls are refused (graphs.cpp). With unified addressing a copy may name any device's memory
 // (the driver infers the device from the pointer); kernels may not (see launch.cpp).
 #include <cinttypes>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "context.h"
 #include "errors.h"
 #include "fault_trap.h"
+#include "graphs.h"
 #include "memory.h"
 
 using namespace standin;
@@ -18,9 +20,22 @@ using namespace standin;
 namespace {
 
 // The current context (live) for a synchronous call, or the stream's for an async one.
-CUresult context_for(CUstream stream, bool async, const char* call, Context** ctx) {
+// On a capturing stream, `recordable` work (memsets, device-to-device copies) is left to
+// the caller to record (`*capture` set); anything else is refused (graphs.h). A
+// synchronous call is refused while a capture it would disturb is active.
+CUresult context_for(CUstream stream, bool async, const char* call, Context** ctx, Capture** capture = nullptr) {
     std::lock_guard<std::mutex> guard(state_lock());
-    return async ? resolve_stream(stream, call, true, ctx) : require_current(call, ctx);
+    if (!async) {
+        const CUresult ok = require_current(call, ctx);
+        return ok == CUDA_SUCCESS ? check_unsafe_during_capture(*ctx, call) : ok;
+    }
+    const CUresult ok = resolve_stream(stream, call, true, ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    Capture* active = capture_of(stream);
+    if (active == nullptr) return CUDA_SUCCESS;
+    if (capture == nullptr) return refuse_in_capture(active, call, "host memory or allocation work");
+    *capture = active;
+    return CUDA_SUCCESS;
 }
 
 CUresult check_host(const void* host, size_t bytes, const char* call, const char* what) {
@@ -60,7 +75,8 @@ CUresult free_ptr(CUdeviceptr ptr, CUstream stream, bool async, const char* call
 CUresult memset_n(CUdeviceptr dst, unsigned value, size_t width, size_t count, CUstream stream,
                   bool async, const char* call) {
     Context* ctx = nullptr;
-    CUresult ok = context_for(stream, async, call, &ctx);
+    Capture* capture = nullptr;
+    CUresult ok = context_for(stream, async, call, &ctx, &capture);
     if (ok != CUDA_SUCCESS) return ok;
     if (count == 0) return CUDA_SUCCESS;
     if (dst % width != 0) {
@@ -69,6 +85,10 @@ CUresult memset_n(CUdeviceptr dst, unsigned value, size_t width, size_t count, C
     }
     ok = check_device_range(dst, count * width, call, "destination", nullptr);
     if (ok != CUDA_SUCCESS) return ok;
+    if (capture != nullptr) {
+        std::lock_guard<std::mutex> guard(state_lock());
+        return record_memset(capture, dst, value, width, count, call);
+    }
     unsigned char* p = reinterpret_cast<unsigned char*>(dst);
     for (size_t i = 0; i < count; ++i) std::memcpy(p + i * width, &value, width);
     return CUDA_SUCCESS;
@@ -94,10 +114,15 @@ CUresult dtoh(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool as
 
 CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, bool async, const char* call) {
     Context* ctx = nullptr;
-    CUresult ok = context_for(stream, async, call, &ctx);
+    Capture* capture = nullptr;
+    CUresult ok = context_for(stream, async, call, &ctx, &capture);
     if (ok == CUDA_SUCCESS) ok = check_device_range(dst, bytes, call, "destination", nullptr);
     if (ok == CUDA_SUCCESS) ok = check_device_range(src, bytes, call, "source", nullptr);
     if (ok != CUDA_SUCCESS || bytes == 0) return ok;
+    if (capture != nullptr) {
+        std::lock_guard<std::mutex> guard(state_lock());
+        return record_copy(capture, dst, src, bytes, call);
+    }
     std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
     return CUDA_SUCCESS;
 }

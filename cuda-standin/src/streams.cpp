@@ -6,6 +6,7 @@
 
 #include "context.h"
 #include "errors.h"
+#include "graphs.h"
 
 namespace standin {
 namespace {
@@ -83,6 +84,9 @@ CUresult cuStreamDestroy_v2(CUstream stream) {
     if (is_default(stream) || streams().count(stream) == 0) {
         return fail(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy_v2", "not a stream this process created");
     }
+    if (stream->capture != nullptr) {
+        return fail(CUDA_ERROR_ILLEGAL_STATE, "cuStreamDestroy_v2", "the stream is capturing (end the capture first)");
+    }
     streams().erase(stream);
     delete stream;
     return CUDA_SUCCESS;
@@ -91,7 +95,12 @@ CUresult cuStreamDestroy_v2(CUstream stream) {
 CUresult cuStreamSynchronize(CUstream stream) {
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = nullptr;
-    return resolve_stream(stream, "cuStreamSynchronize", false, &ctx);
+    const CUresult ok = resolve_stream(stream, "cuStreamSynchronize", false, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    if (Capture* capture = capture_of(stream)) {
+        return refuse_in_capture(capture, "cuStreamSynchronize", "waiting for the stream");
+    }
+    return check_unsafe_during_capture(ctx, "cuStreamSynchronize");
 }
 
 CUresult cuStreamQuery(CUstream stream) {

@@ -26,6 +26,11 @@ pub struct Args {
     #[arg(long, value_name = "K", value_parser = RangedU64ValueParser::<u64>::new().range(1..=256))]
     pub log_every: Option<u64>,
 
+    /// Run each step after the first as a replayed CUDA graph (one graph launch per
+    /// step; the same losses bit for bit); needs --device cuda:N, or a resumed CUDA run
+    #[arg(long)]
+    pub cuda_graph: bool,
+
     /// The whole story: a straight run, a run killed at --save-at (default 3/5 of
     /// --steps), a resume compared with the straight run
     #[arg(long, conflicts_with_all = ["resume", "compare", "out"])]
@@ -89,6 +94,7 @@ mod tests {
                 run: RunFlags::default(),
                 device: None,
                 log_every: None,
+                cuda_graph: false,
                 demo: false
             }
         );

@@ -74,21 +74,49 @@ DITTO_BERNOULLI_KERNEL(ditto_bernoulli_u8_kernel, DittoU8)
 // Forward: y = dropout(x), one block per thread. With a mask (1 bit per element, bit i
 // of word i / 32; mask == nullptr for none) a second loop writes it, one word per
 // thread (ditto_dropout_mask_word says why not together).
+#define DITTO_DROPOUT_BODY(Out)                                                              \
+    DITTO_GRID_STRIDE(b, ditto_blocks_for(n))                                                \
+    ditto_dropout_block<Out>(seed, offset, b, n, p, scale, x, y);                            \
+    if (mask != nullptr) {                                                                   \
+        DITTO_GRID_STRIDE(w, ditto_mask_words_for(n))                                        \
+        mask[w] = ditto_dropout_mask_word(seed, offset, w, n, p);                            \
+    }
 #define DITTO_DROPOUT_KERNEL(name, Out)                                                      \
     extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float p,     \
                                     float scale, const Out::T* x, uint32_t* mask,            \
                                     Out::T* y) {                                             \
-        DITTO_GRID_STRIDE(b, ditto_blocks_for(n))                                            \
-        ditto_dropout_block<Out>(seed, offset, b, n, p, scale, x, y);                        \
-        if (mask != nullptr) {                                                               \
-            DITTO_GRID_STRIDE(w, ditto_mask_words_for(n))                                    \
-            mask[w] = ditto_dropout_mask_word(seed, offset, w, n, p);                        \
-        }                                                                                    \
+        DITTO_DROPOUT_BODY(Out)                                                              \
     }
 DITTO_DROPOUT_KERNEL(ditto_dropout_f32_kernel, DittoF32)
 DITTO_DROPOUT_KERNEL(ditto_dropout_f16_kernel, DittoF16)
 DITTO_DROPOUT_KERNEL(ditto_dropout_bf16_kernel, DittoBF16)
 DITTO_DROPOUT_KERNEL(ditto_dropout_f64_kernel, DittoF64)
+
+// ---- CUDA graphs (rng-gen's graph module, PyTorch's PhiloxCudaState) ----
+// Inside a captured graph a kernel cannot take (seed, offset) as values: they would be
+// frozen at capture and every replay would draw the same numbers. Its twin here reads
+// them from the generator's two device words `philox` = {seed, base offset} instead, plus
+// the offset of its own reservation within the graph, `intra_offset`; a replay moves the
+// base offset (ditto_philox_advance_kernel at the graph's end), so each replay draws the
+// next stretch of the stream, exactly the numbers eager launches would have drawn.
+#define DITTO_DROPOUT_GRAPHED_KERNEL(name, Out)                                               \
+    extern "C" __global__ void name(const uint64_t* philox, uint64_t intra_offset, uint64_t n, \
+                                    float p, float scale, const Out::T* x, uint32_t* mask,    \
+                                    Out::T* y) {                                              \
+        const uint64_t seed = philox[0];                                                      \
+        const uint64_t offset = philox[1] + intra_offset;                                     \
+        DITTO_DROPOUT_BODY(Out)                                                               \
+    }
+DITTO_DROPOUT_GRAPHED_KERNEL(ditto_dropout_graphed_f32_kernel, DittoF32)
+DITTO_DROPOUT_GRAPHED_KERNEL(ditto_dropout_graphed_f16_kernel, DittoF16)
+DITTO_DROPOUT_GRAPHED_KERNEL(ditto_dropout_graphed_bf16_kernel, DittoBF16)
+DITTO_DROPOUT_GRAPHED_KERNEL(ditto_dropout_graphed_f64_kernel, DittoF64)
+
+// The last node of a graph that drew random numbers: moves the generator's device base
+// offset past everything the graph reserved (wrapping modulo 2^64, like the host's).
+extern "C" __global__ void ditto_philox_advance_kernel(uint64_t* philox, uint64_t increment) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) philox[1] += increment;
+}
 
 // Backward: grad_in = grad * scale where the element was kept, else 0; the keep pattern
 // comes from the packed mask, or (mask == nullptr) is regenerated from (seed, offset, p).

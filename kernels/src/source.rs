@@ -30,7 +30,7 @@ pub const HEADERS: [(&str, &str); 5] = [
 pub const RANDOM_CU: &str = include_str!("../cuda/random.cu");
 
 /// Every `extern "C" __global__` kernel in `random.cu`.
-pub const KERNEL_NAMES: [&str; 22] = [
+pub const KERNEL_NAMES: [&str; 27] = [
     "ditto_bits_u32_kernel",
     "ditto_uniform_f32_kernel",
     "ditto_uniform_f16_kernel",
@@ -53,6 +53,11 @@ pub const KERNEL_NAMES: [&str; 22] = [
     "ditto_dropout_backward_f16_kernel",
     "ditto_dropout_backward_bf16_kernel",
     "ditto_dropout_backward_f64_kernel",
+    "ditto_dropout_graphed_f32_kernel",
+    "ditto_dropout_graphed_f16_kernel",
+    "ditto_dropout_graphed_bf16_kernel",
+    "ditto_dropout_graphed_f64_kernel",
+    "ditto_philox_advance_kernel",
 ];
 
 /// `random.cu` with its headers inlined (see [`tensor_core::cuda_source`]).

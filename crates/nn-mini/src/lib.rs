@@ -49,6 +49,6 @@ pub use data::{Batch, DataLoader, Dataset, LoaderState, Sample, SampleRng};
 pub use error::{NnError, Result};
 pub use global_rows::GlobalRows;
 pub use layers::{Dropout, Embedding, Linear, ReLU, Sequential};
-pub use loss::{cross_entropy, mse_loss};
+pub use loss::{cross_entropy, cross_entropy_with, mse_loss, ClassTargets};
 pub use module::{Module, Parameter};
 pub use optim::{Sgd, SgdConfig};

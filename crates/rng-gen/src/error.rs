@@ -165,4 +165,14 @@ pub enum RngError {
         /// What does not fit, and what was expected.
         reason: String,
     },
+    /// A CUDA graph capture rule was broken for a generator (`rng_gen::graph`): its seed
+    /// or state set, read or reserved from by hand during a capture that draws from it,
+    /// a second thread drawing from it meanwhile, or a random op the graph cannot hold.
+    #[error("CUDA graph capture: {op} {reason}")]
+    Capture {
+        /// What was attempted.
+        op: &'static str,
+        /// Why that is not allowed during a capture, and what to do instead.
+        reason: String,
+    },
 }

@@ -15,10 +15,22 @@ use crate::RngError;
 pub const DEFAULT_SEED: u64 = 67_280_421_310_721;
 
 /// The state behind a generator handle.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct Inner {
     seed: u64,
     offset: u64,
+    /// Its part in CUDA graphs (`crate::graph`): capture in progress, device words.
+    graph: crate::graph::GeneratorGraphState,
+}
+
+impl Inner {
+    fn at(seed: u64, offset: u64) -> Self {
+        Inner {
+            seed,
+            offset,
+            graph: Default::default(),
+        }
+    }
 }
 
 /// A random-number generator: a handle to a shared `(seed, offset)` pair, like
@@ -65,10 +77,7 @@ impl Generator {
     #[must_use]
     pub fn new(device: Device) -> Self {
         Generator {
-            inner: Arc::new(Mutex::new(Inner {
-                seed: DEFAULT_SEED,
-                offset: 0,
-            })),
+            inner: Arc::new(Mutex::new(Inner::at(DEFAULT_SEED, 0))),
             device,
         }
     }
@@ -87,11 +96,51 @@ impl Generator {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Runs `f` on the generator's CUDA graph state, under its lock (with the seed and
+    /// offset it goes with).
+    pub(crate) fn with_graph_state<R>(
+        &self,
+        f: impl FnOnce(&mut crate::graph::GeneratorGraphState, &mut u64, u64) -> R,
+    ) -> R {
+        let mut inner = self.lock();
+        let Inner {
+            seed,
+            offset,
+            graph,
+        } = &mut *inner;
+        f(graph, offset, *seed)
+    }
+
+    /// Whether two handles share one generator.
+    pub(crate) fn same_as(&self, other: &Generator) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Sets `(seed, offset)` unless a CUDA graph capture draws from this generator: then
+    /// the state is left alone and the capture fails (`op` is named in its error), as
+    /// a replay could not honour it.
+    fn set_unless_captured(&self, op: &'static str, seed: u64, offset: u64) {
+        let mut inner = self.lock();
+        if !inner.graph.note_misuse(op) {
+            inner.seed = seed;
+            inner.offset = offset;
+        }
+    }
+
     /// Restarts the stream from `seed` at offset 0, so the ops that follow repeat
-    /// exactly. Returns `self` so calls can be chained.
+    /// exactly. Returns `self` so calls can be chained. During a CUDA graph capture that
+    /// draws from this generator it changes nothing and makes the capture fail
+    /// ([`try_manual_seed`](Self::try_manual_seed) returns the error at once).
     pub fn manual_seed(&self, seed: u64) -> &Self {
-        *self.lock() = Inner { seed, offset: 0 };
+        self.set_unless_captured("manual_seed", seed, 0);
         self
+    }
+
+    /// [`manual_seed`](Self::manual_seed), or [`RngError::Capture`] (nothing changed)
+    /// during a CUDA graph capture that draws from this generator.
+    pub fn try_manual_seed(&self, seed: u64) -> Result<&Self, RngError> {
+        self.lock().graph.refuse_if_captured("manual_seed")?;
+        Ok(self.manual_seed(seed))
     }
 
     /// Seeds from OS entropy (offset 0) and returns the seed, so a run that was not
@@ -117,7 +166,8 @@ impl Generator {
 
     /// Moves to block `offset` of the same seed, e.g. to replay or skip ops.
     pub fn set_offset(&self, offset: u64) {
-        self.lock().offset = offset;
+        let seed = self.lock().seed;
+        self.set_unless_captured("set_offset", seed, offset);
     }
 
     /// The device whose ops this generator drives.
@@ -129,7 +179,7 @@ impl Generator {
     /// The current `(seed, offset)`: the key the next op will start from.
     #[must_use]
     pub fn key(&self) -> Key {
-        let inner = *self.lock();
+        let inner = self.lock();
         Key {
             seed: inner.seed,
             offset: inner.offset,
@@ -138,10 +188,7 @@ impl Generator {
 
     /// Sets seed and offset at once.
     pub fn set_key(&self, key: Key) {
-        *self.lock() = Inner {
-            seed: key.seed,
-            offset: key.offset,
-        };
+        self.set_unless_captured("set_key", key.seed, key.offset);
     }
 
     /// Reserves the blocks one of ditto's ops `op` on `n` elements of `dtype` consumes
@@ -157,8 +204,13 @@ impl Generator {
 
     /// Reserves `blocks` raw Philox blocks (4 words each) for a consumer that is not one
     /// of the ops, e.g. a data-loader shuffle or a [`PhiloxRng`](crate::PhiloxRng).
+    ///
+    /// During a CUDA graph capture that draws from this generator, a key reserved here
+    /// would be frozen into the graph: the capture fails (random ops inside a capture
+    /// reserve through `crate::graph` instead).
     pub fn reserve_blocks(&self, blocks: u64) -> Key {
         let mut inner = self.lock();
+        inner.graph.note_misuse("reserve_blocks");
         let base = inner.offset;
         inner.offset = base.wrapping_add(blocks);
         Key {
@@ -168,15 +220,27 @@ impl Generator {
     }
 
     /// The state as versioned bytes ([`crate::state`]), for checkpoints. Device-free:
-    /// it can be set on a generator of any device.
+    /// it can be set on a generator of any device. During a CUDA graph capture that draws
+    /// from this generator the state is not yet known (replays decide it): the capture
+    /// fails ([`try_get_state`](Self::try_get_state) returns the error at once).
     #[must_use]
     pub fn get_state(&self) -> Vec<u8> {
+        self.lock().graph.note_misuse("get_state");
         state::encode(StateKind::Generator, self.key(), None)
     }
 
+    /// [`get_state`](Self::get_state), or [`RngError::Capture`] during a CUDA graph
+    /// capture that draws from this generator.
+    pub fn try_get_state(&self) -> Result<Vec<u8>, RngError> {
+        self.lock().graph.refuse_if_captured("get_state")?;
+        Ok(self.get_state())
+    }
+
     /// Restores a state from [`get_state`](Self::get_state). On error (wrong length,
-    /// magic, version, kind or checksum) the generator is unchanged.
+    /// magic, version, kind or checksum, or [`RngError::Capture`] during a CUDA graph
+    /// capture that draws from this generator) the generator is unchanged.
     pub fn set_state(&self, bytes: &[u8]) -> Result<(), RngError> {
+        self.lock().graph.refuse_if_captured("set_state")?;
         let (key, _) = state::decode(StateKind::Generator, bytes)?;
         self.set_key(key);
         Ok(())

@@ -58,6 +58,7 @@ pub mod cuda;
 mod error;
 mod fork;
 mod generator;
+pub mod graph;
 mod ops;
 mod philox_rng;
 mod registry;

@@ -114,3 +114,19 @@ DITTO_FLOAT_KERNELS(f64, double)
 
 DITTO_ACCUMULATE_KERNELS(f32, float)
 DITTO_ACCUMULATE_KERNELS(f64, double)
+
+// ---- gather / one_hot by an i64 index (cross_entropy's picks, on the device) ----
+#define DITTO_INDEX_KERNELS(SUFFIX, T)                                                               \
+    extern "C" __global__ void ditto_gather_index_##SUFFIX(ditto_u64 n, DittoShape shape,           \
+                                                           DittoView src_view, ditto_u64 dim_stride, \
+                                                           ditto_u64 dim_size, const ditto_i64* index, \
+                                                           const T* src, T* out) {                   \
+        DITTO_GRID_STRIDE(i, n) { ditto_gather_index_element<T>(i, shape, src_view, dim_stride, dim_size, index, src, out); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_one_hot_##SUFFIX(ditto_u64 n, ditto_u64 classes,               \
+                                                      const ditto_i64* index, T* out) {             \
+        DITTO_GRID_STRIDE(i, n) { ditto_one_hot_element<T>(i, classes, index, out); }               \
+    }
+
+DITTO_INDEX_KERNELS(f32, float)
+DITTO_INDEX_KERNELS(f64, double)

@@ -324,4 +324,38 @@ DITTO_OPS_HD void ditto_sum_atomic_walk(ditto_u64 first, ditto_u64 stride, ditto
     ditto_atomic_add(&totals[lane], acc);
 }
 
+// ---- gather / one_hot: picking by a dense i64 index tensor ----
+// A quiet NaN: what an index outside its dimension gives on the device, where checking
+// it would mean reading the index back to the host (the CPU ops return an error instead).
+template <typename T>
+DITTO_OPS_HD T ditto_quiet_nan() {
+    const T zero = (T)0;
+    return zero / zero;
+}
+
+// torch.gather's element i (row-major over the index's shape): the source element at i's
+// coordinates with coordinate `dim` replaced by index[i]. `src_view` is the source's view
+// with the stride of `dim` zeroed; `dim_stride` / `dim_size` are that dimension's.
+template <typename T>
+DITTO_OPS_HD void ditto_gather_index_element(ditto_u64 i, const DittoShape& shape, const DittoView& src_view,
+                                             ditto_u64 dim_stride, ditto_u64 dim_size, const ditto_i64* index,
+                                             const T* src, T* out) {
+    const ditto_i64 k = index[i];
+    out[i] = (k >= 0 && (ditto_u64)k < dim_size)
+                 ? src[ditto_position(shape, src_view, i) + (ditto_u64)k * dim_stride]
+                 : ditto_quiet_nan<T>();
+}
+
+// one_hot's element i of a dense (n, classes) output: 1 where the column is index[row],
+// else 0; a whole row of NaN when index[row] is outside [0, classes).
+template <typename T>
+DITTO_OPS_HD void ditto_one_hot_element(ditto_u64 i, ditto_u64 classes, const ditto_i64* index, T* out) {
+    const ditto_i64 k = index[i / classes];
+    if (k < 0 || (ditto_u64)k >= classes) {
+        out[i] = ditto_quiet_nan<T>();
+    } else {
+        out[i] = (i % classes == (ditto_u64)k) ? (T)1 : (T)0;
+    }
+}
+
 #endif  // DITTO_TENSOR_OPS_CUH

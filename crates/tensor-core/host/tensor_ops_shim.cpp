@@ -177,4 +177,19 @@ void ditto_host_gather_32(ditto_u64 n, const DittoShape* shape, const DittoView*
     for (ditto_u64 i = 0; i < n; ++i) dst[i] = src[ditto_position(*shape, *view, i)];
 }
 
+// gather / one_hot by an i64 index: the kernels' loops over every output element.
+#define DITTO_HOST_INDEX(SUFFIX, T)                                                                \
+    void ditto_host_gather_index_##SUFFIX(ditto_u64 n, const DittoShape* shape, const DittoView* view, \
+                                          ditto_u64 dim_stride, ditto_u64 dim_size,               \
+                                          const ditto_i64* index, const T* src, T* out) {         \
+        for (ditto_u64 i = 0; i < n; ++i)                                                          \
+            ditto_gather_index_element<T>(i, *shape, *view, dim_stride, dim_size, index, src, out); \
+    }                                                                                              \
+    void ditto_host_one_hot_##SUFFIX(ditto_u64 n, ditto_u64 classes, const ditto_i64* index, T* out) { \
+        for (ditto_u64 i = 0; i < n; ++i) ditto_one_hot_element<T>(i, classes, index, out);        \
+    }
+
+DITTO_HOST_INDEX(f32, float)
+DITTO_HOST_INDEX(f64, double)
+
 }  // extern "C"

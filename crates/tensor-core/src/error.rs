@@ -214,6 +214,18 @@ pub enum TensorError {
         /// What failed, with the file and the system's reason.
         message: String,
     },
+    /// A CUDA graph capture rule was broken: work the graph cannot hold (a copy to or
+    /// from the host, waiting for the device) inside a capture, a second capture of one
+    /// device, work from another thread during a capture, or a replay during one.
+    #[error("CUDA graph capture on cuda:{ordinal}: {op} {reason}")]
+    Capture {
+        /// The device being captured.
+        ordinal: usize,
+        /// What was attempted.
+        op: &'static str,
+        /// Why that is not allowed, and what to do instead.
+        reason: String,
+    },
     /// A buffer could not be allocated (too large for the address space or the allocator).
     #[error("could not allocate {elements} elements of {dtype} on {device}")]
     AllocationFailed {

@@ -17,6 +17,52 @@ impl Tensor {
         audited!("to_device", [self], { self.moved_to(device) })
     }
 
+    /// Overwrites this contiguous CUDA tensor's elements with those of `src` (a CPU
+    /// tensor of the same dims and dtype): one upload into the buffer this tensor
+    /// already has, shared with every clone of it (no copy-on-write, unlike ditto's
+    /// other in-place ops). For the inputs of a CUDA graph (PyTorch's
+    /// `static_input.copy_(batch)`): a replay reads the buffer the capture saw, which
+    /// layers that kept the input share. Errors for a CPU tensor, a strided view, a
+    /// mismatch, or during a capture of the device.
+    pub fn copy_from_host_shared(&self, src: &Tensor) -> Result<()> {
+        const OP: &str = "copy_from_host_shared";
+        self.require_same_dims(OP, src)?;
+        if src.dtype() != self.dtype() {
+            return Err(crate::TensorError::DTypeMismatch {
+                op: OP,
+                expected: self.dtype(),
+                got: src.dtype(),
+            });
+        }
+        if src.device() != Device::Cpu || !self.is_contiguous() {
+            return Err(crate::TensorError::InvalidArgument {
+                op: OP,
+                message: format!(
+                    "needs a contiguous CUDA tensor and a CPU source, got a {} tensor on {} and a source on {}",
+                    if self.is_contiguous() { "contiguous" } else { "strided" },
+                    self.device(),
+                    src.device()
+                ),
+            });
+        }
+        match self.storage() {
+            #[cfg(feature = "cuda")]
+            Storage::Cuda(storage) => {
+                let host = src.contiguous()?;
+                let exact = if host.offset == 0 && host.cpu_storage()?.len() == host.elem_count() {
+                    std::borrow::Cow::Borrowed(host.cpu_storage()?)
+                } else {
+                    std::borrow::Cow::Owned(host.narrow_storage()?)
+                };
+                storage.write_from_cpu_shared(self.offset, &exact)
+            }
+            _ => Err(crate::TensorError::NotImplementedOnDevice {
+                op: OP,
+                device: self.device(),
+            }),
+        }
+    }
+
     /// [`Tensor::to_device`] without an audit record, for ditto's own internal copies
     /// (reading elements, creating tensors), which are not ops of the user's program.
     pub(crate) fn moved_to(&self, device: Device) -> Result<Tensor> {

@@ -66,6 +66,77 @@ pub struct KernelCall<'a> {
     pub elements_per_item: u64,
 }
 
+/// Where a random kernel's `(seed, offset)` come from.
+#[derive(Clone, Copy, Debug)]
+pub enum Philox<'a> {
+    /// Values the generator reserved on the host: an eager launch.
+    Values {
+        /// The stream's seed.
+        seed: u64,
+        /// The first block of the reservation.
+        offset: u64,
+    },
+    /// A launch captured into a CUDA graph: the kernel's `_graphed` twin reads the
+    /// generator's device words `{seed, base offset}` (two u64, as an i64 buffer) and
+    /// adds `intra_offset`, its reservation's place within the graph (rng-gen's
+    /// `graph` module). Only kernels with a twin ([`graphed_twin`]) can be captured.
+    Graphed {
+        /// The generator's `{seed, base offset}` on the launch's device.
+        words: &'a CudaStorage,
+        /// Blocks between the graph's base offset and this launch's first block.
+        intra_offset: u64,
+    },
+}
+
+/// The name of `kernel`'s twin for CUDA graphs (`random.cu`), if it has one: dropout's
+/// forward kernels, the random op of a training step.
+#[must_use]
+pub fn graphed_twin(kernel: &str) -> Option<String> {
+    let rest = kernel.strip_prefix("ditto_dropout_")?;
+    let dtype = rest.strip_suffix("_kernel")?;
+    ["f32", "f16", "bf16", "f64"]
+        .contains(&dtype)
+        .then(|| format!("ditto_dropout_graphed_{dtype}_kernel"))
+}
+
+/// Queues `ditto_philox_advance_kernel`: the generator's device base offset in `words`
+/// (see [`Philox::Graphed`]) moves `increment` blocks on. Captured as the last node of a
+/// graph that drew random numbers. The kernel writes `words` through a shared
+/// reference: it is device memory the generator shares with every graph it is in.
+pub fn philox_advance(words: &CudaStorage, increment: u64) -> Result<()> {
+    const NAME: &str = "ditto_philox_advance_kernel";
+    check_words(words)?;
+    let ordinal = words.ordinal();
+    let func = module_cache::function(ordinal, &crate::nvrtc::RANDOM_SOURCE, NAME)?;
+    let stream = words.stream()?;
+    let mut args = stream.launch_builder(&func);
+    args.arg(words.bytes()).arg(&increment);
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (1, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: matches `ditto_philox_advance_kernel(u64* philox, u64 increment)`; `words`
+    // holds two u64 (checked), of which the kernel writes the second.
+    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, NAME))?;
+    Ok(())
+}
+
+/// Errors unless `words` is a buffer of two 8-byte words (seed, offset).
+fn check_words(words: &CudaStorage) -> Result<()> {
+    if words.len() == 2 && words.dtype().size_in_bytes() == 8 {
+        return Ok(());
+    }
+    Err(KernelError::InvalidArgument {
+        op: "launch",
+        message: format!(
+            "the generator's device words must be 2 elements of 8 bytes, got {} of {}",
+            words.len(),
+            words.dtype()
+        ),
+    })
+}
+
 impl KernelCall<'_> {
     /// Queues the kernel to write elements `out_offset .. out_offset + n` of `out` from
     /// the stream at `(seed, offset)`. Errors (nothing queued) when a buffer is on
@@ -79,7 +150,34 @@ impl KernelCall<'_> {
         out_offset: usize,
         launch: Launch,
     ) -> Result<()> {
-        let name = self.kernel;
+        self.launch_philox(Philox::Values { seed, offset }, n, out, out_offset, launch)
+    }
+
+    /// [`launch`](Self::launch) with the `(seed, offset)` from `philox`: values, or (for
+    /// a launch being captured into a CUDA graph) the generator's device words, with
+    /// the kernel's graph twin. Errors for a kernel without a twin.
+    pub fn launch_philox(
+        self,
+        philox: Philox<'_>,
+        n: u64,
+        out: &mut CudaStorage,
+        out_offset: usize,
+        launch: Launch,
+    ) -> Result<()> {
+        let name = match philox {
+            Philox::Values { .. } => self.kernel,
+            Philox::Graphed { words, .. } => {
+                check_words(words)?;
+                same_device("random kernel launch", out, words)?;
+                graphed_twin(&self.kernel).ok_or_else(|| KernelError::InvalidArgument {
+                    op: "launch",
+                    message: format!(
+                        "{} has no CUDA-graph twin: it cannot be captured into a graph",
+                        self.kernel
+                    ),
+                })?
+            }
+        };
         check_range(&name, "the output", out, out_offset, n)?;
         for arg in &self.args {
             match arg {
@@ -101,7 +199,15 @@ impl KernelCall<'_> {
         let start = out_offset * out.dtype().size_in_bytes();
         let mut out_view = out.bytes_mut().slice_mut(start..);
         let mut args = stream.launch_builder(&func);
-        args.arg(&seed).arg(&offset).arg(&n);
+        let (seed, offset) = match philox {
+            Philox::Values { seed, offset } => (seed, offset),
+            Philox::Graphed { intra_offset, .. } => (0, intra_offset),
+        };
+        match philox {
+            Philox::Values { .. } => args.arg(&seed),
+            Philox::Graphed { words, .. } => args.arg(words.bytes()),
+        };
+        args.arg(&offset).arg(&n);
         for p in &mut prepared {
             match p {
                 Prepared::F32(v) => args.arg(&*v),
@@ -114,7 +220,8 @@ impl KernelCall<'_> {
             };
         }
         args.arg(&mut out_view);
-        // SAFETY: every random kernel takes (u64 seed, u64 offset, u64 n, args..., T* out)
+        // SAFETY: every random kernel takes (u64 seed, u64 offset, u64 n, args..., T* out),
+        // its graph twin (const u64* philox, u64 intra_offset, n, args..., T* out)
         // with the argument types pushed above (the `*_call` functions and samplers state
         // them next to the kernel's signature), the output holds `n` elements from
         // `out_offset` (checked above) and writes nothing else; input buffers are the

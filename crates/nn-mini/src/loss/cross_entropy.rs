@@ -1,6 +1,8 @@
 //! `cross_entropy`: mean negative log-likelihood of integer class targets.
 
-use tensor_core::{DType, Tensor};
+use tensor_core::Tensor;
+
+use super::ClassTargets;
 
 use crate::{NnError, Result};
 
@@ -24,7 +26,7 @@ pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<(Tensor, Tenso
         ));
     }
     let (batch, classes) = (logits.dims()[0], logits.dims()[1]);
-    if targets.dtype() != DType::I64 || targets.dims() != [batch] {
+    if targets.dims() != [batch] {
         return Err(NnError::invalid(
             OP,
             format!(
@@ -34,37 +36,37 @@ pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<(Tensor, Tenso
             ),
         ));
     }
-    let mut picked = Vec::with_capacity(batch);
-    let mut onehot = vec![0.0f64; batch * classes];
-    for (row, &target) in targets.to_vec::<i64>()?.iter().enumerate() {
-        let class = usize::try_from(target)
-            .ok()
-            .filter(|&c| c < classes)
-            .ok_or(NnError::InvalidTarget {
-                op: OP,
-                row,
-                target,
-                classes,
-            })?;
-        picked.push(row * classes + class);
-        onehot[row * classes + class] = 1.0;
+    let targets = ClassTargets::new(OP, targets, classes, logits.device())?;
+    cross_entropy_with(logits, &targets)
+}
+
+/// [`cross_entropy`] with targets checked beforehand ([`ClassTargets`]): nothing is read
+/// back to the host, so on a GPU the whole loss is kernels (a CUDA graph can hold it).
+/// Errors when the logits are not `[batch, classes]` for the targets' batch and class
+/// count, or are on another device.
+pub fn cross_entropy_with(logits: &Tensor, targets: &ClassTargets) -> Result<(Tensor, Tensor)> {
+    const OP: &str = "cross_entropy";
+    let want = [targets.tensor().elem_count(), targets.classes()];
+    if logits.dims() != want || logits.device() != targets.tensor().device() {
+        return Err(NnError::invalid(
+            OP,
+            format!(
+                "logits must be {want:?} on {}, got {:?} on {}",
+                targets.tensor().device(),
+                logits.dims(),
+                logits.device()
+            ),
+        ));
     }
+    let (batch, classes) = (want[0], want[1]);
+    let targets = targets.tensor();
+    // Both picks run where the logits are (device kernels on a GPU: no copy back).
     let log_probs = logits.log_softmax(1)?;
     let loss = log_probs
-        .reshape(&[batch * classes])?
-        .index_select(0, &picked)?
+        .gather(1, &targets.reshape(&[batch, 1])?)?
         .sum_all()?
         .mul_scalar(-1.0 / batch as f64)?;
-    // Made in the logits' dtype on the host (0 and 1 are exact in both), so a device
-    // gets one upload and no conversion there.
-    let onehot = match logits.dtype() {
-        DType::F32 => {
-            let onehot: Vec<f32> = onehot.into_iter().map(|v| v as f32).collect();
-            Tensor::from_vec(onehot, &[batch, classes], logits.device())?
-        }
-        _ => Tensor::from_vec(onehot, &[batch, classes], logits.device())?
-            .to_dtype(logits.dtype())?,
-    };
+    let onehot = targets.one_hot(classes, logits.dtype())?;
     let grad = log_probs
         .exp()?
         .sub(&onehot)?

@@ -17,6 +17,7 @@
 //! uses them (`rng_gen::rand(.., None)`) also continues exactly.
 
 mod config;
+mod graphed_step;
 mod pending_losses;
 mod run_state;
 mod synthetic;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rng_gen::{fold_in, Generator, Key};
 use tensor_core::{DType, Device};
 
+use super::graphed_step::GraphedStep;
 use super::pending_losses::PendingLosses;
 use super::run_state::{check_loader_state, read_history, ExpectedLoader, RunParts, RunView};
 use super::{GaussianClusters, TrainConfig};
@@ -49,6 +50,10 @@ pub struct Trainer {
     losses: Vec<f32>,
     /// Losses of the latest steps, still on the device.
     pending: PendingLosses,
+    /// Whether steps run as a replayed CUDA graph ([`Trainer::set_cuda_graph`]).
+    use_cuda_graph: bool,
+    /// The captured steps, one per batch size seen.
+    graphed: Vec<GraphedStep>,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -101,6 +106,8 @@ impl Trainer {
             step: 0,
             losses: Vec::new(),
             pending: PendingLosses::default(),
+            use_cuda_graph: false,
+            graphed: Vec::new(),
         })
     }
 
@@ -123,9 +130,12 @@ impl Trainer {
         }
         let batch = self.loader.next_batch()?;
         let device = self.config.device;
+        if self.use_cuda_graph && (!self.graphed.is_empty() || self.step > 0) {
+            return self.step_graphed(&batch.input, &batch.target);
+        }
         let input = batch.input.to_device(device)?;
-        // The targets stay on the host: cross_entropy reads them there to check and pick
-        // each row's class, so uploading them would only mean reading them back.
+        // The targets stay on the host: cross_entropy checks them there and uploads them
+        // once (the step's second and last upload).
         let target = batch.target;
         self.model.zero_grad();
         let logits = self.model.forward(&input, true)?;
@@ -133,6 +143,65 @@ impl Trainer {
         self.model.backward_params(&grad)?;
         self.optimizer.step(&mut self.model)?;
         self.pending.push(&loss.to_dtype(DType::F32)?)?;
+        self.step += 1;
+        Ok(())
+    }
+
+    /// Runs this and every later step as a replayed CUDA graph (`true`) or eagerly. The
+    /// step is captured at the first step once the optimizer's state exists (after one
+    /// eager step of a fresh run; at once after a resume), then replayed: one graph
+    /// launch per step, the losses bit-identical to eager steps (see
+    /// `train::graphed_step`). Errors on a CPU run.
+    pub fn set_cuda_graph(&mut self, on: bool) -> Result<()> {
+        if on && !self.config.device.is_cuda() {
+            return Err(crate::NnError::invalid(
+                "Trainer::set_cuda_graph",
+                format!(
+                    "CUDA graphs need a CUDA device, the run is on {}",
+                    self.config.device
+                ),
+            ));
+        }
+        self.use_cuda_graph = on;
+        if !on {
+            self.graphed.clear();
+        }
+        Ok(())
+    }
+
+    /// One step through the captured graph (capturing it first if needed): the batch
+    /// into its buffers, one replay, the loss into the pending buffer.
+    fn step_graphed(
+        &mut self,
+        input: &tensor_core::Tensor,
+        target: &tensor_core::Tensor,
+    ) -> Result<()> {
+        let rows = input.dims().first().copied().unwrap_or(0);
+        let step = match self.graphed.iter().position(|g| g.rows() == rows) {
+            Some(at) => {
+                let step = &self.graphed[at];
+                step.feed(input, target)?;
+                step
+            }
+            None => {
+                let classes = *self
+                    .config
+                    .layers
+                    .last()
+                    .expect("validated: at least two widths");
+                let captured = GraphedStep::capture(
+                    self.config.device,
+                    &mut self.model,
+                    &mut self.optimizer,
+                    (input, target),
+                    classes,
+                )?;
+                self.graphed.push(captured);
+                self.graphed.last().expect("just pushed")
+            }
+        };
+        let loss = step.run()?;
+        self.pending.push(loss)?;
         self.step += 1;
         Ok(())
     }

@@ -24,6 +24,7 @@ use tensor_core::{Device, Element, Shape, Storage, Tensor, TensorError};
 use super::args::{elem_count, generator_for};
 use super::cpu_fill;
 use super::sampler::Sampler;
+use crate::graph::Reserved;
 use crate::registry::check_device;
 use crate::stream::key::Key;
 use crate::{Generator, RngError};
@@ -60,9 +61,15 @@ pub(crate) struct Ran {
 /// key of the first. The one place an op reserves (ops that skip the computation, like
 /// dropout with `p = 0`, still come here). The audit records the reservation in
 /// [`run_recorded`] (and dropout's `p = 0` path next to its call here).
-pub(crate) fn reserve(op: &'static str, generator: &Generator, blocks: u64) -> Key {
-    let _ = op;
-    generator.reserve_blocks(blocks)
+///
+/// During a CUDA graph capture of the generator's device the stretch is reserved within
+/// the graph instead ([`crate::graph`]).
+pub(crate) fn reserve(
+    op: &'static str,
+    generator: &Generator,
+    blocks: u64,
+) -> Result<Reserved, RngError> {
+    crate::graph::reserve(op, generator, blocks)
 }
 
 /// Blocks an op of `layout` on `n` elements reserves: `ceil(words / 4)`, or an error if
@@ -173,7 +180,14 @@ fn run_unrecorded<S: Sampler>(
     let blocks = blocks_for(name, layout.words_for(n as u64))?;
     let draw = |op: &'static str| match (&generator, stream) {
         (Some(g), _) => reserve(op, g, blocks),
-        (None, Stream::At(key)) => key,
+        (None, Stream::At(key)) => {
+            crate::graph::refuse_replay_in_capture(op, device)?;
+            Ok(Reserved {
+                key,
+                #[cfg(feature = "cuda")]
+                words: None,
+            })
+        }
         (None, Stream::Reserve(_)) => unreachable!("a generator was resolved above"),
     };
     match (device, target) {
@@ -212,12 +226,12 @@ fn run_cpu<S: Sampler>(
     op: &S,
     target: Target<'_>,
     n: usize,
-    draw: impl FnOnce(&'static str) -> Key,
+    draw: impl FnOnce(&'static str) -> Result<Reserved, RngError>,
 ) -> Result<Ran, RngError> {
     match target {
         Target::New { dims, .. } | Target::HostFor { dims, .. } => {
             let mut values = tensor_core::try_zeroed_vec::<S::Elem>(n)?;
-            let key = draw(op.name());
+            let key = draw(op.name())?.key;
             cpu_fill::fill(op, &mut values, key);
             let tensor = Tensor::from_vec(values, dims, Device::Cpu)?;
             Ok(Ran {
@@ -227,7 +241,7 @@ fn run_cpu<S: Sampler>(
         }
         Target::Existing(t) => {
             let values = t.as_mut_slice::<S::Elem>()?;
-            let key = draw(op.name());
+            let key = draw(op.name())?.key;
             cpu_fill::fill(op, values, key);
             Ok(Ran { tensor: None, key })
         }
@@ -241,8 +255,9 @@ fn run_cuda<S: Sampler>(
     target: Target<'_>,
     n: usize,
     ordinal: usize,
-    draw: impl FnOnce(&'static str) -> Key,
+    draw: impl FnOnce(&'static str) -> Result<Reserved, RngError>,
 ) -> Result<Ran, RngError> {
+    use kernels::launch::Philox;
     use kernels::Launch;
     use tensor_core::cuda::CudaStorage;
 
@@ -266,8 +281,20 @@ fn run_cuda<S: Sampler>(
                 (None, Some(t)) => cuda_storage_mut(name, t)?,
                 (None, None) => unreachable!("a target is new or existing"),
             };
-            let key = draw_once(name);
-            call.launch(key.seed, key.offset, n as u64, storage, at, Launch::Auto)
+            crate::graph::refuse_uncapturable(name, ordinal, &call.kernel)?;
+            let reserved = draw_once(name)?;
+            let key = reserved.key;
+            let philox = match &reserved.words {
+                Some(words) => Philox::Graphed {
+                    words,
+                    intra_offset: key.offset,
+                },
+                None => Philox::Values {
+                    seed: key.seed,
+                    offset: key.offset,
+                },
+            };
+            call.launch_philox(philox, n as u64, storage, at, Launch::Auto)
                 .map_err(kernel_error)?;
             Some(key)
         }
@@ -282,7 +309,7 @@ fn run_cuda<S: Sampler>(
     }
     // No CUDA body: the CPU body on the host, then a copy to the device.
     let mut host = tensor_core::try_zeroed_vec::<S::Elem>(n)?;
-    let key = draw_once(name);
+    let key = draw_once(name)?.key;
     cpu_fill::fill(&op, &mut host, key);
     let uploaded = Tensor::from_vec(host, &[n], Device::Cpu)?.to_device(Device::Cuda(ordinal))?;
     match (dims, existing) {
@@ -324,7 +351,7 @@ fn run_cuda<S: Sampler>(
     _target: Target<'_>,
     _n: usize,
     ordinal: usize,
-    _draw: impl FnOnce(&'static str) -> Key,
+    _draw: impl FnOnce(&'static str) -> Result<Reserved, RngError>,
 ) -> Result<Ran, RngError> {
     Err(RngError::Tensor(TensorError::NotImplementedOnDevice {
         op: op.name(),

@@ -54,10 +54,16 @@ pub struct MemoryStats {
     pub driver_frees: u64,
 }
 
+/// Free blocks by size class.
+type FreeBlocks = HashMap<usize, Vec<CudaSlice<u8>>>;
+
 /// One device's cache: free blocks by size class, and the statistics.
 #[derive(Default)]
 struct Pool {
-    free: HashMap<usize, Vec<CudaSlice<u8>>>,
+    free: FreeBlocks,
+    /// The private pools of CUDA graphs (by pool id, see [`super::graph`]): blocks made
+    /// or taken during a capture come back here, not to `free`, while the graph lives.
+    private: HashMap<u64, FreeBlocks>,
     stats: MemoryStats,
     /// Whether size classes are exact (the CUDA stand-in), decided at first use.
     exact_classes: Option<bool>,
@@ -100,9 +106,16 @@ fn is_standin(ordinal: usize) -> bool {
     get_device_name(ordinal).is_ok_and(|name| name.starts_with("CUDA stand-in"))
 }
 
-/// A block of at least `bytes` bytes on device `ordinal`, from the cache or the driver.
-/// Its contents are whatever its last owner left (or, new, whatever the driver gives).
-pub(crate) fn allocate(ordinal: usize, bytes: usize, dtype: DType) -> Result<CudaSlice<u8>> {
+/// A block of at least `bytes` bytes on device `ordinal`, from the cache or the driver,
+/// and the graph pool it belongs to (during a capture of the device, see
+/// [`super::graph`]: it goes back there when released). Its contents are whatever its
+/// last owner left (or, new, whatever the driver gives).
+pub(crate) fn allocate(
+    ordinal: usize,
+    bytes: usize,
+    dtype: DType,
+) -> Result<(CudaSlice<u8>, Option<u64>)> {
+    let graph_pool = super::graph::capture_pool(ordinal)?;
     let exact = {
         let known = lock(ordinal).exact_classes;
         match known {
@@ -117,20 +130,29 @@ pub(crate) fn allocate(ordinal: usize, bytes: usize, dtype: DType) -> Result<Cud
     let class = size_class(bytes, exact);
     {
         let mut pool = lock(ordinal);
-        if let Some(block) = pool.free.get_mut(&class).and_then(Vec::pop) {
+        // A capture takes its own pool's blocks first, then the shared cache's.
+        let private = graph_pool
+            .and_then(|id| pool.private.get_mut(&id))
+            .and_then(|free| free.get_mut(&class))
+            .and_then(Vec::pop);
+        if let Some(block) = private.or_else(|| pool.free.get_mut(&class).and_then(Vec::pop)) {
             let stats = &mut pool.stats;
             stats.cache_hits += 1;
             stats.cached_bytes -= class as u64;
             stats.allocated_bytes += class as u64;
             stats.peak_allocated_bytes = stats.peak_allocated_bytes.max(stats.allocated_bytes);
-            return Ok(block);
+            return Ok((block, graph_pool));
         }
     }
-    let block = match driver_allocate(ordinal, class)? {
+    let driver = |class| match graph_pool {
+        Some(_) => driver_allocate_during_capture(ordinal, class),
+        None => driver_allocate(ordinal, class),
+    };
+    let block = match driver(class)? {
         Err(e) if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
             // Memory pressure: give the cache back and try once more.
             empty_cache(ordinal)?;
-            driver_allocate(ordinal, class)?.map_err(|e| {
+            driver(class)?.map_err(|e| {
                 if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
                     TensorError::AllocationFailed {
                         device: Device::Cuda(ordinal),
@@ -149,7 +171,7 @@ pub(crate) fn allocate(ordinal: usize, bytes: usize, dtype: DType) -> Result<Cud
     stats.driver_allocations += 1;
     stats.allocated_bytes += class as u64;
     stats.peak_allocated_bytes = stats.peak_allocated_bytes.max(stats.allocated_bytes);
-    Ok(block)
+    Ok((block, graph_pool))
 }
 
 /// One driver allocation of `bytes` on the device's stream: the driver's answer, or a
@@ -167,14 +189,55 @@ fn driver_allocate(
     })
 }
 
-/// Takes back a block whose buffer died: it waits in the cache for the next request of
-/// its class. No driver call, so dropping a tensor is cheap on any thread.
-pub(crate) fn release(ordinal: usize, block: CudaSlice<u8>) {
+/// A driver allocation while the device's stream is captured: `cuMemAlloc`, not the
+/// stream-ordered `cuMemAllocAsync` (which a capture would record as a graph node).
+fn driver_allocate_during_capture(
+    ordinal: usize,
+    bytes: usize,
+) -> Result<std::result::Result<CudaSlice<u8>, DriverError>> {
+    let stream = default_stream(ordinal)?;
+    guarded(ordinal, || {
+        Ok(stream.context().bind_to_thread().and_then(|()| {
+            // SAFETY: a fresh allocation of `bytes` bytes, handed to cudarc to own (and
+            // free); its bytes are left unset, as for `driver_allocate`.
+            unsafe {
+                let ptr = cudarc::driver::result::malloc_sync(bytes)?;
+                Ok(stream.upgrade_device_ptr::<u8>(ptr, bytes))
+            }
+        }))
+    })
+}
+
+/// Takes back a block whose buffer died: it waits in the cache (or in the private pool
+/// of the graph it was made for, while that graph lives) for the next request of its
+/// class. No driver call, so dropping a tensor is cheap on any thread.
+pub(crate) fn release(ordinal: usize, block: CudaSlice<u8>, graph_pool: Option<u64>) {
     let class = block.len();
     let mut pool = lock(ordinal);
     pool.stats.allocated_bytes = pool.stats.allocated_bytes.saturating_sub(class as u64);
     pool.stats.cached_bytes += class as u64;
-    pool.free.entry(class).or_default().push(block);
+    let pool = &mut *pool;
+    let free = match graph_pool.and_then(|id| pool.private.get_mut(&id)) {
+        Some(private) => private,
+        None => &mut pool.free,
+    };
+    free.entry(class).or_default().push(block);
+}
+
+/// Opens graph pool `id` on device `ordinal` (a capture begins).
+pub(crate) fn open_pool(ordinal: usize, id: u64) {
+    lock(ordinal).private.entry(id).or_default();
+}
+
+/// Closes graph pool `id` (its graph is gone): its free blocks join the shared cache,
+/// and blocks of it still in use go there when they die.
+pub(crate) fn close_pool(ordinal: usize, id: u64) {
+    let mut pool = lock(ordinal);
+    if let Some(private) = pool.private.remove(&id) {
+        for (class, blocks) in private {
+            pool.free.entry(class).or_default().extend(blocks);
+        }
+    }
 }
 
 /// Gives every cached block of device `ordinal` back to the driver
@@ -184,7 +247,9 @@ pub fn empty_cache(ordinal: usize) -> Result<()> {
     let blocks: Vec<CudaSlice<u8>> = {
         let mut pool = lock(ordinal);
         let blocks: Vec<_> = pool.free.drain().flat_map(|(_, v)| v).collect();
-        pool.stats.cached_bytes = 0;
+        let freed: u64 = blocks.iter().map(|b| b.len() as u64).sum();
+        // Graph pools keep their blocks: a replay still uses them.
+        pool.stats.cached_bytes -= freed;
         pool.stats.driver_frees += blocks.len() as u64;
         blocks
     };

@@ -9,6 +9,7 @@
 
 pub mod allocator;
 mod copy;
+pub mod graph;
 pub mod module_cache;
 pub mod nvrtc;
 mod registry;
@@ -18,6 +19,7 @@ pub use allocator::{
     empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
     reset_peak_memory_stats, MemoryStats,
 };
+pub use graph::{is_capturing, CudaGraph};
 pub use module_cache::CudaSource;
 pub use registry::{
     context, default_stream, device_count, get_device_name, is_available, sm_count, synchronize,
@@ -41,7 +43,7 @@ pub static PORTABLE_MATMUL: CudaSource = CudaSource {
 };
 
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 36] = [
+pub const TENSOR_OPS_KERNELS: [&str; 40] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -78,6 +80,10 @@ pub const TENSOR_OPS_KERNELS: [&str; 36] = [
     "ditto_scatter_add_atomic_f64",
     "ditto_scatter_add_owner_f64",
     "ditto_sum_atomic_f64",
+    "ditto_gather_index_f32",
+    "ditto_one_hot_f32",
+    "ditto_gather_index_f64",
+    "ditto_one_hot_f64",
 ];
 
 /// Wraps a cudarc driver error with the device and the operation that failed.

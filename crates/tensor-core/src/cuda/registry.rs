@@ -1,4 +1,4 @@
-//! One CUDA context and default stream per device ordinal, created lazily and shared.
+//! One CUDA context and one stream per device ordinal, created lazily and shared.
 //!
 //! Contexts are the device's primary context (what the CUDA runtime and PyTorch use), so
 //! buffers made here interoperate with other libraries in the same process. The registry
@@ -97,7 +97,11 @@ fn entry(ordinal: usize) -> Result<Entry> {
         // SAFETY: no buffer of this context is ever used on a stream other than
         // `stream` (ditto creates no other), and it is switched off before the first.
         unsafe { context.disable_event_tracking() };
-        let stream = context.default_stream();
+        // A stream of ditto's own rather than the context's NULL stream: the driver
+        // cannot capture the legacy NULL stream into a CUDA graph (`super::graph`).
+        let stream = context
+            .new_stream()
+            .map_err(driver_error(ordinal, "stream"))?;
         let sm_count = context
             .attribute(
                 cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
@@ -120,14 +124,16 @@ pub fn context(ordinal: usize) -> Result<Arc<CudaContext>> {
     Ok(entry(ordinal)?.context)
 }
 
-/// The stream all of ditto's work on device `ordinal` is issued to (the context's
-/// default stream), so operations are ordered without extra synchronisation.
+/// The stream all of ditto's work on device `ordinal` is issued to (one stream ditto
+/// creates per device, so it can be captured into a CUDA graph), so operations are
+/// ordered without extra synchronisation.
 pub fn default_stream(ordinal: usize) -> Result<Arc<CudaStream>> {
     Ok(entry(ordinal)?.stream)
 }
 
 /// Blocks until all work queued on device `ordinal` has finished.
 pub fn synchronize(ordinal: usize) -> Result<()> {
+    super::graph::refuse_during_capture(ordinal, "synchronize")?;
     let context = context(ordinal)?;
     guarded(ordinal, || {
         context

@@ -23,6 +23,8 @@ use crate::{CpuStorage, DType, Device, Result, TensorError};
 pub struct CudaStorage {
     /// Taken back by the allocator in `drop`, never before.
     bytes: ManuallyDrop<CudaSlice<u8>>,
+    /// The CUDA graph pool the block returns to (made during a capture), if any.
+    graph_pool: Option<u64>,
     dtype: DType,
     len: usize,
     ordinal: usize,
@@ -57,9 +59,10 @@ impl CudaStorage {
     /// op for nothing (`torch.empty`).
     pub fn alloc_uninit(ordinal: usize, dtype: DType, len: usize) -> Result<Self> {
         let n_bytes = Self::byte_len(ordinal, dtype, len)?;
-        let bytes = allocate(ordinal, n_bytes, dtype)?;
+        let (bytes, graph_pool) = allocate(ordinal, n_bytes, dtype)?;
         Ok(CudaStorage {
             bytes: ManuallyDrop::new(bytes),
+            graph_pool,
             dtype,
             len,
             ordinal,
@@ -68,6 +71,7 @@ impl CudaStorage {
 
     /// Uploads a host buffer to device `ordinal`.
     pub fn from_cpu(cpu: &CpuStorage, ordinal: usize) -> Result<Self> {
+        super::graph::refuse_during_capture(ordinal, "an upload from the host")?;
         let data = host_bytes(cpu);
         let mut storage = Self::alloc_uninit(ordinal, cpu.dtype(), cpu.len())?;
         if !data.is_empty() {
@@ -98,9 +102,76 @@ impl CudaStorage {
                 ),
             });
         }
+        super::graph::refuse_during_capture(self.ordinal, "a read to the host")?;
         let stream = self.bytes.stream().clone();
         guarded(self.ordinal, || {
             download_range(&stream, &self.bytes, self.dtype, self.ordinal, start, len)
+        })
+    }
+
+    /// Uploads `cpu` (this buffer's dtype) over elements `start..start + cpu.len()`, in
+    /// place, through a shared reference: every tensor sharing this buffer sees the new
+    /// values. That is what a CUDA graph's input needs (a replay reads the very buffer
+    /// the capture saw, shared by the layers that kept the input), and why it is not
+    /// copy-on-write like ditto's other in-place ops. Errors during a capture.
+    pub fn write_from_cpu_shared(&self, start: usize, cpu: &CpuStorage) -> Result<()> {
+        super::graph::refuse_during_capture(self.ordinal, "an upload from the host")?;
+        let fits = start
+            .checked_add(cpu.len())
+            .is_some_and(|end| end <= self.len);
+        if cpu.dtype() != self.dtype || !fits {
+            return Err(TensorError::InvalidArgument {
+                op: "write_from_cpu_shared",
+                message: format!(
+                    "{} elements of {} at {start} do not fit a buffer of {} elements of {}",
+                    cpu.len(),
+                    cpu.dtype(),
+                    self.len,
+                    self.dtype
+                ),
+            });
+        }
+        let data = host_bytes(cpu);
+        if data.is_empty() {
+            return Ok(());
+        }
+        let stream = self.bytes.stream().clone();
+        let at = start * self.dtype.size_in_bytes();
+        guarded(self.ordinal, || {
+            use cudarc::driver::DevicePtr;
+            let (base, _sync) = self.bytes.device_ptr(&stream);
+            // SAFETY: `at..at + data.len()` lies inside this buffer (checked above);
+            // the copy is queued on the buffer's stream, after all earlier work on it,
+            // and `data` outlives the call (the driver copies pageable memory before
+            // returning).
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(
+                    base + at as u64,
+                    &data,
+                    stream.cu_stream(),
+                )
+            }
+            .map_err(driver_error(self.ordinal, "write_from_cpu_shared"))
+        })
+    }
+
+    /// Copies `len` elements from `src` (same dtype and device) starting at `src_start`
+    /// into this buffer at `start`: one device-to-device copy, no kernel.
+    pub(crate) fn copy_elements_from(
+        &mut self,
+        start: usize,
+        src: &CudaStorage,
+        src_start: usize,
+        len: usize,
+    ) -> Result<()> {
+        let size = self.dtype.size_in_bytes();
+        let stream = self.bytes.stream().clone();
+        let from = src.bytes.slice(src_start * size..(src_start + len) * size);
+        let mut to = self.bytes.slice_mut(start * size..(start + len) * size);
+        guarded(self.ordinal, || {
+            stream
+                .memcpy_dtod(&from, &mut to)
+                .map_err(driver_error(self.ordinal, "copy"))
         })
     }
 
@@ -168,7 +239,7 @@ impl Drop for CudaStorage {
     fn drop(&mut self) {
         // SAFETY: `bytes` is taken exactly once, here, and never touched again.
         let block = unsafe { ManuallyDrop::take(&mut self.bytes) };
-        release(self.ordinal, block);
+        release(self.ordinal, block, self.graph_pool);
     }
 }
 

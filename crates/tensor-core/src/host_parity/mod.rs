@@ -12,8 +12,10 @@
 //! unknown name is an `InvalidArgument` error.
 
 mod accumulate;
+mod class_index;
 
 pub use accumulate::{index_add, scatter_add, sum_atomic, Body};
+pub use class_index::{gather_index, one_hot};
 
 use crate::ops::binary::BinOp;
 use crate::ops::kernel_layout::{binary_layout, kernel_shape, kernel_view, lanes};

@@ -31,6 +31,7 @@
 pub(crate) mod accumulate;
 mod arrival_order;
 pub(crate) mod binary;
+mod class_index;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod float;

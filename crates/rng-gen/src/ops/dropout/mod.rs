@@ -194,7 +194,7 @@ fn dropout_op(
             // Recorded like the computing path: the reservation is what a diff compares.
             let mut recorder = OpRecorder::begin(op, &[x]);
             let blocks = increment_for(RandomOp::Dropout, x.dtype(), n as u64);
-            state.key = reserve(op, &generator, blocks);
+            state.key = reserve(op, &generator, blocks)?.key;
             recorder.rng(RngRecord {
                 device,
                 seed: state.key.seed,

@@ -58,6 +58,12 @@ pub(crate) fn write_into(dst: &mut Tensor, src: &Tensor) -> Result<()> {
         return Ok(());
     }
     let ordinal = storage_of(dst)?.1;
+    if dst.is_contiguous() {
+        // A dense stretch of `dst`'s buffer: a plain device-to-device copy, no kernel.
+        let (start, src_start) = (dst.storage_offset(), src.storage_offset());
+        let (from, _) = storage_of(&src)?;
+        return output_storage(dst)?.copy_elements_from(start, from, src_start, n as usize);
+    }
     let name = layout_kernel("scatter", dst.dtype().size_in_bytes());
     let func = kernel(ordinal, &name)?;
     let cfg = launch_config(ordinal, n)?;

@@ -13,6 +13,7 @@
 //! queued on the device's default stream and ordered after all earlier ditto work.
 
 mod accumulate;
+mod class_index;
 mod elementwise;
 mod layout;
 mod matmul;
@@ -21,6 +22,7 @@ mod reduce;
 
 pub(crate) use crate::ops::unary::UnaryOp;
 pub(crate) use accumulate::{index_add, scatter_add};
+pub(crate) use class_index::{gather_index, one_hot};
 pub(crate) use elementwise::{axpy_, binary, relu_backward, unary};
 pub(crate) use layout::{contiguous, write_into};
 pub(crate) use matmul::matmul;

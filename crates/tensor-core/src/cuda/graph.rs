@@ -1,0 +1,234 @@
+//! CUDA graphs: record the work a region of code queues on a device once, then replay
+//! it with one driver call (`torch.cuda.CUDAGraph`).
+//!
+//! Why: a small model's training step is bound by host work per op (argument checks,
+//! one `cuLaunchKernel` each). A replay is one `cuGraphLaunch` for the whole step.
+//!
+//! How (PyTorch's rules, made typed errors here):
+//! - The region runs once, on the capturing thread, with the device's stream in capture
+//!   mode: kernels, memsets and device-to-device copies are recorded, not run. Copies to
+//!   or from the host and waiting for the device cannot be part of a graph (the host
+//!   side would happen once, at capture), so inside a capture they are
+//!   [`TensorError::Capture`] errors, raised by ditto before the driver is asked.
+//! - Every replay reads and writes the very buffers the capture used. So buffers made
+//!   during the capture come from a private pool of the graph: when a tensor made in the
+//!   region dies, its block goes back to that pool, never to the shared cache, and
+//!   other code cannot be handed memory a later replay overwrites. The pool's blocks go
+//!   to the shared cache when the graph is dropped. Inputs are fed by overwriting
+//!   tensors made before the capture in place (`copy_from_`), outputs are read from
+//!   tensors the region returned.
+//! - One capture per device at a time, and only the capturing thread may queue work on
+//!   the device meanwhile (it would land in the graph). The capture is in the driver's
+//!   relaxed mode: ditto's own checks above refuse what must not happen, and a block
+//!   the pool lacks can still be allocated (with `cuMemAlloc`, which the stream-ordered
+//!   allocation of eager code would turn into a graph node).
+//!
+//! Random numbers need more (their Philox offset would be frozen into the graph): see
+//! `rng_gen::graph`, which builds on this.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::thread::ThreadId;
+
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+
+use super::registry::guarded;
+use super::{allocator, default_stream, driver_error};
+use crate::{Result, TensorError};
+
+/// The capture in progress on one device.
+#[derive(Clone, Copy, Debug)]
+struct Active {
+    thread: ThreadId,
+    pool: u64,
+}
+
+fn active() -> MutexGuard<'static, HashMap<usize, Active>> {
+    static ACTIVE: OnceLock<Mutex<HashMap<usize, Active>>> = OnceLock::new();
+    // One insert or remove under the lock: a panic cannot leave it inconsistent.
+    ACTIVE
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+fn capture_error(ordinal: usize, op: &'static str, reason: impl Into<String>) -> TensorError {
+    TensorError::Capture {
+        ordinal,
+        op,
+        reason: reason.into(),
+    }
+}
+
+/// True while a graph capture is in progress on device `ordinal` (on any thread).
+#[must_use]
+pub fn is_capturing(ordinal: usize) -> bool {
+    active().contains_key(&ordinal)
+}
+
+/// Errors when device `ordinal` is being captured: for `op`, work a graph cannot hold
+/// (reading to or writing from the host, waiting for the device).
+pub fn refuse_during_capture(ordinal: usize, op: &'static str) -> Result<()> {
+    if is_capturing(ordinal) {
+        return Err(capture_error(
+            ordinal,
+            op,
+            "reads or writes host memory or waits for the device, which a graph cannot \
+             replay: do it before the capture or after a replay",
+        ));
+    }
+    Ok(())
+}
+
+/// The private pool new buffers on device `ordinal` come from while it is captured
+/// (`None` when it is not); errors for a thread other than the capturing one.
+pub(crate) fn capture_pool(ordinal: usize) -> Result<Option<u64>> {
+    match active().get(&ordinal) {
+        None => Ok(None),
+        Some(a) if a.thread == std::thread::current().id() => Ok(Some(a.pool)),
+        Some(_) => Err(capture_error(
+            ordinal,
+            "an allocation",
+            "came from a thread other than the capturing one; its work would land in \
+             the graph",
+        )),
+    }
+}
+
+/// A captured, instantiated graph of device work; [`replay`](Self::replay) runs it.
+pub struct CudaGraph {
+    ordinal: usize,
+    graph: cudarc::driver::CudaGraph,
+    pool: u64,
+}
+
+// SAFETY: the driver's graph handles may be used from any thread, one thread at a time
+// ("graph objects are not internally synchronized"): moving a `CudaGraph` to another
+// thread is fine, and it is not `Sync`, so two threads can never launch or destroy it at
+// once. (cudarc leaves its `CudaGraph` !Send only because it holds raw pointers.)
+unsafe impl Send for CudaGraph {}
+
+impl std::fmt::Debug for CudaGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaGraph")
+            .field("ordinal", &self.ordinal)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaGraph {
+    /// Captures the device work `region` queues on device `ordinal` and instantiates it
+    /// (`torch.cuda.graph`). Returns the graph and what `region` returned (typically
+    /// the output tensors a replay rewrites). If `region` fails, or queues something a
+    /// graph cannot hold, nothing is kept and the error is returned. The region's work
+    /// is recorded, not run: its outputs hold their values only after a replay.
+    pub fn capture<R>(ordinal: usize, region: impl FnOnce() -> Result<R>) -> Result<(Self, R)> {
+        static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
+        let stream = default_stream(ordinal)?;
+        let pool = NEXT_POOL.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut active = active();
+            if active.contains_key(&ordinal) {
+                return Err(capture_error(
+                    ordinal,
+                    "CudaGraph::capture",
+                    "began while another capture of the device is in progress",
+                ));
+            }
+            let thread = std::thread::current().id();
+            allocator::open_pool(ordinal, pool);
+            active.insert(ordinal, Active { thread, pool });
+        }
+        let begun = guarded(ordinal, || {
+            stream
+                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+                .map_err(driver_error(ordinal, "begin capture"))
+        });
+        // A panicking region still ends the capture (then the panic goes on), so the
+        // device is not left refusing uploads and reads for the rest of the process.
+        let result = match begun {
+            Ok(()) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(region)) {
+                Ok(result) => result,
+                Err(panic) => {
+                    if is_stream_capturing(&stream) {
+                        let _ = stream.end_capture(CUgraphInstantiate_flags(0));
+                    }
+                    active().remove(&ordinal);
+                    allocator::close_pool(ordinal, pool);
+                    std::panic::resume_unwind(panic);
+                }
+            },
+            Err(e) => Err(e),
+        };
+        let ended = if result.is_ok() || is_stream_capturing(&stream) {
+            guarded(ordinal, || {
+                stream
+                    .end_capture(CUgraphInstantiate_flags(0))
+                    .map_err(driver_error(ordinal, "end capture"))
+            })
+        } else {
+            Ok(None)
+        };
+        active().remove(&ordinal);
+        let outcome = match (result, ended) {
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+            (Ok(_), Ok(None)) => Err(capture_error(
+                ordinal,
+                "CudaGraph::capture",
+                "ended without a graph (the driver returned none)",
+            )),
+            (Ok(value), Ok(Some(graph))) => Ok((
+                CudaGraph {
+                    ordinal,
+                    graph,
+                    pool,
+                },
+                value,
+            )),
+        };
+        if outcome.is_err() {
+            allocator::close_pool(ordinal, pool);
+        }
+        outcome
+    }
+
+    /// Runs the captured work again, queued on the device's stream like any op: one
+    /// `cuGraphLaunch`. Errors during a capture of the device.
+    pub fn replay(&self) -> Result<()> {
+        if is_capturing(self.ordinal) {
+            return Err(capture_error(
+                self.ordinal,
+                "CudaGraph::replay",
+                "was called during a capture (graphs do not nest)",
+            ));
+        }
+        guarded(self.ordinal, || {
+            self.graph
+                .launch()
+                .map_err(driver_error(self.ordinal, "graph launch"))
+        })
+    }
+
+    /// The CUDA device ordinal the graph runs on.
+    #[must_use]
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+}
+
+/// The private pool's blocks go back to the shared cache: no replay can use them now.
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        allocator::close_pool(self.ordinal, self.pool);
+    }
+}
+
+/// Whether the stream is still capturing (a region that failed half-way), so the
+/// capture must be ended before the stream can be used again.
+fn is_stream_capturing(stream: &std::sync::Arc<cudarc::driver::CudaStream>) -> bool {
+    use cudarc::driver::sys::CUstreamCaptureStatus;
+    stream
+        .capture_status()
+        .is_ok_and(|s| s != CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+}

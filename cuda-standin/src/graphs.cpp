@@ -1,0 +1,271 @@
+// Stream capture and CUDA graphs, by recording and replaying.
+//
+// cuStreamBeginCapture turns a stream (never a default stream: the driver refuses the
+// legacy NULL stream) into a recorder: kernel launches, memsets and device-to-device
+// copies issued to it are checked as if they ran, then kept as nodes of a graph, with a
+// copy of each kernel's argument bytes. Work that cannot be part of a graph on a GPU
+// (copies to or from host memory, stream-ordered allocations, waiting for the stream)
+// is refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture, so
+// cuStreamEndCapture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as with the
+// driver. cuBLAS calls on a capturing stream are recorded as host nodes (cublas.cpp).
+// cuGraphInstantiateWithFlags copies the nodes into an executable graph;
+// cuGraphLaunch replays them in recording order on the host, each kernel through the
+// same checks as cuLaunchKernel (so a graph whose buffers were freed faults, as it
+// would on a GPU). The call counts (DITTO_CUDA_STANDIN_STATS) show one cuGraphLaunch
+// per replay and no cuLaunchKernel: recorded kernels are not launched through it.
+#include <cinttypes>
+#include <cstring>
+#include <set>
+
+#include "errors.h"
+#include "graphs.h"
+#include "memory.h"
+#include "module.h"
+
+namespace standin {
+namespace {
+
+std::set<Graph*>& graphs() {
+    static std::set<Graph*> all;
+    return all;
+}
+
+std::set<GraphExec*>& execs() {
+    static std::set<GraphExec*> all;
+    return all;
+}
+
+// Every capture in progress, to find the ones an unsafe call would disturb.
+std::set<Stream*>& capturing_streams() {
+    static std::set<Stream*> all;
+    return all;
+}
+
+bool is_default_stream(CUstream s) {
+    return s == nullptr || s == STANDIN_STREAM_LEGACY || s == STANDIN_STREAM_PER_THREAD;
+}
+
+// Replays one memset, copy or host node (kernels go through launch_checked).
+CUresult replay_memory_node(const GraphNode& node) {
+    const char* call = "cuGraphLaunch";
+    if (node.kind == GraphNode::Host) {
+        node.host();
+        return CUDA_SUCCESS;
+    }
+    if (node.kind == GraphNode::Memset) {
+        CUresult ok = check_device_range(node.dst, node.width * node.count, call, "memset destination", nullptr);
+        if (ok != CUDA_SUCCESS) return ok;
+        unsigned char* p = reinterpret_cast<unsigned char*>(node.dst);
+        for (size_t i = 0; i < node.count; ++i) std::memcpy(p + i * node.width, &node.value, node.width);
+        return CUDA_SUCCESS;
+    }
+    CUresult ok = check_device_range(node.dst, node.count, call, "copy destination", nullptr);
+    if (ok == CUDA_SUCCESS) ok = check_device_range(node.src, node.count, call, "copy source", nullptr);
+    if (ok != CUDA_SUCCESS) return ok;
+    std::memmove(reinterpret_cast<void*>(node.dst), reinterpret_cast<const void*>(node.src), node.count);
+    return CUDA_SUCCESS;
+}
+
+CUresult live_exec(CUgraphExec exec, const char* call) {
+    if (execs().count(exec) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, call, "not a live executable graph");
+    if (exec->generation != exec->ctx->generation) {
+        return fail(CUDA_ERROR_INVALID_HANDLE, call, "the context of the graph was destroyed");
+    }
+    return require_live(exec->ctx, call);
+}
+
+}  // namespace
+
+Capture* capture_of(CUstream stream) {
+    if (is_default_stream(stream)) return nullptr;
+    return stream->capture;
+}
+
+CUresult refuse_in_capture(Capture* capture, const char* call, const char* what) {
+    if (!capture->invalidated) {
+        capture->invalidated = true;
+        capture->reason = std::string(call) + ": " + what;
+    }
+    return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, call, "%s while the stream is being captured", what);
+}
+
+CUresult check_unsafe_during_capture(Context* ctx, const char* call) {
+    for (Stream* s : capturing_streams()) {
+        Capture* c = s->capture;
+        if (s->ctx != ctx || c->mode == 2) continue;
+        if (c->mode == 1 && c->thread != std::this_thread::get_id()) continue;
+        return refuse_in_capture(c, call, "a call that is not stream-ordered (unsafe in this capture mode)");
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult record_memset(Capture* capture, CUdeviceptr dst, unsigned value, size_t width, size_t count,
+                       const char* call) {
+    if (capture->invalidated) return refuse_in_capture(capture, call, "a memset after the capture failed");
+    GraphNode node;
+    node.kind = GraphNode::Memset;
+    node.dst = dst;
+    node.value = value;
+    node.width = width;
+    node.count = count;
+    capture->graph->nodes.push_back(node);
+    return CUDA_SUCCESS;
+}
+
+CUresult record_copy(Capture* capture, CUdeviceptr dst, CUdeviceptr src, size_t bytes, const char* call) {
+    if (capture->invalidated) return refuse_in_capture(capture, call, "a copy after the capture failed");
+    GraphNode node;
+    node.kind = GraphNode::Copy;
+    node.dst = dst;
+    node.src = src;
+    node.count = bytes;
+    capture->graph->nodes.push_back(node);
+    return CUDA_SUCCESS;
+}
+
+CUresult record_host(Capture* capture, std::function<void()> work, const char* call) {
+    if (capture->invalidated) return refuse_in_capture(capture, call, "a library call after the capture failed");
+    GraphNode node;
+    node.kind = GraphNode::Host;
+    node.host = std::move(work);
+    capture->graph->nodes.push_back(std::move(node));
+    return CUDA_SUCCESS;
+}
+
+}  // namespace standin
+
+using namespace standin;
+
+extern "C" {
+
+CUresult cuStreamBeginCapture_v2(CUstream stream, int mode) {
+    const char* call = "cuStreamBeginCapture_v2";
+    if (mode < 0 || mode > 2) return fail(CUDA_ERROR_INVALID_VALUE, call, "unknown capture mode %d", mode);
+    std::lock_guard<std::mutex> guard(state_lock());
+    Context* ctx = nullptr;
+    const CUresult ok = resolve_stream(stream, call, false, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    if (is_default_stream(stream)) {
+        return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, call,
+                    "a default stream cannot be captured (capture a stream made with cuStreamCreate)");
+    }
+    if (stream->capture != nullptr) return fail(CUDA_ERROR_ILLEGAL_STATE, call, "the stream is already capturing");
+    Graph* graph = new Graph{ctx, ctx->generation, {}};
+    graphs().insert(graph);
+    stream->capture = new Capture{graph, mode, std::this_thread::get_id(), false, {}};
+    capturing_streams().insert(stream);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture(CUstream stream, int mode) { return cuStreamBeginCapture_v2(stream, mode); }
+
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* out) {
+    const char* call = "cuStreamEndCapture";
+    if (out == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, call, "NULL pointer");
+    std::lock_guard<std::mutex> guard(state_lock());
+    Context* ctx = nullptr;
+    const CUresult ok = resolve_stream(stream, call, false, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    Capture* capture = capture_of(stream);
+    if (capture == nullptr) return fail(CUDA_ERROR_ILLEGAL_STATE, call, "the stream is not capturing");
+    if (capture->mode != 2 && capture->thread != std::this_thread::get_id()) {
+        return fail(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, call,
+                    "the capture was begun by another thread (global and thread-local modes)");
+    }
+    stream->capture = nullptr;
+    capturing_streams().erase(stream);
+    *out = nullptr;
+    if (capture->invalidated) {
+        graphs().erase(capture->graph);
+        delete capture->graph;
+        const std::string reason = capture->reason;
+        delete capture;
+        return fail(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, call, "the capture was invalidated by %s", reason.c_str());
+    }
+    *out = capture->graph;
+    delete capture;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream stream, int* status) {
+    const char* call = "cuStreamIsCapturing";
+    if (status == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, call, "NULL pointer");
+    std::lock_guard<std::mutex> guard(state_lock());
+    Context* ctx = nullptr;
+    const CUresult ok = resolve_stream(stream, call, false, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    const Capture* capture = capture_of(stream);
+    *status = capture == nullptr ? 0 : capture->invalidated ? 2 : 1;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph graph, unsigned long long flags) {
+    const char* call = "cuGraphInstantiateWithFlags";
+    if (out == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, call, "NULL pointer");
+    if (flags != 0) return not_supported(call, "instantiate flags other than 0");
+    std::lock_guard<std::mutex> guard(state_lock());
+    if (graphs().count(graph) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, call, "not a live graph");
+    if (graph->generation != graph->ctx->generation) {
+        return fail(CUDA_ERROR_INVALID_HANDLE, call, "the context of the graph was destroyed");
+    }
+    GraphExec* exec = new GraphExec{graph->ctx, graph->generation, graph->nodes};
+    execs().insert(exec);
+    *out = exec;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+    const char* call = "cuGraphLaunch";
+    Context* ctx = nullptr;
+    {
+        std::lock_guard<std::mutex> guard(state_lock());
+        CUresult ok = live_exec(exec, call);
+        if (ok == CUDA_SUCCESS) ok = resolve_stream(stream, call, true, &ctx);
+        if (ok != CUDA_SUCCESS) return ok;
+        if (Capture* capture = capture_of(stream)) {
+            return refuse_in_capture(capture, call, "launching a graph (child graphs are not supported)");
+        }
+        if (ctx != exec->ctx) {
+            return fail(CUDA_ERROR_INVALID_HANDLE, call, "a graph of device %d launched on a stream of device %d",
+                        exec->ctx->device, ctx->device);
+        }
+    }
+    for (const GraphNode& node : exec->nodes) {
+        CUresult ok = CUDA_SUCCESS;
+        if (node.kind == GraphNode::Kernel) {
+            std::vector<void*> params;
+            for (const auto& bytes : node.params) params.push_back(const_cast<unsigned char*>(bytes.data()));
+            ok = launch_checked(node.function, ctx, nullptr, node.grid, node.block, node.shared, params.data());
+        } else {
+            ok = replay_memory_node(node);
+        }
+        if (ok != CUDA_SUCCESS) return ok;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    CUresult ok = live_exec(exec, "cuGraphUpload");
+    Context* ctx = nullptr;
+    if (ok == CUDA_SUCCESS) ok = resolve_stream(stream, "cuGraphUpload", true, &ctx);
+    return ok;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    if (execs().count(exec) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphExecDestroy", "not a live executable graph");
+    execs().erase(exec);
+    delete exec;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph graph) {
+    std::lock_guard<std::mutex> guard(state_lock());
+    if (graphs().count(graph) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphDestroy", "not a live graph");
+    graphs().erase(graph);
+    delete graph;
+    return CUDA_SUCCESS;
+}
+
+}  // extern "C"
