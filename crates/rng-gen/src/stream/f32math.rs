@@ -13,16 +13,6 @@
 //! 8 * 10^7 distinct f32 values in (0, 1]) against an f64 reference, see
 //! `tests/f32math_exhaustive.rs`: `ln` within 0.83 ulp, `sincospi` within 1.72 ulp.
 
-/// ln(2) split in two: `LN2_HI` has trailing zero bits so `k * LN2_HI` is exact for the
-/// exponents `k` that occur (fdlibm / musl `logf`).
-const LN2_HI: f32 = f32::from_bits(0x3f31_7180); // 6.9313812256e-01
-const LN2_LO: f32 = f32::from_bits(0x3717_f7d1); // 9.0580006145e-06
-/// Minimax coefficients of `(ln(1+s) - ln(1-s)) / s` in `s^2` (fdlibm / musl `logf`).
-const LG1: f32 = f32::from_bits(0x3f2a_aaaa); // 0.66666662693
-const LG2: f32 = f32::from_bits(0x3ecc_ce13); // 0.40000972152
-const LG3: f32 = f32::from_bits(0x3e91_e9ee); // 0.28498786688
-const LG4: f32 = f32::from_bits(0x3e78_9e26); // 0.24279078841
-
 /// Natural logarithm, within 1 ulp on positive normal and subnormal inputs.
 ///
 /// `ln(0) = -inf`, `ln(x < 0) = NaN`, `ln(+inf) = +inf`, `ln(NaN) = NaN`.
@@ -54,32 +44,11 @@ pub fn ln_positive_normal(x: f32) -> f32 {
     ln_reduced(x.to_bits(), 0)
 }
 
-/// `ln(2^k * x)` for the bits of a positive normal `x`: the body of [`ln`], stated once.
-/// Straight-line code (no branches), so it vectorises.
+/// `ln(2^k * x)` for the bits of a positive normal `x`: fdlibm's `logf` body, which
+/// tensor-core's portable arithmetic uses too, so it is stated once, there.
 #[inline(always)]
 fn ln_reduced(bits: u32, k: i32) -> f32 {
-    // x = 2^k * m with m in [sqrt(2)/2, sqrt(2)): shift the bits so the exponent split
-    // happens at sqrt(2) instead of 2.
-    let bits = bits.wrapping_add(0x3f80_0000 - 0x3f35_04f3);
-    let k = k + (bits >> 23) as i32 - 0x7f;
-    let m = f32::from_bits((bits & 0x007f_ffff) + 0x3f35_04f3);
-
-    // ln(m) = ln(1+f) with f = m - 1 (exact), via s = f / (2 + f):
-    // ln(1+f) = 2s + s * R(s^2), written so the small terms are added first.
-    let f = m - 1.0;
-    let s = f / (2.0 + f);
-    let z = s * s;
-    let w = z * z;
-    let t1 = w * (LG2 + w * LG4);
-    let t2 = z * (LG1 + w * LG3);
-    let r = t2 + t1;
-    let half_f_squared = 0.5 * f * f;
-    let dk = k as f32;
-    let mut result = s * (half_f_squared + r);
-    result += dk * LN2_LO;
-    result -= half_f_squared;
-    result += f;
-    result + dk * LN2_HI
+    tensor_core::portable::math::log_reduced(bits, k)
 }
 
 /// Adding then subtracting 1.5 * 2^23 rounds an f32 of magnitude below 2^22 to the

@@ -147,8 +147,13 @@ pub fn log_of_sum(total: f64) -> f32 {
     log(hi) + rest
 }
 
-/// `ln(2^k * x)` for the bits of a positive normal `x`.
-fn log_reduced(bits: u32, k: i32) -> f32 {
+/// `ln(2^k * x)` for the bits of a positive normal `x`: fdlibm's `logf` body, stated
+/// once for Rust. rng-gen's `ln` (the Box-Muller radius, docs/contract.md §6) calls it
+/// too, so the normal sampler and portable arithmetic share one logarithm. Straight-line
+/// code (no branches), so a loop over it vectorises.
+#[must_use]
+#[inline(always)]
+pub fn log_reduced(bits: u32, k: i32) -> f32 {
     // x = 2^k * m with m in [sqrt(2)/2, sqrt(2)).
     let bits = bits.wrapping_add(0x3f80_0000 - 0x3f35_04f3);
     let k = k + (bits >> 23) as i32 - 0x7f;
