@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use crate::launch_env::parse_in;
+use crate::env_var::parse_in;
 use crate::Result;
 
 /// The limit unless `DITTO_COLLECTIVE_TIMEOUT_S` or the program says otherwise.

@@ -9,7 +9,8 @@
 use std::time::Duration;
 
 use crate::collective_timeout::collective_timeout_from_vars;
-use crate::{DistError, Result};
+use crate::env_var::{bad, parse_in};
+use crate::Result;
 
 /// The largest world size accepted (NCCL counts ranks in an `int`; the rendezvous in a
 /// `u32`; a million ranks is far beyond any cluster ditto runs on).
@@ -43,34 +44,6 @@ pub struct LaunchEnv {
 /// The reminder every "not set" error carries.
 const LAUNCH_HINT: &str = "launch with torchrun-style variables: RANK, WORLD_SIZE, \
                            LOCAL_RANK, MASTER_ADDR, MASTER_PORT";
-
-/// A variable's value that is not what it must be.
-pub(crate) fn bad(name: &'static str, message: String) -> DistError {
-    DistError::Environment { name, message }
-}
-
-/// `value` parsed as an integer in `range`; the error names the variable and the range.
-pub(crate) fn parse_in(
-    name: &'static str,
-    value: &str,
-    range: std::ops::RangeInclusive<u64>,
-) -> Result<u64> {
-    match value.trim().parse::<u64>() {
-        Ok(n) if range.contains(&n) => Ok(n),
-        Ok(n) => Err(bad(
-            name,
-            format!("{n} is not in {}..={}", range.start(), range.end()),
-        )),
-        Err(_) => Err(bad(
-            name,
-            format!(
-                "{value:?} is not a whole number; expected {}..={}",
-                range.start(),
-                range.end()
-            ),
-        )),
-    }
-}
 
 impl LaunchEnv {
     /// Reads the process environment.
@@ -176,6 +149,7 @@ fn non_empty(name: &'static str, value: String) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DistError;
 
     fn env(vars: &[(&str, &str)]) -> Result<LaunchEnv> {
         LaunchEnv::from_vars(|name| {

@@ -40,6 +40,7 @@
 
 mod collective_timeout;
 pub mod ddp;
+mod env_var;
 mod error;
 mod group;
 mod host;

@@ -26,10 +26,8 @@ mod trainer;
 pub use config::TrainConfig;
 pub use pending_losses::LOSS_SLOTS;
 pub use run_state::{
-    check_loader_state, default_generator_devices, read_history, ExpectedLoader, RunParts, RunView,
+    check_loader_state, check_model_shapes, default_generator_devices, read_history,
+    ExpectedLoader, RunParts, RunView, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, STEP,
 };
 pub use synthetic::GaussianClusters;
-pub use trainer::{
-    build_mlp, check_model_shapes, Trainer, CONFIG_KEY, DATA_DOMAIN, DROPOUT_DOMAIN, DROPOUT_RNG,
-    INIT_DOMAIN, LOADER, LOADER_DOMAIN, LOSSES, STEP,
-};
+pub use trainer::{build_mlp, Trainer, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN, LOADER_DOMAIN};

@@ -12,11 +12,21 @@
 use rng_gen::{Generator, Key};
 use tensor_core::{DType, Device, Tensor};
 
-use super::trainer::{check_model_shapes, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, STEP};
 use super::TrainConfig;
 use crate::checkpoint::default_cuda_rng_name;
 use crate::data::LoaderState;
 use crate::{Checkpoint, CheckpointError, Module, Result, Sequential, Sgd};
+
+/// Checkpoint metadata key of the run's [`TrainConfig`] (JSON).
+pub const CONFIG_KEY: &str = "train.config";
+/// Checkpoint entry of the step count (i64 scalar).
+pub const STEP: &str = "train.step";
+/// Checkpoint entry of the loss history (f32, one per step).
+pub const LOSSES: &str = "train.loss_history";
+/// Checkpoint entry of the loader state.
+pub const LOADER: &str = "loader.state";
+/// Checkpoint name of the dropout generator (stored as `rng.dropout`).
+pub const DROPOUT_RNG: &str = "dropout";
 
 /// A training run's state as its checkpoint holds it, borrowed from the trainer.
 pub struct RunView<'a> {
@@ -79,6 +89,32 @@ pub fn read_history(ck: &Checkpoint, config: &TrainConfig) -> Result<(u64, Vec<f
         );
     }
     Ok((step, losses))
+}
+
+/// The `model.*` tensors must be exactly the configuration's parameters, shape for
+/// shape: checked on the checkpoint's own tensors before the model is built, so a
+/// configuration edited to describe a huge model fails here instead of allocating.
+/// (Public so that other training loops over the same model, like `distributed`'s, check
+/// their checkpoints the same way.)
+pub fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
+    config.validate()?;
+    let expected = config.parameter_shapes();
+    for (name, dims) in &expected {
+        ck.tensor_like(&format!("model.{name}"), dims, DType::F32)?;
+    }
+    let stored = ck.names().filter(|n| n.starts_with("model.")).count();
+    if stored != expected.len() {
+        return Err(CheckpointError::Inconsistent {
+            name: CONFIG_KEY.into(),
+            reason: format!(
+                "layers {:?} make {} parameter tensors, the checkpoint holds {stored} model.* tensors",
+                config.layers,
+                expected.len()
+            ),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// The parts of a freshly built run that a checkpoint restores in place.

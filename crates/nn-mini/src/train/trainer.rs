@@ -8,11 +8,13 @@ use tensor_core::{DType, Device};
 
 use super::graphed_step::GraphedStep;
 use super::pending_losses::PendingLosses;
-use super::run_state::{check_loader_state, read_history, ExpectedLoader, RunParts, RunView};
+use super::run_state::{
+    check_loader_state, read_history, ExpectedLoader, RunParts, RunView, CONFIG_KEY, LOADER,
+};
 use super::{GaussianClusters, TrainConfig};
 use crate::{
-    cross_entropy, Checkpoint, CheckpointError, DataLoader, Dropout, Linear, Module, ReLU, Result,
-    Sequential, Sgd, SgdConfig,
+    cross_entropy, Checkpoint, DataLoader, Dropout, Linear, Module, ReLU, Result, Sequential, Sgd,
+    SgdConfig,
 };
 
 /// Sub-key of the run key for the weight initialisation generator.
@@ -23,17 +25,6 @@ pub const DROPOUT_DOMAIN: u64 = 1;
 pub const LOADER_DOMAIN: u64 = 2;
 /// Sub-key of the run key for the synthetic dataset.
 pub const DATA_DOMAIN: u64 = 3;
-
-/// Checkpoint metadata key of the run's [`TrainConfig`] (JSON).
-pub const CONFIG_KEY: &str = "train.config";
-/// Checkpoint entry of the step count (i64 scalar).
-pub const STEP: &str = "train.step";
-/// Checkpoint entry of the loss history (f32, one per step).
-pub const LOSSES: &str = "train.loss_history";
-/// Checkpoint entry of the loader state.
-pub const LOADER: &str = "loader.state";
-/// Checkpoint name of the dropout generator (stored as `rng.dropout`).
-pub const DROPOUT_RNG: &str = "dropout";
 
 /// A whole training run: model, optimiser, data loader, dropout generator, step counter
 /// and loss history. [`step`](Self::step) runs one SGD step; [`checkpoint`](Self::checkpoint)
@@ -302,7 +293,7 @@ impl Trainer {
     /// state's key against the one the configuration's seed derives and its position
     /// against the step, and the momentum buffers against the model's parameters (all of
     /// them once a step has run, none before). Each mismatch is a
-    /// [`CheckpointError::Inconsistent`] (or the shape / missing-tensor error) naming
+    /// [`CheckpointError::Inconsistent`](crate::CheckpointError::Inconsistent) (or the shape / missing-tensor error) naming
     /// the entry.
     pub fn from_checkpoint(
         ck: &Checkpoint,
@@ -342,32 +333,6 @@ impl Trainer {
     ) -> Result<Self> {
         Trainer::from_checkpoint(&Checkpoint::load(path)?, num_workers, device)
     }
-}
-
-/// The `model.*` tensors must be exactly the configuration's parameters, shape for
-/// shape: checked on the checkpoint's own tensors before the model is built, so a
-/// configuration edited to describe a huge model fails here instead of allocating.
-/// (Public so that other training loops over the same model, like `distributed`'s, check
-/// their checkpoints the same way.)
-pub fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
-    config.validate()?;
-    let expected = config.parameter_shapes();
-    for (name, dims) in &expected {
-        ck.tensor_like(&format!("model.{name}"), dims, DType::F32)?;
-    }
-    let stored = ck.names().filter(|n| n.starts_with("model.")).count();
-    if stored != expected.len() {
-        return Err(CheckpointError::Inconsistent {
-            name: CONFIG_KEY.into(),
-            reason: format!(
-                "layers {:?} make {} parameter tensors, the checkpoint holds {stored} model.* tensors",
-                config.layers,
-                expected.len()
-            ),
-        }
-        .into());
-    }
-    Ok(())
 }
 
 /// `Linear, ReLU, Dropout` for each hidden width, then a final `Linear`: the layout of

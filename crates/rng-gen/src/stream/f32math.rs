@@ -143,12 +143,7 @@ mod tests {
             SIN_COEFFS.map(f32::to_bits),
             [0x3fc9_0fdb, 0xbf25_5ddd, 0x3da3_2f49, 0xbb96_c981]
         );
-        assert_eq!(LN2_HI.to_bits(), 0x3f31_7180);
-        assert_eq!(LN2_LO.to_bits(), 0x3717_f7d1);
-        assert_eq!(LG1.to_bits(), 0x3f2a_aaaa);
-        assert_eq!(LG2.to_bits(), 0x3ecc_ce13);
-        assert_eq!(LG3.to_bits(), 0x3e91_e9ee);
-        assert_eq!(LG4.to_bits(), 0x3e78_9e26);
+        // ln's constants live with its body in tensor-core's portable/math.rs.
     }
 
     #[test]

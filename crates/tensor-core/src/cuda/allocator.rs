@@ -115,7 +115,7 @@ pub(crate) fn allocate(
     bytes: usize,
     dtype: DType,
 ) -> Result<(CudaSlice<u8>, Option<u64>)> {
-    let graph_pool = super::graph::capture_pool(ordinal)?;
+    let graph_pool = super::capture_state::capture_pool(ordinal)?;
     let exact = {
         let known = lock(ordinal).exact_classes;
         match known {

@@ -26,75 +26,16 @@
 //! Random numbers need more (their Philox offset would be frozen into the graph): see
 //! `rng_gen::graph`, which builds on this.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::thread::ThreadId;
 
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 
+use super::capture_state::{active, capture_error, Active};
 use super::registry::guarded;
 use super::{allocator, default_stream, driver_error};
-use crate::{Result, TensorError};
 
-/// The capture in progress on one device.
-#[derive(Clone, Copy, Debug)]
-struct Active {
-    thread: ThreadId,
-    pool: u64,
-}
-
-fn active() -> MutexGuard<'static, HashMap<usize, Active>> {
-    static ACTIVE: OnceLock<Mutex<HashMap<usize, Active>>> = OnceLock::new();
-    // One insert or remove under the lock: a panic cannot leave it inconsistent.
-    ACTIVE
-        .get_or_init(|| Mutex::new(HashMap::new()))
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-}
-
-fn capture_error(ordinal: usize, op: &'static str, reason: impl Into<String>) -> TensorError {
-    TensorError::Capture {
-        ordinal,
-        op,
-        reason: reason.into(),
-    }
-}
-
-/// True while a graph capture is in progress on device `ordinal` (on any thread).
-#[must_use]
-pub fn is_capturing(ordinal: usize) -> bool {
-    active().contains_key(&ordinal)
-}
-
-/// Errors when device `ordinal` is being captured: for `op`, work a graph cannot hold
-/// (reading to or writing from the host, waiting for the device).
-pub fn refuse_during_capture(ordinal: usize, op: &'static str) -> Result<()> {
-    if is_capturing(ordinal) {
-        return Err(capture_error(
-            ordinal,
-            op,
-            "reads or writes host memory or waits for the device, which a graph cannot \
-             replay: do it before the capture or after a replay",
-        ));
-    }
-    Ok(())
-}
-
-/// The private pool new buffers on device `ordinal` come from while it is captured
-/// (`None` when it is not); errors for a thread other than the capturing one.
-pub(crate) fn capture_pool(ordinal: usize) -> Result<Option<u64>> {
-    match active().get(&ordinal) {
-        None => Ok(None),
-        Some(a) if a.thread == std::thread::current().id() => Ok(Some(a.pool)),
-        Some(_) => Err(capture_error(
-            ordinal,
-            "an allocation",
-            "came from a thread other than the capturing one; its work would land in \
-             the graph",
-        )),
-    }
-}
+pub use super::capture_state::{is_capturing, refuse_during_capture};
+use crate::Result;
 
 /// A captured, instantiated graph of device work; [`replay`](Self::replay) runs it.
 pub struct CudaGraph {

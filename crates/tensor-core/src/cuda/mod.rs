@@ -8,6 +8,7 @@
 //! reason "no CUDA driver found". Nothing in this module panics without a GPU.
 
 pub mod allocator;
+mod capture_state;
 mod copy;
 pub mod graph;
 pub mod module_cache;

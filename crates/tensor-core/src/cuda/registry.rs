@@ -133,7 +133,7 @@ pub fn default_stream(ordinal: usize) -> Result<Arc<CudaStream>> {
 
 /// Blocks until all work queued on device `ordinal` has finished.
 pub fn synchronize(ordinal: usize) -> Result<()> {
-    super::graph::refuse_during_capture(ordinal, "synchronize")?;
+    super::capture_state::refuse_during_capture(ordinal, "synchronize")?;
     let context = context(ordinal)?;
     guarded(ordinal, || {
         context

@@ -71,7 +71,7 @@ impl CudaStorage {
 
     /// Uploads a host buffer to device `ordinal`.
     pub fn from_cpu(cpu: &CpuStorage, ordinal: usize) -> Result<Self> {
-        super::graph::refuse_during_capture(ordinal, "an upload from the host")?;
+        super::capture_state::refuse_during_capture(ordinal, "an upload from the host")?;
         let data = host_bytes(cpu);
         let mut storage = Self::alloc_uninit(ordinal, cpu.dtype(), cpu.len())?;
         if !data.is_empty() {
@@ -102,7 +102,7 @@ impl CudaStorage {
                 ),
             });
         }
-        super::graph::refuse_during_capture(self.ordinal, "a read to the host")?;
+        super::capture_state::refuse_during_capture(self.ordinal, "a read to the host")?;
         let stream = self.bytes.stream().clone();
         guarded(self.ordinal, || {
             download_range(&stream, &self.bytes, self.dtype, self.ordinal, start, len)
@@ -115,7 +115,7 @@ impl CudaStorage {
     /// the capture saw, shared by the layers that kept the input), and why it is not
     /// copy-on-write like ditto's other in-place ops. Errors during a capture.
     pub fn write_from_cpu_shared(&self, start: usize, cpu: &CpuStorage) -> Result<()> {
-        super::graph::refuse_during_capture(self.ordinal, "an upload from the host")?;
+        super::capture_state::refuse_during_capture(self.ordinal, "an upload from the host")?;
         let fits = start
             .checked_add(cpu.len())
             .is_some_and(|end| end <= self.len);
