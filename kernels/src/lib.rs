@@ -22,7 +22,7 @@
 //! NVRTC ([`nvrtc`], feature `cuda`; the compile options and the per-device module cache
 //! are tensor-core's, shared with its own kernels) and, with the `host-parity` feature,
 //! by the host C++ compiler so tests can check them against the Rust engine bit for bit
-//! without a GPU ([`host_parity`], feature `host-parity`).
+//! without a GPU (`host_parity`, feature `host-parity`).
 //!
 //! A downstream crate's kernels can include the same headers: the build script of a crate
 //! that depends on `kernels` reads their folders from `DEP_DITTO_KERNELS_INCLUDE`

@@ -30,7 +30,7 @@ pub(crate) fn try_with_capacity<T>(len: usize, dtype: DType) -> Result<Vec<T>> {
 /// zeroed allocation (`calloc`): large buffers are fresh pages the kernel zeroes on first
 /// touch, so nothing writes the zeros up front and whoever fills the buffer first (in
 /// parallel, if it likes) touches each page once. Allocation failure is an
-/// `AllocationFailed` error instead of an abort. Buffers of [`HUGE_PAGE_MIN_BYTES`] or
+/// `AllocationFailed` error instead of an abort. Buffers of `HUGE_PAGE_MIN_BYTES` or
 /// more ask Linux for transparent huge pages, as NumPy does for its arrays: filling a
 /// fresh 64 MB buffer otherwise takes 16,384 page faults of 4 KiB (measured: rng-gen's
 /// allocating `rand` ran at a quarter of its in-place speed), with them 32.

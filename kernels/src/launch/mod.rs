@@ -10,7 +10,7 @@
 //! buffer's stream (the device's default stream), so it is ordered after earlier ditto
 //! work without extra synchronisation; the call returns once the kernel is queued.
 //!
-//! The `*_call` functions in [`fill`] and [`dropout`] state each built-in op's kernel and
+//! The `*_call` functions in `fill` and `dropout` state each built-in op's kernel and
 //! arguments once; rng-gen's samplers and the launchers below (used by tests and
 //! benches with forced geometries) both go through them.
 

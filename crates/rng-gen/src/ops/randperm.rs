@@ -12,7 +12,7 @@ use crate::{Generator, RngError};
 /// Fisher-Yates as in docs/contract.md §5.9: start from `0, 1, ..., n-1`; for `i` from
 /// `n-1` down to 1, swap positions `i` and `j`, where `j = below(w_2k, w_2k+1, i + 1)` is
 /// draw `k = n-1-i`. The `n - 1` draws of two words each are a random op of their own
-/// ([`Draws`]), run through the pipeline like every other; the swaps that follow are a
+/// (`Draws`), run through the pipeline like every other; the swaps that follow are a
 /// chain of dependent steps, so they run in order on the host (faster there than as a
 /// one-thread kernel) and a CUDA permutation is copied to the device at the end.
 #[track_caller]

@@ -3,7 +3,7 @@
 //! The engine is [`philox4x32_10_lanes`] in `stream/philox.rs` (the one round function,
 //! the one key schedule); this module only lays out a batch of consecutive blocks as its
 //! lanes and puts the words back in stream order. On x86-64 the CPU fill runs whole
-//! chunks of batches under [`with_widest_simd`](crate::simd::with_widest_simd), so the
+//! chunks of batches under `with_widest_simd`, so the
 //! lanes become AVX-512 or AVX2 vectors (8 or 4 products per instruction instead of
 //! SSE2's 2); integer arithmetic only, so every instruction set gives the same words.
 //! Unit tests check every word against the one-counter engine, counters wrapping

@@ -9,7 +9,7 @@
 //!   mode: kernels, memsets and device-to-device copies are recorded, not run. Copies to
 //!   or from the host and waiting for the device cannot be part of a graph (the host
 //!   side would happen once, at capture), so inside a capture they are
-//!   [`TensorError::Capture`] errors, raised by ditto before the driver is asked.
+//!   [`TensorError::Capture`](crate::TensorError::Capture) errors, raised by ditto before the driver is asked.
 //! - Every replay reads and writes the very buffers the capture used. So buffers made
 //!   during the capture come from a private pool of the graph: when a tensor made in the
 //!   region dies, its block goes back to that pool, never to the shared cache, and

@@ -7,7 +7,7 @@
 //! and SIMD kernel on a CPU, cuBLAS's on a GPU) and `exp` / `log` (the platform's libm,
 //! CUDA's libdevice). With portable arithmetic on:
 //!
-//! - `matmul` runs ditto's own kernels ([`matmul`](crate::portable::matmul) on the CPU,
+//! - `matmul` runs ditto's own kernels ([`matmul`] on the CPU,
 //!   `portable_matmul.cu` on CUDA) in one defined order: every output element is one
 //!   chain of fused multiply-adds over `k` ascending, starting from zero;
 //! - `exp`, `log` and the ops built on them (`log_softmax`, hence cross-entropy) use
