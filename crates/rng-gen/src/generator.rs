@@ -98,6 +98,7 @@ impl Generator {
 
     /// Runs `f` on the generator's CUDA graph state, under its lock (with the seed and
     /// offset it goes with).
+    #[cfg(feature = "cuda")]
     pub(crate) fn with_graph_state<R>(
         &self,
         f: impl FnOnce(&mut crate::graph::GeneratorGraphState, &mut u64, u64) -> R,
@@ -112,6 +113,7 @@ impl Generator {
     }
 
     /// Whether two handles share one generator.
+    #[cfg(feature = "cuda")]
     pub(crate) fn same_as(&self, other: &Generator) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }

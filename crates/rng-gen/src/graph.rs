@@ -45,8 +45,10 @@ fn capture_error(op: &'static str, reason: impl Into<String>) -> RngError {
 /// A generator's capture in progress: who captures, and how far the graph reserved.
 #[derive(Debug)]
 struct Capturing {
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))] // only CUDA graphs capture
     thread: ThreadId,
     /// Blocks reserved since the capture began (the next op's `intra_offset`).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     intra: u64,
     /// The first call that broke a capture rule (the capture then fails).
     misuse: Option<&'static str>,

@@ -17,6 +17,7 @@
 //! uses them (`rng_gen::rand(.., None)`) also continues exactly.
 
 mod config;
+#[cfg(feature = "cuda")]
 mod graphed_step;
 mod pending_losses;
 mod run_state;

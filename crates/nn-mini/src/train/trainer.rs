@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rng_gen::{fold_in, Generator, Key};
 use tensor_core::{DType, Device};
 
+#[cfg(feature = "cuda")]
 use super::graphed_step::GraphedStep;
 use super::pending_losses::PendingLosses;
 use super::run_state::{
@@ -44,6 +45,7 @@ pub struct Trainer {
     /// Whether steps run as a replayed CUDA graph ([`Trainer::set_cuda_graph`]).
     use_cuda_graph: bool,
     /// The captured steps, one per batch size seen.
+    #[cfg(feature = "cuda")]
     graphed: Vec<GraphedStep>,
 }
 
@@ -98,6 +100,7 @@ impl Trainer {
             losses: Vec::new(),
             pending: PendingLosses::default(),
             use_cuda_graph: false,
+            #[cfg(feature = "cuda")]
             graphed: Vec::new(),
         })
     }
@@ -121,7 +124,7 @@ impl Trainer {
         }
         let batch = self.loader.next_batch()?;
         let device = self.config.device;
-        if self.use_cuda_graph && (!self.graphed.is_empty() || self.step > 0) {
+        if self.use_cuda_graph && (self.has_graphs() || self.step > 0) {
             return self.step_graphed(&batch.input, &batch.target);
         }
         let input = batch.input.to_device(device)?;
@@ -154,14 +157,38 @@ impl Trainer {
             ));
         }
         self.use_cuda_graph = on;
+        #[cfg(feature = "cuda")]
         if !on {
             self.graphed.clear();
         }
         Ok(())
     }
 
+    /// Whether a step has been captured already.
+    fn has_graphs(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        return !self.graphed.is_empty();
+        #[cfg(not(feature = "cuda"))]
+        false
+    }
+
+    /// Without the `cuda` feature no run is on a CUDA device, so `set_cuda_graph(true)`
+    /// was refused and this is never reached; it errors rather than panics all the same.
+    #[cfg(not(feature = "cuda"))]
+    fn step_graphed(
+        &mut self,
+        _input: &tensor_core::Tensor,
+        _target: &tensor_core::Tensor,
+    ) -> Result<()> {
+        Err(crate::NnError::invalid(
+            "Trainer::step",
+            "CUDA graphs need the `cuda` feature, which this build lacks",
+        ))
+    }
+
     /// One step through the captured graph (capturing it first if needed): the batch
     /// into its buffers, one replay, the loss into the pending buffer.
+    #[cfg(feature = "cuda")]
     fn step_graphed(
         &mut self,
         input: &tensor_core::Tensor,

@@ -19,7 +19,9 @@
 //! parameters' checks, its [`Sampler`] (layout and body), and which sampler a dtype gets.
 
 use tensor_core::audit::{OpRecorder, RngRecord};
-use tensor_core::{Device, Element, Shape, Storage, Tensor, TensorError};
+#[cfg(feature = "cuda")]
+use tensor_core::Storage;
+use tensor_core::{Device, Element, Shape, Tensor, TensorError};
 
 use super::args::{elem_count, generator_for};
 use super::cpu_fill;
