@@ -1,6 +1,7 @@
 //! A data parallel run killed with SIGKILL while it saves (issue 20): 16 times, a child
 //! process training on 2 thread ranks and saving after every step (rank 0 writes, as
-//! `ddp_train --save-at` does) is killed at a pseudo-random moment. Afterwards the
+//! `ddp_train --save-at` does) is killed: every other time as soon as a save is under
+//! way, otherwise at a pseudo-random moment. Afterwards the
 //! checkpoint at the path always resumes (on another world size, too): the old one or
 //! the new one, never a half-written file, because `DdpTrainer::save` writes through
 //! `Checkpoint::save` (temporary file, fsync, rename, fsync of the directory).
@@ -14,7 +15,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use distributed::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::train::TrainConfig;
@@ -80,7 +81,15 @@ fn a_ddp_run_killed_while_saving_leaves_a_checkpoint_that_resumes() {
             lines.any(|l| l.is_ok_and(|l| l == "saved")),
             "child {kill} never saved"
         );
-        std::thread::sleep(Duration::from_micros((kill * 7_919) % 20_000));
+        if kill % 2 == 0 {
+            // Kill as soon as a save is under way (its temporary file exists), so kills
+            // land mid-save however fast or loaded the machine is; bounded, so a child
+            // that stopped saving cannot hang the test.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while temp_files(&target) == 0 && Instant::now() < deadline {}
+        } else {
+            std::thread::sleep(Duration::from_micros((kill * 7_919) % 20_000));
+        }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         mid_save += temp_files(&target);
