@@ -72,56 +72,7 @@ pub fn on(pg: &dyn ProcessGroup, t: Tensor) -> Tensor {
 /// The elements of a tensor as bit patterns, so floats compare bit for bit (and -0.0,
 /// NaN are not smoothed over).
 pub fn bits(t: &Tensor) -> Vec<u64> {
-    match t.dtype() {
-        DType::F32 => t
-            .to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|v| u64::from(v.to_bits()))
-            .collect(),
-        DType::F64 => t
-            .to_vec::<f64>()
-            .unwrap()
-            .iter()
-            .map(|v| v.to_bits())
-            .collect(),
-        DType::F16 => t
-            .to_vec::<f16>()
-            .unwrap()
-            .iter()
-            .map(|v| u64::from(v.to_bits()))
-            .collect(),
-        DType::BF16 => t
-            .to_vec::<bf16>()
-            .unwrap()
-            .iter()
-            .map(|v| u64::from(v.to_bits()))
-            .collect(),
-        DType::I64 => t
-            .to_vec::<i64>()
-            .unwrap()
-            .iter()
-            .map(|&v| v as u64)
-            .collect(),
-        DType::U32 => t
-            .to_vec::<u32>()
-            .unwrap()
-            .iter()
-            .map(|&v| u64::from(v))
-            .collect(),
-        DType::U8 => t
-            .to_vec::<u8>()
-            .unwrap()
-            .iter()
-            .map(|&v| u64::from(v))
-            .collect(),
-        DType::Bool => t
-            .to_vec::<bool>()
-            .unwrap()
-            .iter()
-            .map(|&v| u64::from(v))
-            .collect(),
-    }
+    t.to_bits().unwrap()
 }
 
 /// `a + b` element-wise for the summable dtypes (the serial reference of all_reduce).
