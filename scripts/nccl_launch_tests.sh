@@ -29,7 +29,13 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # launch NAME N ARGS...: ddp_train --backend nccl ARGS on N processes, rank r working in
-# $work/NAME/rank<r>; prints rank 0's last line.
+# $work/NAME/rank<r>; prints rank 0's last line. With HOLD_RANK1_FOR set to a file, rank 1
+# starts only once that file says "did not prove this job's token" (at most 60 s later):
+# the strangers' test uses it so that the stranger, not rank 1, is first at the master.
+rank_prologue='if [ "$RANK" = 1 ] && [ -n "${HOLD_RANK1_FOR:-}" ]; then
+  for _ in $(seq 600); do grep -qs "did not prove this job" "$HOLD_RANK1_FOR" && break; sleep 0.1; done
+fi
+'
 launch() {
   local name="$1" n="$2"
   shift 2
@@ -37,7 +43,7 @@ launch() {
   (
     cd "$work/$name"
     timeout "$limit" bash "$ROOT/scripts/launch_local.sh" "$n" -- \
-      bash -c 'mkdir -p "rank$RANK" && cd "rank$RANK" && exec "$@"' rank-folder \
+      bash -c "$rank_prologue"'mkdir -p "rank$RANK" && cd "rank$RANK" && exec "$@"' rank-folder \
       "$ddp" --backend nccl "$@" > "$work/$name.log" 2>&1
   ) || { echo "FAILED: $name on $n processes" >&2; cat "$work/$name.log" >&2; return 1; }
   tail -1 "$work/$name.log"
@@ -77,7 +83,10 @@ echo "a 4-process checkpoint resumed on 2 processes: steps 51..100 byte-identica
 
 # Strangers at the master's port while a 2-process job forms: an HTTP health check and
 # a ddp_train of another job (another DITTO_JOB_ID) checking in as rank 1. Both start
-# polling for the port before the job is launched, so they knock while it forms.
+# polling for the port before the job is launched, so they knock while it forms; the
+# job's own rank 1 is held back until the stranger has been refused, because on a loaded
+# machine it could otherwise win the race to the master, the job would form without
+# the stranger ever knocking, and the test would prove nothing.
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 (
   for _ in $(seq 400); do
@@ -96,7 +105,7 @@ mkdir -p "$work/foreign"
   timeout 120 "$ddp" --backend nccl "${common[@]}" --out curve.csv > "$work/foreign.log" 2>&1) &
 foreign=$!
 sleep 1
-MASTER_PORT="$port" launch strays 2 "${common[@]}" --out curve.csv
+HOLD_RANK1_FOR="$work/foreign.log" MASTER_PORT="$port" launch strays 2 "${common[@]}" --out curve.csv
 wait "$http" || true
 kill "$foreign" 2>/dev/null || true # had it knocked after the job formed, it would still wait
 if wait "$foreign"; then
