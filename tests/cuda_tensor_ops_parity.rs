@@ -10,6 +10,7 @@
 mod support;
 
 use ditto::tensor_core::host_parity;
+use ditto::tensor_core::ops::SgdMomentumStep;
 use ditto::tensor_core::{DType, Device, Tensor};
 use support::{assert_same, values};
 
@@ -139,6 +140,20 @@ fn unary_bodies_match_the_cpu() {
         &updated,
         &host_parity::axpy(&x, -0.05, &grad).unwrap(),
     );
+    for nesterov in [false, true] {
+        let hyper = SgdMomentumStep {
+            lr: 0.05,
+            momentum: 0.9,
+            dampening: if nesterov { 0.0 } else { 0.1 },
+            weight_decay: 1e-3,
+            nesterov,
+        };
+        let (mut p, mut b) = (x.clone(), cpu(&[9, 31], 12));
+        let (host_p, host_b) = host_parity::sgd_momentum_step(&p, &b, &grad, &hyper).unwrap();
+        p.sgd_momentum_step_(&mut b, &grad, &hyper).unwrap();
+        same("sgd_momentum_step parameter", &p, &host_p);
+        same("sgd_momentum_step buffer", &b, &host_b);
+    }
     // A strided input is made dense first, as the launcher does.
     let t = x.t().unwrap();
     same(

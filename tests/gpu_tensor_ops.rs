@@ -9,6 +9,7 @@
 //! skipped, and `REQUIRE_GPU=1` turns a skip into a failure.
 mod support;
 
+use ditto::tensor_core::ops::SgdMomentumStep;
 use ditto::tensor_core::{DType, Device, Tensor, TensorError};
 use support::{assert_same, cpu_tensor, gpu};
 
@@ -276,6 +277,20 @@ fn in_place_updates_match_the_cpu_and_respect_views() {
     cs.scale_(0.9).unwrap();
     gs.scale_(0.9).unwrap();
     same("scale_", &cs, &gs);
+    // The fused SGD step: one kernel, the CPU loop's bits, on the parameter and its buffer.
+    let hyper = SgdMomentumStep {
+        lr: 0.05,
+        momentum: 0.9,
+        dampening: 0.1,
+        weight_decay: 1e-3,
+        nesterov: false,
+    };
+    let (mut cb, mut gb) = (x.clone(), up(&x));
+    let grad = cpu_tensor(&[16, 33], 25);
+    cs.sgd_momentum_step_(&mut cb, &grad, &hyper).unwrap();
+    gs.sgd_momentum_step_(&mut gb, &up(&grad), &hyper).unwrap();
+    same("sgd_momentum_step_ parameter", &cs, &gs);
+    same("sgd_momentum_step_ buffer", &cb, &gb);
     let bias = cpu_tensor(&[33], 22);
     cs.add_(&bias).unwrap();
     gs.add_(&up(&bias)).unwrap();

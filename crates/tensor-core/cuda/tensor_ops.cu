@@ -45,6 +45,14 @@ DITTO_LAYOUT_KERNELS(64, ditto_u64)
     extern "C" __global__ void ditto_axpy_##SUFFIX(ditto_u64 n, T alpha, const T* x, T* s) {        \
         DITTO_GRID_STRIDE(i, n) { s[i] = ditto_axpy_op<T>(s[i], alpha, x[i]); }                     \
     }                                                                                               \
+    extern "C" __global__ void ditto_sgd_momentum_##SUFFIX(ditto_u64 n, T weight_decay, T momentum, \
+                                                           T keep, T step, int decay, int nesterov, \
+                                                           const T* g, T* b, T* p) {                \
+        DITTO_GRID_STRIDE(i, n) {                                                                   \
+            ditto_sgd_momentum_op<T>(p[i], b[i], g[i], weight_decay, momentum, keep, step, decay,   \
+                                     nesterov);                                                     \
+        }                                                                                           \
+    }                                                                                               \
     extern "C" __global__ void ditto_block_sums_##SUFFIX(ditto_u64 outer, ditto_u64 size,           \
                                                          ditto_u64 inner, ditto_u64 blocks,         \
                                                          const T* x, double* partial) {             \

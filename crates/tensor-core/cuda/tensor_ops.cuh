@@ -137,6 +137,18 @@ DITTO_OPS_HD T ditto_axpy_op(T s, T alpha, T x) {
     return s + alpha * x;
 }
 
+// One element of SGD with momentum past its first step (Tensor::sgd_momentum_step_):
+// the rule `axpy_` and `scale_` apply one after another on the CPU, in their order,
+// every `a + b * c` a multiply then an add.
+template <typename T>
+DITTO_OPS_HD void ditto_sgd_momentum_op(T& p, T& b, T g, T weight_decay, T momentum, T keep,
+                                        T step, int decay, int nesterov) {
+    T d = decay ? g + weight_decay * p : g;
+    b = b * momentum + keep * d;
+    d = nesterov ? d + momentum * b : b;
+    p = p + step * d;
+}
+
 // ---- reductions over one dimension of a dense (outer, size, inner) tensor ----
 // Element (o, k, j) sits at x[(o * size + k) * inner + j]; a lane is (o, j).
 

@@ -192,4 +192,16 @@ void ditto_host_gather_32(ditto_u64 n, const DittoShape* shape, const DittoView*
 DITTO_HOST_INDEX(f32, float)
 DITTO_HOST_INDEX(f64, double)
 
+// The fused SGD step's loop over every element.
+#define DITTO_HOST_SGD(SUFFIX, T)                                                                  \
+    void ditto_host_sgd_momentum_##SUFFIX(ditto_u64 n, T weight_decay, T momentum, T keep, T step, \
+                                          int decay, int nesterov, const T* g, T* b, T* p) {      \
+        for (ditto_u64 i = 0; i < n; ++i)                                                          \
+            ditto_sgd_momentum_op<T>(p[i], b[i], g[i], weight_decay, momentum, keep, step, decay,  \
+                                     nesterov);                                                    \
+    }
+
+DITTO_HOST_SGD(f32, float)
+DITTO_HOST_SGD(f64, double)
+
 }  // extern "C"

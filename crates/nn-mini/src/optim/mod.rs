@@ -1,6 +1,5 @@
 //! Optimisers.
 
 mod sgd;
-mod sgd_pass;
 
 pub use sgd::{Sgd, SgdConfig};

@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use tensor_core::Tensor;
+use tensor_core::ops::SgdMomentumStep;
+use tensor_core::{DType, Tensor};
 
-use super::sgd_pass::momentum_step;
 use crate::{Module, NnError, Result};
 
 /// Hyperparameters of [`Sgd`], named and defaulted as in `torch.optim.SGD`.
@@ -150,13 +150,22 @@ impl Sgd {
             weight_decay,
             nesterov,
         } = self.config;
+        let fused = SgdMomentumStep {
+            lr,
+            momentum,
+            dampening,
+            weight_decay,
+            nesterov,
+        };
         for (name, param) in module.named_parameters_mut() {
             let Some(grad) = &param.grad else { continue };
-            // Past a parameter's first step: one pass over its elements, bit-identical
-            // to the whole-tensor ops below (which remain for the other cases).
+            // Past a parameter's first step: one fused op (one pass, one kernel on a
+            // GPU), bit-identical to the whole-tensor ops below, which remain for the
+            // first step and for layouts the fused op does not take.
             if momentum != 0.0 {
                 if let Some(buf) = self.buffers.get_mut(&name) {
-                    if momentum_step(&mut param.value, buf, grad, &self.config)? {
+                    if fused_applies(&param.value, buf, grad) {
+                        param.value.sgd_momentum_step_(buf, grad, &fused)?;
                         continue;
                     }
                 }
@@ -184,4 +193,17 @@ impl Sgd {
         }
         Ok(())
     }
+}
+
+/// Whether [`Tensor::sgd_momentum_step_`] takes these tensors: contiguous, one float
+/// dtype, one device, one shape. Anything else goes through the whole-tensor ops, which
+/// broadcast nothing either but report mismatches with their own typed errors.
+fn fused_applies(value: &Tensor, buf: &Tensor, grad: &Tensor) -> bool {
+    let same = |t: &Tensor| {
+        t.device() == value.device()
+            && t.dtype() == value.dtype()
+            && t.dims() == value.dims()
+            && t.is_contiguous()
+    };
+    matches!(value.dtype(), DType::F32 | DType::F64) && same(value) && same(buf) && same(grad)
 }

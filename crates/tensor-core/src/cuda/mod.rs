@@ -44,7 +44,7 @@ pub static PORTABLE_MATMUL: CudaSource = CudaSource {
 };
 
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 40] = [
+pub const TENSOR_OPS_KERNELS: [&str; 42] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -57,6 +57,7 @@ pub const TENSOR_OPS_KERNELS: [&str; 40] = [
     "ditto_unary_f32",
     "ditto_relu_backward_f32",
     "ditto_axpy_f32",
+    "ditto_sgd_momentum_f32",
     "ditto_block_sums_f32",
     "ditto_finish_sums_f32",
     "ditto_max_dim_f32",
@@ -66,6 +67,7 @@ pub const TENSOR_OPS_KERNELS: [&str; 40] = [
     "ditto_unary_f64",
     "ditto_relu_backward_f64",
     "ditto_axpy_f64",
+    "ditto_sgd_momentum_f64",
     "ditto_block_sums_f64",
     "ditto_finish_sums_f64",
     "ditto_max_dim_f64",

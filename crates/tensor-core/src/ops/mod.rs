@@ -35,6 +35,7 @@ mod class_index;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod float;
+pub(crate) mod fused_sgd;
 mod grouped;
 pub(crate) mod index_add;
 mod inplace;
@@ -51,6 +52,7 @@ mod fast_path_tests;
 
 pub(crate) use float::Float;
 
+pub use fused_sgd::SgdMomentumStep;
 pub use grouped::INDEX_ADD_GROUP;
 pub use index_add::scatter_add_atomic_cpu;
 pub use reduce::REDUCE_BLOCK;

@@ -15,6 +15,7 @@
 mod accumulate;
 mod class_index;
 mod elementwise;
+mod fused_sgd;
 mod layout;
 mod matmul;
 mod portable_matmul;
@@ -24,6 +25,7 @@ pub(crate) use crate::ops::unary::UnaryOp;
 pub(crate) use accumulate::{index_add, scatter_add};
 pub(crate) use class_index::{gather_index, one_hot};
 pub(crate) use elementwise::{axpy_, binary, relu_backward, unary};
+pub(crate) use fused_sgd::sgd_momentum_step_;
 pub(crate) use layout::{contiguous, write_into};
 pub(crate) use matmul::matmul;
 pub(crate) use reduce::{log_softmax, max_dim, sum_atomic, sum_dim, SumKind};

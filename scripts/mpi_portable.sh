@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Portable arithmetic over MPI (issue 19 item 6; docs/contract.md §14): ddp_train
+# --backend mpi --portable --invariant under `mpirun -np 2` and `-np 4` writes the same
+# CSV bytes as the single-process CPU run (the threads backend at world size 1). The
+# default-arithmetic single-process run must differ from the portable one, or the
+# comparison would not show that --portable reached the ranks. Needs OpenMPI (see
+# scripts/mpi_tests.sh); extra arguments go to cargo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v mpirun >/dev/null; then
+    echo "mpi_portable: mpirun not found; install OpenMPI (see scripts/mpi_tests.sh)" >&2
+    exit 1
+fi
+cargo build --release --features mpi --example ddp_train "$@"
+ddp="${CARGO_TARGET_DIR:-$(pwd)/target}/release/examples/ddp_train"
+mpirun=(mpirun)
+if mpirun --version 2>&1 | grep -qi "open mpi"; then
+    mpirun+=(--oversubscribe)
+    if [ "$(id -u)" = 0 ]; then mpirun+=(--allow-run-as-root); fi
+fi
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+common=(--seed 7 --invariant --steps 60)
+"$ddp" --portable --world-size 1 "${common[@]}" --out cpu.csv | tail -1
+"$ddp" --world-size 1 "${common[@]}" --out default.csv | tail -1
+if cmp -s cpu.csv default.csv; then
+    echo "mpi_portable: the default run equals the portable one; the check below could not fail" >&2
+    exit 1
+fi
+for np in 2 4; do
+    timeout 600 "${mpirun[@]}" -np "$np" "$ddp" --backend mpi --portable "${common[@]}" \
+        --out "mpi$np.csv" | tail -1
+    cmp cpu.csv "mpi$np.csv"
+    echo "mpirun -np $np --portable --invariant: the CSV is byte-identical to the single-process CPU run"
+done
