@@ -44,10 +44,12 @@ echo "building GPU test binaries (release)..." >&2
 tests=$(cargo test --release --no-run --message-format=json \
           -p ditto --test gpu_random --test gpu_custom_op --test gpu_tensor_ops --test gpu_train_resume \
           --test gpu_multi_device --test cuda_driver_checks --test gpu_determinism \
+          --test gpu_portable --test gpu_portable_train --test gpu_graphs --test gpu_graph_rng \
+          --test gpu_step_budget --test audit_runs \
           -p kernels --test nvrtc_compile \
           -p tensor-core --test cuda --test nvrtc_tensor_ops | executables)
 echo "building the training demo (release)..." >&2
-examples=$(cargo build --release --message-format=json -p ditto --example train_resume | executables)
+examples=$(cargo build --release --message-format=json -p ditto --example train_resume --bin ditto-audit | executables)
 # --- data parallel (issue 11): NCCL at world size 1 on the GPU -----------------------
 echo "building ddp_train and the NCCL availability test with --features nccl (release)..." >&2
 examples="$examples $(cargo build --release --message-format=json -p ditto --features nccl --example ddp_train | executables)"
@@ -58,6 +60,8 @@ benches=$(cargo bench --no-run --message-format=json -p ditto --bench gpu_bench 
 # ---- determinism (issue 12): fast (atomic) vs deterministic paths on the GPU ----
 benches="$benches $(cargo bench --no-run --message-format=json -p ditto --bench gpu_determinism_bench | executables)"
 # ---- end determinism ----
+# ---- portable arithmetic (issue 19): portable matmul vs cuBLAS ----
+benches="$benches $(cargo bench --no-run --message-format=json -p ditto --bench gpu_portable_bench | executables)"
 
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
@@ -122,6 +126,8 @@ for t in "$HERE"/bin/*; do
   [ "$name" = gpu_determinism_bench ] && continue
   [ "$name" = train_resume ] && continue
   [ "$name" = ddp_train ] && continue
+  [ "$name" = ditto-audit ] && continue
+  [ "$name" = gpu_portable_bench ] && continue
   if "$t" --test-threads=1 > "$HERE/logs/$name.log" 2>&1; then result=pass; else result=FAIL; status=1; fi
   summary="$(grep -E '^test result:' "$HERE/logs/$name.log" | tail -1)"
   echo "| $name | $result | ${summary:-see logs/$name.log} |" >> "$HERE/results.md"
@@ -181,9 +187,56 @@ N="$HERE/logs/nccl"; mkdir -p "$N"
   # may round differently; the random stream (dropout masks) is the same on both.
   "$HERE/bin/ddp_train" --backend threads --world-size 1 --seed 7 --steps 100 --invariant --out t.csv > cpu.log 2>&1 || echo "CPU threads run failed"
   if cmp -s n.csv t.csv; then echo "NCCL cuda:0 vs CPU threads loss curve: byte-identical"; else echo "NCCL cuda:0 vs CPU threads loss curve: differ (first: $(cmp n.csv t.csv 2>&1 | head -1))"; fi
+  # With --portable the two must be the same bytes (issue 19).
+  ddp --portable --steps 100 --out np.csv > portable.log 2>&1 || echo "portable NCCL run failed"
+  "$HERE/bin/ddp_train" --backend threads --world-size 4 --portable --seed 7 --steps 100 --invariant --out tp.csv > tp.log 2>&1 || echo "portable threads run failed"
+  if [ -s np.csv ] && cmp -s np.csv tp.csv; then echo "portable: NCCL cuda:0 and CPU threads (world size 4) byte-identical"; else echo "portable: NCCL cuda:0 and CPU threads (world size 4) DIFFER"; fi
 ) >> "$HERE/results.md" 2>&1
 grep -q "identical: yes" "$N/resume.log" || status=1
 echo '```' >> "$HERE/results.md"
+
+# Issue 19 on the GPU: portable arithmetic. The demo with --portable on cuda:0 must write
+# the CPU's CSV bytes; the CSV's sha256 is recorded with the GPU model, so bundles run on
+# two GPU models can be compared hash for hash. A checkpoint saved on cuda:0 resumes on
+# the CPU; a portable CPU trace and a portable cuda:0 trace agree op by op.
+{
+  echo
+  echo "## Portable arithmetic on cuda:0 (seed 7, 200 steps)"
+  echo
+  echo '```'
+} >> "$HERE/results.md"
+P="$HERE/logs/portable"; mkdir -p "$P"
+(
+  cd "$P" || exit 1
+  run_demo() { "$HERE/bin/train_resume" --seed 7 --no-plot "$@"; }
+  run_demo --portable --device cuda:0 --steps 200 --out g.csv > g.log 2>&1 || echo "portable cuda:0 run failed: $(tail -1 g.log)"
+  run_demo --portable --device cpu --steps 200 --out c.csv > c.log 2>&1 || echo "portable cpu run failed: $(tail -1 c.log)"
+  run_demo --device cuda:0 --steps 200 --out d.csv > d.log 2>&1 || echo "default cuda:0 run failed: $(tail -1 d.log)"
+  echo "GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  echo "portable cuda:0 CSV sha256: $(sha256sum g.csv | cut -d' ' -f1)"
+  echo "portable cpu    CSV sha256: $(sha256sum c.csv | cut -d' ' -f1)"
+  echo "default cuda:0  CSV sha256: $(sha256sum d.csv | cut -d' ' -f1)"
+  if [ -s g.csv ] && cmp -s g.csv c.csv; then echo "portable: cuda:0 and cpu byte-identical"; else echo "portable: cuda:0 and cpu DIFFER"; fi
+  if cmp -s d.csv c.csv; then echo "default cuda:0 equals the portable cpu run"; else echo "default cuda:0 differs from the portable run (cuBLAS, libdevice): expected"; fi
+  echo "last progress line, default:  $(grep 'steps/s' d.log | tail -1)"
+  echo "last progress line, portable: $(grep 'steps/s' g.log | tail -1)"
+  run_demo --portable --device cuda:0 --steps 200 --save-at 120 --checkpoint ck.safetensors --out s.csv > s.log 2>&1 || echo "portable save run failed"
+  run_demo --portable --resume ck.safetensors --device cpu --steps 200 --out r.csv --compare c.csv > r.log 2>&1 || echo "portable resume on cpu failed"
+  grep -E "identical|error" r.log | tail -1 | sed 's/^/saved on cuda:0, resumed on cpu: /'
+  DITTO_AUDIT=c.trace run_demo --portable --device cpu --steps 20 --out ac.csv > /dev/null 2>&1
+  DITTO_AUDIT=g.trace run_demo --portable --device cuda:0 --steps 20 --out ag.csv > /dev/null 2>&1
+  "$HERE/bin/ditto-audit" diff c.trace g.trace | tail -1 | sed 's/^/ditto-audit, portable cpu vs cuda:0: /'
+) >> "$HERE/results.md" 2>&1
+grep -q "portable: cuda:0 and cpu byte-identical" "$HERE/results.md" || status=1
+echo '```' >> "$HERE/results.md"
+echo >> "$HERE/results.md"
+echo "## Portable matmul vs cuBLAS" >> "$HERE/results.md"
+if "$HERE/bin/gpu_portable_bench" > "$HERE/logs/gpu_portable_bench.log" 2>&1; then
+  cat "$HERE/logs/gpu_portable_bench.log" >> "$HERE/results.md"
+else
+  status=1
+  echo "gpu_portable_bench failed: see logs/gpu_portable_bench.log" >> "$HERE/results.md"
+fi
 
 echo >> "$HERE/results.md"
 echo "## Throughput" >> "$HERE/results.md"
