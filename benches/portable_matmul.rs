@@ -1,6 +1,7 @@
 //! Portable arithmetic's cost (docs/contract.md §14, issue 19): ditto's portable CPU
-//! matmul against gemm at the demo MLP's shapes and at 1024^3, on 1 and 2 threads, and
-//! the demo's training step (`Trainer::step`) with the switch off and on.
+//! matmul against gemm at the demo MLP's shapes and at the 1024, 2048 and 4096 squares,
+//! on 1 and 2 threads, and the demo's training step (`Trainer::step`) with the switch off
+//! and on.
 //!
 //! * `matmul/<shape>/gemm`: `Tensor::matmul` as it is by default. ditto calls gemm
 //!   single-threaded (`Parallelism::None`, see `ops::matmul`), so the thread count does
@@ -19,13 +20,17 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use nn_mini::train::{TrainConfig, Trainer};
 use tensor_core::{use_portable_arithmetic, Device, Tensor};
 
-/// (name, m, k, n, lhs transposed): the demo's products and a 1024 square.
-const SHAPES: [(&str, usize, usize, usize, bool); 5] = [
+/// (name, m, k, n, lhs transposed): the demo's products and the 1024, 2048 and 4096
+/// squares (the large ones take seconds a call: filter them in or out by name, e.g.
+/// `cargo bench --bench portable_matmul -- 128x` for the demo's shapes only).
+const SHAPES: [(&str, usize, usize, usize, bool); 7] = [
     ("128x64x256", 128, 64, 256, false),
     ("128x256x256", 128, 256, 256, false),
     ("128x256x10", 128, 256, 10, false),
     ("256T128x256", 256, 128, 256, true),
     ("1024x1024x1024", 1024, 1024, 1024, false),
+    ("2048x2048x2048", 2048, 2048, 2048, false),
+    ("4096x4096x4096", 4096, 4096, 4096, false),
 ];
 
 fn operand(rows: usize, cols: usize, salt: u32) -> Tensor {
