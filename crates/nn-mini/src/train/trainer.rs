@@ -297,12 +297,7 @@ impl Trainer {
         config.device = device.unwrap_or(config.device);
         let (step, losses) = read_history(ck, &config)?;
         let mut trainer = Trainer::new(config)?;
-        let expected = ExpectedLoader {
-            key: trainer.loader.key(),
-            batch_size: trainer.config.batch_size as u64,
-            per_epoch: trainer.loader.batches_per_epoch() as u64,
-            seed: trainer.config.seed,
-        };
+        let expected = ExpectedLoader::of_run(&trainer.config, &trainer.loader);
         check_loader_state(&ck.loader_state(LOADER)?, expected, step)?;
         RunParts {
             config: &trainer.config,
