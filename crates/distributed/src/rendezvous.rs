@@ -41,7 +41,7 @@ use std::time::Duration;
 
 pub use client::fetch;
 pub use server::RendezvousServer;
-pub use token::{JobToken, Side, MAC_LEN, MAX_JOB_ID_LEN, MAX_SECRET_LEN, NONCE_LEN};
+pub use token::{Claim, JobToken, Side, MAC_LEN, MAX_JOB_ID_LEN, MAX_SECRET_LEN, NONCE_LEN};
 pub use wire::{MAX_PAYLOAD, MAX_REASON};
 
 /// How often the master looks for new peers and closed connections.

@@ -11,31 +11,15 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distributed::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::train::TrainConfig;
+use test_support::{temp_files, SaveLoopChild, SAVED};
 
 const TARGET_ENV: &str = "DITTO_DDP_SAVE_LOOP";
 const MODE: ReduceMode = ReduceMode::Invariant { micro_shards: 8 };
-
-fn temp_files(target: &Path) -> usize {
-    let prefix = format!(".{}.tmp-", target.file_name().unwrap().to_str().unwrap());
-    std::fs::read_dir(target.parent().unwrap())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with(&prefix)
-        })
-        .count()
-}
 
 /// The child: trains the demo's model on 2 thread ranks and saves after every step,
 /// forever, printing `saved` after each save. Does nothing without the variable.
@@ -53,7 +37,7 @@ fn save_loop_child() {
             trainer.step()?;
             trainer.save(&target)?;
             if rank == 0 {
-                println!("saved");
+                println!("{SAVED}");
             }
         }
     })
@@ -64,35 +48,21 @@ fn save_loop_child() {
 fn a_ddp_run_killed_while_saving_leaves_a_checkpoint_that_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("ddp.safetensors");
-    let exe = std::env::current_exe().unwrap();
     let mut mid_save = 0;
     for kill in 0..16u64 {
-        let mut child = Command::new(&exe)
-            .args(["--exact", "save_loop_child", "--ignored", "--nocapture"])
-            .env(TARGET_ENV, &target)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Wait for one complete save, then kill at a pseudo-random later moment.
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        assert!(
-            lines.any(|l| l.is_ok_and(|l| l == "saved")),
-            "child {kill} never saved"
-        );
+        // After one complete save, kill mid-save or at a pseudo-random later moment.
+        let child = SaveLoopChild::start("save_loop_child", TARGET_ENV, &target);
         if kill % 2 == 0 {
             // Kill as soon as a save is under way (its temporary file exists), so kills
             // land mid-save however fast or loaded the machine is; bounded, so a child
             // that stopped saving cannot hang the test.
             let deadline = Instant::now() + Duration::from_secs(10);
-            while temp_files(&target) == 0 && Instant::now() < deadline {}
+            while temp_files(&target).is_empty() && Instant::now() < deadline {}
         } else {
             std::thread::sleep(Duration::from_micros((kill * 7_919) % 20_000));
         }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        mid_save += temp_files(&target);
+        child.kill();
+        mid_save += temp_files(&target).len();
         let resumed = ThreadGroup::run(1, |pg| {
             let group: Arc<dyn ProcessGroup> = Arc::new(pg);
             let mut t = DdpTrainer::resume(&target, group, None)?;

@@ -4,9 +4,12 @@
 //! REQUIRE_GPU=1 says it must run.
 #![cfg(feature = "nccl")]
 
+mod support;
+
 use std::time::{Duration, Instant};
 
 use distributed::{is_nccl_available, unique_id, DistError, NcclGroup, ProcessGroup, ReduceOp};
+use support::collectives::timeout_fields;
 use tensor_core::{Device, Tensor};
 
 fn skip() -> bool {
@@ -115,19 +118,6 @@ fn a_rank_that_stops_makes_the_others_end_through_the_watchdog() {
         waited >= timeout && waited < timeout * 3,
         "waited {waited:?}"
     );
-    match error {
-        DistError::CollectiveTimeout {
-            op,
-            sequence,
-            timeout: limit,
-            missing,
-        } => {
-            assert_eq!(
-                (op, sequence, limit, missing),
-                ("all_reduce", 1, timeout, None)
-            );
-        }
-        other => panic!("expected a collective timeout, got {other}"),
-    }
+    assert_eq!(timeout_fields(&error), ("all_reduce", 1, timeout, None));
     assert!(matches!(later, DistError::Broken { .. }), "{later}");
 }

@@ -147,18 +147,25 @@ fn two_ranks_on_one_gpu_are_refused() {
     println!("two ranks on one GPU: ncclCommInitRank refuses both with ncclInvalidUsage");
 }
 
-/// Rank 1 is killed after joining; rank 0's all-reduce must then block (reporting no
-/// async error), and ncclCommAbort from another thread must release it.
-fn a_dead_peer_blocks_until_abort() {
+/// A 2-rank job whose rank 1 is killed once both have joined: rank 0, in `role`, is
+/// then told to go on, and its stdout and stderr are returned. The two tests below
+/// differ only in what rank 0 does next (`abort` or `valve`) and what it must report.
+fn rank_zero_after_rank_one_is_killed(role: &str) -> (String, String) {
     let id = unique_id().unwrap();
-    let mut zero = spawn("abort", 0, 2, &id, 120);
+    let mut zero = spawn(role, 0, 2, &id, 120);
     let mut one = spawn("sleep", 1, 2, &id, 120);
     wait_for_line(&mut one, "joined");
     wait_for_line(&mut zero, "joined");
     one.kill().unwrap();
     one.wait().unwrap();
     writeln!(zero.stdin.as_mut().unwrap(), "go").unwrap();
-    let (out, _) = finish(zero, "rank 0 (abort)", Duration::from_secs(60));
+    finish(zero, &format!("rank 0 ({role})"), Duration::from_secs(60))
+}
+
+/// Rank 1 is killed after joining; rank 0's all-reduce must then block (reporting no
+/// async error), and ncclCommAbort from another thread must release it.
+fn a_dead_peer_blocks_until_abort() {
+    let (out, _) = rank_zero_after_rank_one_is_killed("abort");
     assert!(
         out.contains("released by abort: ncclInternalError"),
         "{out}"
@@ -170,15 +177,7 @@ fn a_dead_peer_blocks_until_abort() {
 
 /// As above, with no abort: the safety valve (2 s here) ends the wait, naming rank 1.
 fn the_safety_valve_ends_the_wait_naming_the_rank() {
-    let id = unique_id().unwrap();
-    let mut zero = spawn("valve", 0, 2, &id, 120);
-    let mut one = spawn("sleep", 1, 2, &id, 120);
-    wait_for_line(&mut one, "joined");
-    wait_for_line(&mut zero, "joined");
-    one.kill().unwrap();
-    one.wait().unwrap();
-    writeln!(zero.stdin.as_mut().unwrap(), "go").unwrap();
-    let (out, err) = finish(zero, "rank 0 (valve)", Duration::from_secs(60));
+    let (out, err) = rank_zero_after_rank_one_is_killed("valve");
     assert!(out.contains("valve: ncclSystemError"), "{out}");
     assert!(
         err.contains("safety valve") && err.contains("rank(s) 1 left"),

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use distributed::rendezvous::{fetch, JobToken, RendezvousServer, Side};
+use distributed::rendezvous::{fetch, Claim, JobToken, RendezvousServer, Side};
 use distributed::DistError;
 
 const PAYLOAD: &[u8] = &[7u8; 128];
@@ -93,7 +93,13 @@ fn a_rank_that_exits_after_checking_in_is_named_at_once() {
             rank2.read_exact(&mut challenge).unwrap();
             assert_eq!(challenge[0], 4, "a challenge");
             let master_nonce: [u8; 32] = challenge[1..33].try_into().unwrap();
-            let proof = token().prove(Side::Peer, &master_nonce, &own, 4, 2);
+            let proof = token().prove(&Claim {
+                side: Side::Peer,
+                challenge: &master_nonce,
+                own_nonce: &own,
+                world: 4,
+                rank: 2,
+            });
             rank2.write_all(&proof).unwrap();
             std::thread::sleep(Duration::from_millis(200));
         });

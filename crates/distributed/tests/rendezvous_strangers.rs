@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use distributed::rendezvous::{fetch, JobToken, Refusal, RendezvousServer, Side};
+use distributed::rendezvous::{fetch, Claim, JobToken, Refusal, RendezvousServer, Side};
 use distributed::DistError;
 
 const PAYLOAD: &[u8] = &[42u8; 128];
@@ -66,7 +66,13 @@ fn check_in_by_hand(
     stream.read_exact(&mut challenge).unwrap();
     assert_eq!(challenge[0], 4, "the master challenges every check-in");
     let nonce: [u8; 32] = challenge[1..33].try_into().unwrap();
-    let proof = token.prove(Side::Peer, &nonce, &own, world, rank);
+    let proof = token.prove(&Claim {
+        side: Side::Peer,
+        challenge: &nonce,
+        own_nonce: &own,
+        world,
+        rank,
+    });
     stream.write_all(&proof).unwrap();
     sent.extend_from_slice(&proof);
     (stream, sent)

@@ -8,26 +8,13 @@
 
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nn_mini::train::{TrainConfig, Trainer};
 use nn_mini::Checkpoint;
+use test_support::{temp_files, SaveLoopChild, SAVED};
 
 const TARGET_ENV: &str = "DITTO_SAVE_LOOP";
-
-/// Temporary files of `target` in its directory.
-fn temp_files(target: &Path) -> Vec<String> {
-    let name = target.file_name().unwrap().to_str().unwrap();
-    let prefix = format!(".{name}.tmp-");
-    std::fs::read_dir(target.parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&prefix))
-        .collect()
-}
 
 /// The child: saves the demo run's checkpoint (about 680 KB) to `$DITTO_SAVE_LOOP`
 /// forever, printing `saved` after each save. Does nothing without the variable.
@@ -42,7 +29,7 @@ fn save_loop_child() {
     let ck = trainer.checkpoint().unwrap();
     loop {
         ck.save(&target).unwrap();
-        println!("saved");
+        println!("{SAVED}");
     }
 }
 
@@ -50,26 +37,12 @@ fn save_loop_child() {
 fn saves_killed_by_sigkill_leave_at_most_one_temp_file() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("ck.safetensors");
-    let exe = std::env::current_exe().unwrap();
     let mut left_behind = 0;
     for kill in 0..20u64 {
-        let mut child = Command::new(&exe)
-            .args(["--exact", "save_loop_child", "--ignored", "--nocapture"])
-            .env(TARGET_ENV, &target)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Wait for one complete save, then kill at a pseudo-random point of a later one.
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        assert!(
-            lines.any(|l| l.is_ok_and(|l| l == "saved")),
-            "child {kill} never saved"
-        );
+        // After one complete save, kill at a pseudo-random point of a later one.
+        let child = SaveLoopChild::start("save_loop_child", TARGET_ENV, &target);
         std::thread::sleep(Duration::from_micros((kill * 7_919) % 15_000));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap(); // reaped: its pid is dead, not a zombie
+        child.kill();
         let temps = temp_files(&target);
         assert!(temps.len() <= 1, "after kill {kill}: {temps:?}");
         left_behind += temps.len();

@@ -5,7 +5,7 @@ use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use super::token::{nonce, JobToken, Side, MAC_LEN, NONCE_LEN};
+use super::token::{nonce, Claim, JobToken, Side, MAC_LEN, NONCE_LEN};
 use super::wire::{self, Hello, CHALLENGE, CHALLENGE_LEN, MAX_PAYLOAD, MAX_REASON};
 use super::{POLL, VERDICT_GRACE};
 use crate::{DistError, Result};
@@ -81,16 +81,22 @@ pub fn fetch(
         let master_proof: [u8; MAC_LEN] = body[NONCE_LEN..].try_into().expect("MAC");
         // Answer first, so a master of another job hears (and logs) why it refuses
         // this rank; the answer is a MAC over its fresh nonce, useless to anyone else.
-        let answer = token.prove(Side::Peer, &challenge, &hello.nonce, world32, rank32);
+        let answer = token.prove(&Claim {
+            side: Side::Peer,
+            challenge: &challenge,
+            own_nonce: &hello.nonce,
+            world: world32,
+            rank: rank32,
+        });
         stream.write_all(&answer).map_err(io)?;
-        if !token.verify(
-            Side::Master,
-            &hello.nonce,
-            &challenge,
-            world32,
-            rank32,
-            &master_proof,
-        ) {
+        let master = Claim {
+            side: Side::Master,
+            challenge: &hello.nonce,
+            own_nonce: &challenge,
+            world: world32,
+            rank: rank32,
+        };
+        if !token.verify(&master, &master_proof) {
             return Err(DistError::Rendezvous {
                 address: shown,
                 message: format!(

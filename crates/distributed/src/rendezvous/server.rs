@@ -10,7 +10,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::token::{nonce, JobToken, Side, MAC_LEN};
+use super::token::{nonce, Claim, JobToken, Side, MAC_LEN};
 use super::wire::{
     self, Hello, CHALLENGE, HELLO_REST_LEN, MAGIC, MAX_PAYLOAD, PREFIX_LEN, VERSION,
 };
@@ -359,20 +359,26 @@ fn handshake(
             "the master has no random source for a challenge".into(),
         );
     };
-    let proof = token.prove(Side::Master, &hello.nonce, &own, hello.world, hello.rank);
+    let proof = token.prove(&Claim {
+        side: Side::Master,
+        challenge: &hello.nonce,
+        own_nonce: &own,
+        world: hello.world,
+        rank: hello.rank,
+    });
     let mut challenge = vec![CHALLENGE];
     challenge.extend_from_slice(&own);
     challenge.extend_from_slice(&proof);
     stream.write_all(&challenge).ok()?;
     let answer: [u8; MAC_LEN] = wire::read_array(&mut stream).ok()?;
-    if !token.verify(
-        Side::Peer,
-        &own,
-        &hello.nonce,
-        hello.world,
-        hello.rank,
-        &answer,
-    ) {
+    let peer = Claim {
+        side: Side::Peer,
+        challenge: &own,
+        own_nonce: &hello.nonce,
+        world: hello.world,
+        rank: hello.rank,
+    };
+    if !token.verify(&peer, &answer) {
         return refuse(
             &stream,
             format!(

@@ -41,6 +41,24 @@ pub enum Side {
     Peer,
 }
 
+/// What a proof binds besides the key: which side proves, the other side's nonce it
+/// answers (`challenge`), its own nonce, and the world size and rank the peer claims.
+/// One MAC covers all of them, so none can be changed in transit, and a proof made for
+/// one handshake answers no other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claim<'a> {
+    /// Who proves.
+    pub side: Side,
+    /// The other side's nonce.
+    pub challenge: &'a [u8; NONCE_LEN],
+    /// The proving side's own nonce.
+    pub own_nonce: &'a [u8; NONCE_LEN],
+    /// The world size the peer claims.
+    pub world: u32,
+    /// The rank the peer claims.
+    pub rank: u32,
+}
+
 /// This job's key, from its id and optional secret. `Debug` never shows the key.
 #[derive(Clone)]
 pub struct JobToken {
@@ -123,57 +141,29 @@ impl JobToken {
         self.has_secret
     }
 
-    /// The MAC that proves `side` holds the key, over the other side's nonce
-    /// (`challenge`), this side's own nonce and the claimed world size and rank (so none
-    /// of them can be changed in transit). Public so that the wire format can be spoken
-    /// by hand (tests, other clients); the key itself never leaves this type.
+    /// The MAC that proves `claim.side` holds the key, over the whole [`Claim`]. Public
+    /// so that the wire format can be spoken by hand (tests, other clients); the key
+    /// itself never leaves this type.
     #[must_use]
-    pub fn prove(
-        &self,
-        side: Side,
-        challenge: &[u8; NONCE_LEN],
-        own_nonce: &[u8; NONCE_LEN],
-        world: u32,
-        rank: u32,
-    ) -> [u8; MAC_LEN] {
-        self.mac(side, challenge, own_nonce, world, rank)
-            .finalize()
-            .into_bytes()
-            .into()
+    pub fn prove(&self, claim: &Claim<'_>) -> [u8; MAC_LEN] {
+        self.mac(claim).finalize().into_bytes().into()
     }
 
-    /// Checks `proof` in constant time.
-    pub(crate) fn verify(
-        &self,
-        side: Side,
-        challenge: &[u8; NONCE_LEN],
-        own_nonce: &[u8; NONCE_LEN],
-        world: u32,
-        rank: u32,
-        proof: &[u8; MAC_LEN],
-    ) -> bool {
-        self.mac(side, challenge, own_nonce, world, rank)
-            .verify_slice(proof)
-            .is_ok()
+    /// Checks `proof` of `claim` in constant time.
+    pub(crate) fn verify(&self, claim: &Claim<'_>, proof: &[u8; MAC_LEN]) -> bool {
+        self.mac(claim).verify_slice(proof).is_ok()
     }
 
-    fn mac(
-        &self,
-        side: Side,
-        challenge: &[u8; NONCE_LEN],
-        own_nonce: &[u8; NONCE_LEN],
-        world: u32,
-        rank: u32,
-    ) -> HmacSha256 {
+    fn mac(&self, claim: &Claim<'_>) -> HmacSha256 {
         let mut mac = HmacSha256::new_from_slice(&self.key).expect("32-byte key");
-        mac.update(match side {
+        mac.update(match claim.side {
             Side::Master => b"master",
             Side::Peer => b"peer  ",
         });
-        mac.update(challenge);
-        mac.update(own_nonce);
-        mac.update(&world.to_le_bytes());
-        mac.update(&rank.to_le_bytes());
+        mac.update(claim.challenge);
+        mac.update(claim.own_nonce);
+        mac.update(&claim.world.to_le_bytes());
+        mac.update(&claim.rank.to_le_bytes());
         mac
     }
 }
@@ -196,17 +186,38 @@ mod tests {
     fn the_key_depends_on_the_job_id_and_the_secret_and_proofs_on_everything() {
         let a = JobToken::new("job-a", None).unwrap();
         let (n1, n2) = ([1u8; 32], [2u8; 32]);
-        let proof = a.prove(Side::Peer, &n1, &n2, 4, 1);
-        assert!(a.verify(Side::Peer, &n1, &n2, 4, 1, &proof));
-        assert!(!a.verify(Side::Master, &n1, &n2, 4, 1, &proof));
-        assert!(!a.verify(Side::Peer, &n2, &n2, 4, 1, &proof));
-        assert!(!a.verify(Side::Peer, &n1, &n2, 4, 2, &proof));
-        assert!(!a.verify(Side::Peer, &n1, &n2, 2, 1, &proof));
+        let claim = Claim {
+            side: Side::Peer,
+            challenge: &n1,
+            own_nonce: &n2,
+            world: 4,
+            rank: 1,
+        };
+        let proof = a.prove(&claim);
+        assert!(a.verify(&claim, &proof));
+        for changed in [
+            Claim {
+                side: Side::Master,
+                ..claim
+            },
+            Claim {
+                challenge: &n2,
+                ..claim
+            },
+            Claim {
+                own_nonce: &n1,
+                ..claim
+            },
+            Claim { rank: 2, ..claim },
+            Claim { world: 2, ..claim },
+        ] {
+            assert!(!a.verify(&changed, &proof), "{changed:?}");
+        }
         for other in [
             JobToken::new("job-b", None).unwrap(),
             JobToken::new("job-a", Some(b"s")).unwrap(),
         ] {
-            assert!(!other.verify(Side::Peer, &n1, &n2, 4, 1, &proof));
+            assert!(!other.verify(&claim, &proof));
         }
         assert!(!format!("{a:?}").contains(&format!("{:?}", a.key)));
         assert!(JobToken::new("", None).is_err());

@@ -122,12 +122,7 @@ impl DdpTrainer {
         let (step, losses) = read_history(ck, &config)?;
         let mut trainer = DdpTrainer::new(config, mode, group)?;
         let saved = ck.loader_state(LOADER)?;
-        let expected = ExpectedLoader {
-            key: trainer.loader.key(),
-            batch_size: trainer.config.batch_size as u64,
-            per_epoch: trainer.loader.batches_per_epoch() as u64,
-            seed: trainer.config.seed,
-        };
+        let expected = ExpectedLoader::of_run(&trainer.config, &trainer.loader);
         check_loader_state(&saved, expected, step)?;
         RunParts {
             config: &trainer.config,

@@ -26,12 +26,9 @@ pub use checkpoint::{MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
 use std::sync::Arc;
 
 use nn_mini::data::DistributedSampler;
-use nn_mini::train::{
-    build_mlp, GaussianClusters, TrainConfig, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN,
-    LOADER_DOMAIN,
-};
-use nn_mini::{cross_entropy, DataLoader, Sequential, Sgd, SgdConfig};
-use rng_gen::{fold_in, Generator, Key};
+use nn_mini::train::{FreshRun, TrainConfig};
+use nn_mini::{cross_entropy, DataLoader, Sequential, Sgd};
+use rng_gen::Generator;
 use tensor_core::DType;
 
 use crate::ddp::tree;
@@ -115,34 +112,14 @@ impl DdpTrainer {
         }
         let sampler = DistributedSampler::new(world, rank)?;
         check_epoch_layout(&config, &sampler, mode)?;
-        let run = Key::new(config.seed);
-        let device = config.device;
-        let init = Generator::from_key(device, fold_in(run, INIT_DOMAIN));
-        let dropout_generator = Generator::from_key(device, fold_in(run, DROPOUT_DOMAIN));
-        let model = build_mlp(&config.layers, config.dropout, &init, &dropout_generator)?;
+        // The single process's run, its loader cut down to this rank's share.
+        let FreshRun {
+            model,
+            optimizer,
+            loader,
+            dropout_generator,
+        } = FreshRun::new(&config, Some(sampler))?;
         let ddp = DistributedDataParallel::new(model, group, DdpConfig::new(mode))?;
-        let optimizer = Sgd::new(
-            SgdConfig::new(config.lr)
-                .momentum(config.momentum)
-                .weight_decay(config.weight_decay),
-        )?;
-        let classes = *config
-            .layers
-            .last()
-            .expect("validated: at least two widths");
-        let dataset = GaussianClusters::new(
-            fold_in(run, DATA_DOMAIN),
-            config.dataset_size,
-            config.layers[0],
-            classes,
-        )?;
-        let loader = DataLoader::builder(Arc::new(dataset))
-            .batch_size(config.batch_size / world)
-            .shuffle(true)
-            .num_workers(config.num_workers)
-            .key(fold_in(run, LOADER_DOMAIN))
-            .sampler(sampler)
-            .build()?;
         Ok(DdpTrainer {
             config,
             mode,

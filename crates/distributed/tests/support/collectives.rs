@@ -7,23 +7,28 @@
 //! backend adds in (MPI and NCCL choose their own); the order itself is tested where it
 //! is defined (the threads backend folds in rank order).
 
+use std::time::Duration;
+
 use distributed::{even_counts, DistError, ProcessGroup, ReduceOp};
 use tensor_core::{bf16, f16, DType, Device, Tensor};
 
 /// Element counts: empty, single, uneven against 2 and 4 ranks, and larger.
 pub const LENGTHS: [usize; 6] = [0, 1, 3, 7, 1000, 4099];
 
-/// Every dtype a tensor can hold.
-pub const DTYPES: [DType; 8] = [
-    DType::F32,
-    DType::F64,
-    DType::F16,
-    DType::BF16,
-    DType::I64,
-    DType::U32,
-    DType::U8,
-    DType::Bool,
-];
+/// `error`'s fields `(op, sequence, timeout, missing)` if it is a
+/// [`DistError::CollectiveTimeout`], to compare in one `assert_eq!`; any other error
+/// fails the test, naming it.
+pub fn timeout_fields(error: &DistError) -> (&'static str, u64, Duration, Option<Vec<usize>>) {
+    match error {
+        DistError::CollectiveTimeout {
+            op,
+            sequence,
+            timeout,
+            missing,
+        } => (op, *sequence, *timeout, missing.clone()),
+        other => panic!("expected a collective timeout, got {other}"),
+    }
+}
 
 /// Rank `rank`'s input of `n` elements of `dtype` for test case `salt`: integers in
 /// [-100, 100] (exact in every dtype; bool is odd/even, unsigned types take abs).
@@ -152,7 +157,7 @@ fn check_all_reduce(pg: &dyn ProcessGroup) {
 }
 
 fn check_broadcast(pg: &dyn ProcessGroup) {
-    for dtype in DTYPES {
+    for dtype in DType::ALL {
         for (salt, n) in [0usize, 5, 1000].into_iter().enumerate() {
             for src in 0..pg.world_size() {
                 let mut t = on(
@@ -182,7 +187,7 @@ fn check_all_gather(pg: &dyn ProcessGroup) {
             .map(|q| if q == world - 1 { 1001 } else { 0 })
             .collect(),
     ];
-    for dtype in DTYPES {
+    for dtype in DType::ALL {
         for (salt, counts) in cases.iter().enumerate() {
             let mine = on(pg, input(pg.rank(), counts[pg.rank()], dtype, salt));
             let total: usize = counts.iter().sum();
@@ -202,7 +207,7 @@ fn check_all_gather(pg: &dyn ProcessGroup) {
 
 fn check_all_to_all(pg: &dyn ProcessGroup) {
     let (world, rank) = (pg.world_size(), pg.rank());
-    for dtype in DTYPES {
+    for dtype in DType::ALL {
         for salt in 0..4 {
             let input_counts: Vec<usize> =
                 (0..world).map(|to| pair_count(rank, to, salt)).collect();

@@ -17,6 +17,7 @@
 //! uses them (`rng_gen::rand(.., None)`) also continues exactly.
 
 mod config;
+mod fresh_run;
 #[cfg(feature = "cuda")]
 mod graphed_step;
 mod pending_losses;
@@ -25,10 +26,11 @@ mod synthetic;
 mod trainer;
 
 pub use config::TrainConfig;
+pub use fresh_run::{build_mlp, FreshRun, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN, LOADER_DOMAIN};
 pub use pending_losses::LOSS_SLOTS;
 pub use run_state::{
     check_loader_state, check_model_shapes, default_generator_devices, read_history,
     ExpectedLoader, RunParts, RunView, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, STEP,
 };
 pub use synthetic::GaussianClusters;
-pub use trainer::{build_mlp, Trainer, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN, LOADER_DOMAIN};
+pub use trainer::Trainer;

@@ -15,7 +15,7 @@ use tensor_core::{DType, Device, Tensor};
 use super::TrainConfig;
 use crate::checkpoint::default_cuda_rng_name;
 use crate::data::LoaderState;
-use crate::{Checkpoint, CheckpointError, Module, Result, Sequential, Sgd};
+use crate::{Checkpoint, CheckpointError, DataLoader, Module, Result, Sequential, Sgd};
 
 /// Checkpoint metadata key of the run's [`TrainConfig`] (JSON).
 pub const CONFIG_KEY: &str = "train.config";
@@ -225,6 +225,22 @@ pub struct ExpectedLoader {
     pub per_epoch: u64,
     /// The configuration's seed, to name in the message.
     pub seed: u64,
+}
+
+impl ExpectedLoader {
+    /// What a freshly built run of `config` expects of a saved loader state: the key
+    /// and the batches per epoch of its `loader`, and the configuration's batch size,
+    /// which for a data parallel run (whose `loader` loads one rank's share) is the
+    /// global batch, the size its checkpoint stores.
+    #[must_use]
+    pub fn of_run(config: &TrainConfig, loader: &DataLoader) -> Self {
+        ExpectedLoader {
+            key: loader.key(),
+            batch_size: config.batch_size as u64,
+            per_epoch: loader.batches_per_epoch() as u64,
+            seed: config.seed,
+        }
+    }
 }
 
 /// A saved loader of this run has this run's key and batch size, and sits where

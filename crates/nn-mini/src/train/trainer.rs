@@ -1,9 +1,8 @@
 //! `Trainer`: the training loop of `examples/train_resume.rs`, resumable bit for bit.
 
 use std::path::Path;
-use std::sync::Arc;
 
-use rng_gen::{fold_in, Generator, Key};
+use rng_gen::Generator;
 use tensor_core::{DType, Device};
 
 #[cfg(feature = "cuda")]
@@ -12,20 +11,8 @@ use super::pending_losses::PendingLosses;
 use super::run_state::{
     check_loader_state, read_history, ExpectedLoader, RunParts, RunView, CONFIG_KEY, LOADER,
 };
-use super::{GaussianClusters, TrainConfig};
-use crate::{
-    cross_entropy, Checkpoint, DataLoader, Dropout, Linear, Module, ReLU, Result, Sequential, Sgd,
-    SgdConfig,
-};
-
-/// Sub-key of the run key for the weight initialisation generator.
-pub const INIT_DOMAIN: u64 = 0;
-/// Sub-key of the run key for the dropout generator.
-pub const DROPOUT_DOMAIN: u64 = 1;
-/// Sub-key of the run key for the data loader.
-pub const LOADER_DOMAIN: u64 = 2;
-/// Sub-key of the run key for the synthetic dataset.
-pub const DATA_DOMAIN: u64 = 3;
+use super::{FreshRun, TrainConfig};
+use crate::{cross_entropy, Checkpoint, DataLoader, Module, Result, Sequential, Sgd};
 
 /// A whole training run: model, optimiser, data loader, dropout generator, step counter
 /// and loss history. [`step`](Self::step) runs one SGD step; [`checkpoint`](Self::checkpoint)
@@ -59,37 +46,15 @@ impl std::fmt::Debug for Trainer {
 }
 
 impl Trainer {
-    /// A fresh run at step 0. Draws only from generators derived from `config.seed`
-    /// (never from the process-wide default generators), so two trainers in one process
-    /// do not disturb each other.
+    /// A fresh run at step 0 ([`FreshRun::new`]: everything from `config.seed`, nothing
+    /// from the process-wide default generators).
     pub fn new(config: TrainConfig) -> Result<Self> {
-        config.validate()?;
-        let run = Key::new(config.seed);
-        let device = config.device;
-        let init = Generator::from_key(device, fold_in(run, INIT_DOMAIN));
-        let dropout_generator = Generator::from_key(device, fold_in(run, DROPOUT_DOMAIN));
-        let model = build_mlp(&config.layers, config.dropout, &init, &dropout_generator)?;
-        let optimizer = Sgd::new(
-            SgdConfig::new(config.lr)
-                .momentum(config.momentum)
-                .weight_decay(config.weight_decay),
-        )?;
-        let classes = *config
-            .layers
-            .last()
-            .expect("validated: at least two widths");
-        let dataset = GaussianClusters::new(
-            fold_in(run, DATA_DOMAIN),
-            config.dataset_size,
-            config.layers[0],
-            classes,
-        )?;
-        let loader = DataLoader::builder(Arc::new(dataset))
-            .batch_size(config.batch_size)
-            .shuffle(true)
-            .num_workers(config.num_workers)
-            .key(fold_in(run, LOADER_DOMAIN))
-            .build()?;
+        let FreshRun {
+            model,
+            optimizer,
+            loader,
+            dropout_generator,
+        } = FreshRun::new(&config, None)?;
         Ok(Trainer {
             config,
             model,
@@ -332,12 +297,7 @@ impl Trainer {
         config.device = device.unwrap_or(config.device);
         let (step, losses) = read_history(ck, &config)?;
         let mut trainer = Trainer::new(config)?;
-        let expected = ExpectedLoader {
-            key: trainer.loader.key(),
-            batch_size: trainer.config.batch_size as u64,
-            per_epoch: trainer.loader.batches_per_epoch() as u64,
-            seed: trainer.config.seed,
-        };
+        let expected = ExpectedLoader::of_run(&trainer.config, &trainer.loader);
         check_loader_state(&ck.loader_state(LOADER)?, expected, step)?;
         RunParts {
             config: &trainer.config,
@@ -360,24 +320,4 @@ impl Trainer {
     ) -> Result<Self> {
         Trainer::from_checkpoint(&Checkpoint::load(path)?, num_workers, device)
     }
-}
-
-/// `Linear, ReLU, Dropout` for each hidden width, then a final `Linear`: the layout of
-/// PyTorch's `nn.Sequential` with the same layers, so parameter names match. Weights
-/// come from `init`, dropout masks from `dropout_generator` (shared by the layers).
-pub fn build_mlp(
-    widths: &[usize],
-    dropout: f64,
-    init: &Generator,
-    dropout_generator: &Generator,
-) -> Result<Sequential> {
-    let mut model = Sequential::new();
-    for (i, pair) in widths.windows(2).enumerate() {
-        model.push_boxed(Box::new(Linear::new(pair[0], pair[1], init)?));
-        if i + 2 < widths.len() {
-            model.push_boxed(Box::new(ReLU::new()));
-            model.push_boxed(Box::new(Dropout::new(dropout, dropout_generator)?));
-        }
-    }
-    Ok(model)
 }

@@ -1,0 +1,10 @@
+//! # test-support: harnesses that tests of several ditto crates share
+//!
+//! A dev-dependency only; nothing here is part of ditto's API. It exists so that a
+//! harness two crates' tests need is written once instead of copied into each.
+
+#![warn(missing_docs)]
+
+mod save_loop;
+
+pub use save_loop::{temp_files, SaveLoopChild, SAVED};
