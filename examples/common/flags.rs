@@ -103,8 +103,8 @@ pub struct RunFlags {
 
     /// Portable arithmetic (tensor_core::use_portable_arithmetic, docs/contract.md §14):
     /// ditto's own matmul, exp and log, so the curve is the same bytes on the CPU (any
-    /// SIMD level and thread count) and on CUDA. Slower than gemm / cuBLAS. A resume
-    /// must repeat it to continue a portable run
+    /// SIMD level and thread count) and on CUDA. Slower than gemm / cuBLAS. A checkpoint
+    /// records it, and a resume under the other setting is refused
     #[arg(long)]
     pub portable: bool,
 }

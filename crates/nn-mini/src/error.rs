@@ -102,6 +102,22 @@ pub enum NnError {
          not wrap around to 0"
     )]
     EpochsExhausted,
+    /// A checkpoint saved under one arithmetic (portable or default, see
+    /// `tensor_core::use_portable_arithmetic`) resumed under the other: the remaining
+    /// curve would silently be another run's.
+    #[error(
+        "this checkpoint was saved with portable arithmetic {}, but this process has it {}; \
+         call tensor_core::use_portable_arithmetic({saved}) before resuming (the demos: {})",
+        if *saved { "on" } else { "off" },
+        if *current { "on" } else { "off" },
+        if *saved { "add --portable" } else { "drop --portable" }
+    )]
+    ArithmeticMismatch {
+        /// Whether the run that saved it had portable arithmetic on.
+        saved: bool,
+        /// Whether this process has it on.
+        current: bool,
+    },
     /// An I/O error outside checkpoints (e.g. writing a loss file).
     #[error("{context}: {source}")]
     Io {

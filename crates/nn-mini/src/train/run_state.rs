@@ -10,15 +10,19 @@
 //! save, and call [`RunParts::restore`] to load, and the rules exist once.
 
 use rng_gen::{Generator, Key};
-use tensor_core::{DType, Device, Tensor};
+use tensor_core::{are_portable_arithmetic_enabled, DType, Device, Tensor};
 
 use super::TrainConfig;
 use crate::checkpoint::default_cuda_rng_name;
 use crate::data::LoaderState;
-use crate::{Checkpoint, CheckpointError, DataLoader, Module, Result, Sequential, Sgd};
+use crate::{Checkpoint, CheckpointError, DataLoader, Module, NnError, Result, Sequential, Sgd};
 
 /// Checkpoint metadata key of the run's [`TrainConfig`] (JSON).
 pub const CONFIG_KEY: &str = "train.config";
+/// Checkpoint metadata key of the arithmetic the run used: `"portable"` or `"default"`
+/// (`tensor_core::use_portable_arithmetic`, docs/contract.md §14). Absent in checkpoints
+/// written before it existed, which resume under either.
+pub const ARITHMETIC_KEY: &str = "train.arithmetic";
 /// Checkpoint entry of the step count (i64 scalar).
 pub const STEP: &str = "train.step";
 /// Checkpoint entry of the loss history (f32, one per step).
@@ -66,6 +70,10 @@ impl RunView<'_> {
         let losses = Tensor::from_slice(self.losses, &[self.losses.len()], Device::Cpu)?;
         ck.insert(LOSSES, &losses)?;
         ck.set_metadata(CONFIG_KEY, self.config.to_json())?;
+        ck.set_metadata(
+            ARITHMETIC_KEY,
+            arithmetic_name(are_portable_arithmetic_enabled()),
+        )?;
         Ok(ck)
     }
 }
@@ -76,6 +84,7 @@ impl RunView<'_> {
 /// and one loss per step.
 pub fn read_history(ck: &Checkpoint, config: &TrainConfig) -> Result<(u64, Vec<f32>)> {
     check_model_shapes(ck, config)?;
+    check_arithmetic(ck)?;
     let step = ck.tensor_like(STEP, &[], DType::I64)?.to_scalar::<i64>()?;
     let step =
         u64::try_from(step).map_err(|_| invalid_entry(STEP, format!("negative step {step}")))?;
@@ -89,6 +98,39 @@ pub fn read_history(ck: &Checkpoint, config: &TrainConfig) -> Result<(u64, Vec<f
         );
     }
     Ok((step, losses))
+}
+
+fn arithmetic_name(portable: bool) -> &'static str {
+    if portable {
+        "portable"
+    } else {
+        "default"
+    }
+}
+
+/// A run resumes under the arithmetic it was saved with: portable arithmetic changes
+/// the bits of every matmul, `exp` and `log`, so resuming a portable run without it (or
+/// the reverse) would continue another curve without a word.
+pub fn check_arithmetic(ck: &Checkpoint) -> Result<()> {
+    let Some(saved) = ck.metadata(ARITHMETIC_KEY) else {
+        return Ok(());
+    };
+    let saved = match saved {
+        "portable" => true,
+        "default" => false,
+        other => {
+            return Err(invalid_entry(
+                ARITHMETIC_KEY,
+                format!("{other:?}; expected \"portable\" or \"default\""),
+            )
+            .into())
+        }
+    };
+    let current = are_portable_arithmetic_enabled();
+    if saved != current {
+        return Err(NnError::ArithmeticMismatch { saved, current });
+    }
+    Ok(())
 }
 
 /// The `model.*` tensors must be exactly the configuration's parameters, shape for
