@@ -21,7 +21,7 @@ fn both(inputs: &[&Tensor], f: impl Fn(&[Tensor]) -> Tensor) -> (Tensor, Tensor)
 }
 
 /// Sizes around the 64 x 64 tiles and 16-deep slices of the CUDA kernel and the CPU
-/// kernels' 8 x 32 / 6 x 16 tiles and 256-deep blocks, and the demo's shapes.
+/// kernels' 12 x 32 / 6 x 16 tiles and 256-deep blocks, and the demo's shapes.
 const SHAPES: [(usize, usize, usize); 8] = [
     (1, 1, 1),
     (3, 17, 5),

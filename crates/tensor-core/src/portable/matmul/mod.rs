@@ -342,7 +342,7 @@ unsafe fn update_block<T: PortableElement, K: Microkernel<T>>(
     let (mr, nr) = (K::MR, K::NR);
     let kc = panels.depth.len();
     let a = panels.a;
-    let mut scratch = [T::default(); 8 * 32];
+    let mut scratch = [T::default(); 12 * 32];
     debug_assert!(mr * nr <= scratch.len());
     for j0 in cols.clone().step_by(nr) {
         let b_panel = panels.b[j0 * kc..(j0 + nr) * kc].as_ptr();

@@ -68,8 +68,10 @@ fn bits(v: &[f32]) -> Vec<u32> {
 }
 
 /// Edge sizes around every kernel's MR / NR and around the k-block, plus odd ones.
-const SHAPES: [(usize, usize, usize); 12] = [
+const SHAPES: [(usize, usize, usize); 14] = [
     (1, 1, 1),
+    (12, 3, 32),
+    (25, 9, 64),
     (1, 7, 1),
     (3, 5, 2),
     (6, 16, 16),
