@@ -22,6 +22,7 @@
 
 mod buckets;
 mod reduce;
+mod single_pass;
 mod step;
 pub mod tree;
 
@@ -32,6 +33,7 @@ use tensor_core::{DType, Device, Tensor};
 
 pub use buckets::{Buckets, DEFAULT_BUCKET_CAP_BYTES};
 pub use reduce::{fast_sum, invariant_sum};
+pub use single_pass::rows_are_batch_independent;
 pub use step::LocalRows;
 
 use crate::{DistError, ProcessGroup, Result};

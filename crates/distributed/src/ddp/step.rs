@@ -5,12 +5,13 @@ use nn_mini::{GlobalRows, Module};
 use tensor_core::Tensor;
 
 use super::reduce::{fast_sum, invariant_sum};
+use super::single_pass::rows_are_batch_independent;
 use super::tree::{shards_of_rank, subtree_sum};
 use super::{DistributedDataParallel, ReduceMode};
 use crate::{DistError, Result};
 
 /// A loss function as DDP calls it: `(output, target) -> (mean loss, d loss / d output)`.
-type LossFn<'a> = dyn FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)> + 'a;
+pub(super) type LossFn<'a> = dyn FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)> + 'a;
 
 /// This rank's rows of a global batch: the inputs and targets, and the position of each
 /// row in the global batch.
@@ -53,6 +54,7 @@ impl<M: Module> DistributedDataParallel<M> {
             }
         };
         self.module.set_global_rows(None);
+        self.module.set_grad_row_groups(None);
         result
     }
 
@@ -149,26 +151,46 @@ impl<M: Module> DistributedDataParallel<M> {
     ) -> Result<Tensor> {
         let (world, rank) = (self.group.world_size(), self.group.rank());
         let shards = shards_of_rank(rank, world, micro_shards);
-        // Each micro-shard's gradient, computed alone: by_bucket[b][k] is bucket b of
-        // shard shards[k]'s.
-        let mut by_bucket: Vec<Vec<Tensor>> = Vec::new();
-        for &s in &shards {
-            let picks: Vec<usize> = (0..local.rows.len())
-                .filter(|&k| local.rows[k] % micro_shards as u64 == s as u64)
-                .collect();
-            let flat = self.weighted_pass(batch, local, &picks, loss_fn)?;
-            by_bucket.resize_with(flat.len(), Vec::new);
-            for (leaves, bucket) in by_bucket.iter_mut().zip(flat) {
-                leaves.push(bucket);
-            }
-        }
-        let mut summed = Vec::with_capacity(by_bucket.len());
-        for leaves in &by_bucket {
-            let leaf = |s: usize| leaves[(s - rank) / world].clone();
+        let shard_picks: Vec<Vec<usize>> = shards
+            .iter()
+            .map(|&s| {
+                (0..local.rows.len())
+                    .filter(|&k| local.rows[k] % micro_shards as u64 == s as u64)
+                    .collect()
+            })
+            .collect();
+        // Each micro-shard's gradient, as if computed alone: by_shard[k][b] is bucket b
+        // of shard shards[k]'s.
+        let by_shard = if rows_are_batch_independent(self.dtype, self.device)
+            && self.module.supports_grad_row_groups()
+        {
+            self.single_pass(batch, local, &shard_picks, loss_fn)?
+        } else {
+            self.shard_passes(batch, local, &shard_picks, loss_fn)?
+        };
+        let buckets = by_shard.first().map_or(0, Vec::len);
+        let mut summed = Vec::with_capacity(buckets);
+        for b in 0..buckets {
+            let leaf = |s: usize| by_shard[(s - rank) / world][b].clone();
             let partial = subtree_sum(rank, world, micro_shards, &mut |s| Ok(leaf(s)))?;
             summed.push(invariant_sum(&*self.group, &partial)?);
         }
         self.install(&summed)
+    }
+
+    /// One forward and backward per shard of `shard_picks`: the way that needs nothing
+    /// of the arithmetic or the layers (see [`single_pass`](Self::single_pass)).
+    pub(super) fn shard_passes(
+        &mut self,
+        batch: u64,
+        local: &LocalRows<'_>,
+        shard_picks: &[Vec<usize>],
+        loss_fn: &mut LossFn<'_>,
+    ) -> Result<Vec<Vec<Tensor>>> {
+        shard_picks
+            .iter()
+            .map(|picks| self.weighted_pass(batch, local, picks, loss_fn))
+            .collect()
     }
 
     /// Sets every parameter's gradient from the summed buckets; returns the loss.
