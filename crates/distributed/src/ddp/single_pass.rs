@@ -15,7 +15,7 @@
 use nn_mini::{GlobalRows, GradRowGroups, Module};
 use tensor_core::{DType, Device, Tensor};
 
-use super::step::{LocalRows, LossFn};
+use super::step::{LocalRows, LossFn, ShardGrads};
 use super::DistributedDataParallel;
 use crate::{DistError, Result};
 
@@ -31,15 +31,15 @@ pub fn rows_are_batch_independent(dtype: DType, device: Device) -> bool {
 
 impl<M: Module> DistributedDataParallel<M> {
     /// Every shard of `shard_picks` (indices into `local`, one list per shard) in one
-    /// pass; returns each shard's flattened, weighted gradient buckets with its weighted
-    /// loss appended, as [`shard_passes`](Self::shard_passes) does.
+    /// pass; returns each shard's weighted gradients and loss, the bits
+    /// [`shard_passes`](Self::shard_passes) returns.
     pub(super) fn single_pass(
         &mut self,
         batch: u64,
         local: &LocalRows<'_>,
         shard_picks: &[Vec<usize>],
         loss_fn: &mut LossFn<'_>,
-    ) -> Result<Vec<Vec<Tensor>>> {
+    ) -> Result<Vec<ShardGrads>> {
         const OP: &str = "DistributedDataParallel::forward_backward";
         let order: Vec<usize> = shard_picks.iter().flatten().copied().collect();
         let sizes: Vec<usize> = shard_picks.iter().map(Vec::len).collect();
@@ -93,22 +93,18 @@ impl<M: Module> DistributedDataParallel<M> {
                 ));
             }
         }
-        let mut flat = Vec::with_capacity(sizes.len());
-        for (shard, loss) in losses.iter().enumerate() {
-            // An empty shard's gradient is zeros (flatten's `None`), as its own pass
-            // leaves no gradient at all.
-            let shard_grads: Vec<Option<&Tensor>> = params
-                .iter()
-                .map(|p| p.group_grads.get(shard).filter(|_| sizes[shard] > 0))
-                .collect();
-            flat.push(
-                self.buckets
-                    .flatten(&shard_grads, loss, self.dtype, self.device)?,
-            );
-        }
+        let mut shard_grads: Vec<Vec<Option<Tensor>>> = vec![Vec::new(); sizes.len()];
         for p in &mut params {
-            p.group_grads.clear();
+            let mut groups = std::mem::take(&mut p.group_grads).into_iter();
+            for (shard, grads) in shard_grads.iter_mut().enumerate() {
+                // An empty shard has no gradient, as its own pass leaves none.
+                grads.push(groups.next().filter(|_| sizes[shard] > 0));
+            }
         }
-        Ok(flat)
+        Ok(shard_grads
+            .into_iter()
+            .zip(losses)
+            .map(|(grads, loss)| ShardGrads { grads, loss })
+            .collect())
     }
 }

@@ -13,6 +13,13 @@ use crate::{DistError, Result};
 /// A loss function as DDP calls it: `(output, target) -> (mean loss, d loss / d output)`.
 pub(super) type LossFn<'a> = dyn FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)> + 'a;
 
+/// One micro-shard's (or one pass's) weighted gradients, in parameter order (`None`:
+/// the parameter got none, e.g. the shard has no rows), and its weighted loss `[1]`.
+pub(super) struct ShardGrads {
+    pub(super) grads: Vec<Option<Tensor>>,
+    pub(super) loss: Tensor,
+}
+
 /// This rank's rows of a global batch: the inputs and targets, and the position of each
 /// row in the global batch.
 #[derive(Clone, Copy, Debug)]
@@ -96,16 +103,15 @@ impl<M: Module> DistributedDataParallel<M> {
     }
 
     /// Forward and backward of the rows `picks` (indices into `local`), weighted by their
-    /// share of the global batch: the flattened gradient buckets, the weighted loss
-    /// appended to the last. No rows: the forward still runs (random layers reserve the
-    /// global batch's stretch on every rank alike) and the buckets are zero.
+    /// share of the global batch. No rows: the forward still runs (random layers reserve
+    /// the global batch's stretch on every rank alike) and there is no gradient.
     fn weighted_pass(
         &mut self,
         batch: u64,
         local: &LocalRows<'_>,
         picks: &[usize],
         loss_fn: &mut LossFn<'_>,
-    ) -> Result<Vec<Tensor>> {
+    ) -> Result<ShardGrads> {
         let rows: Vec<u64> = picks.iter().map(|&k| local.rows[k]).collect();
         let input = local.input.index_select(0, picks)?;
         self.module.zero_grad();
@@ -123,9 +129,13 @@ impl<M: Module> DistributedDataParallel<M> {
                 .reshape(&[1])?
                 .mul_scalar(weight)?;
         }
-        let params = self.module.parameters();
-        let grads: Vec<Option<&Tensor>> = params.iter().map(|p| p.grad.as_ref()).collect();
-        self.buckets.flatten(&grads, &loss, self.dtype, self.device)
+        let grads = self
+            .module
+            .parameters_mut()
+            .into_iter()
+            .map(|p| p.grad.take())
+            .collect();
+        Ok(ShardGrads { grads, loss })
     }
 
     fn fast_step(
@@ -135,7 +145,11 @@ impl<M: Module> DistributedDataParallel<M> {
         loss_fn: &mut LossFn<'_>,
     ) -> Result<Tensor> {
         let all: Vec<usize> = (0..local.rows.len()).collect();
-        let mut flat = self.weighted_pass(batch, local, &all, loss_fn)?;
+        let pass = self.weighted_pass(batch, local, &all, loss_fn)?;
+        let grads: Vec<Option<&Tensor>> = pass.grads.iter().map(Option::as_ref).collect();
+        let mut flat = self
+            .buckets
+            .flatten(&grads, &pass.loss, self.dtype, self.device)?;
         for bucket in &mut flat {
             fast_sum(&*self.group, bucket)?;
         }
@@ -159,8 +173,10 @@ impl<M: Module> DistributedDataParallel<M> {
                     .collect()
             })
             .collect();
-        // Each micro-shard's gradient, as if computed alone: by_shard[k][b] is bucket b
-        // of shard shards[k]'s.
+        // Each micro-shard's gradient, as if computed alone (by_shard[k] is shard
+        // shards[k]'s), summed into this rank's subtree parameter by parameter: the
+        // additions are elementwise, so this gives the bits of summing flattened
+        // buckets, with one flatten instead of one per shard.
         let by_shard = if rows_are_batch_independent(self.dtype, self.device)
             && self.module.supports_grad_row_groups()
         {
@@ -168,12 +184,32 @@ impl<M: Module> DistributedDataParallel<M> {
         } else {
             self.shard_passes(batch, local, &shard_picks, loss_fn)?
         };
-        let buckets = by_shard.first().map_or(0, Vec::len);
-        let mut summed = Vec::with_capacity(buckets);
-        for b in 0..buckets {
-            let leaf = |s: usize| by_shard[(s - rank) / world][b].clone();
-            let partial = subtree_sum(rank, world, micro_shards, &mut |s| Ok(leaf(s)))?;
-            summed.push(invariant_sum(&*self.group, &partial)?);
+        let dims: Vec<Vec<usize>> = self
+            .module
+            .parameters()
+            .iter()
+            .map(|p| p.value.dims().to_vec())
+            .collect();
+        let mut partials = Vec::with_capacity(dims.len());
+        for (i, dims) in dims.iter().enumerate() {
+            partials.push(subtree_sum(rank, world, micro_shards, &mut |s| {
+                match &by_shard[(s - rank) / world].grads[i] {
+                    Some(g) => Ok(g.clone()),
+                    // No rows, no gradient: zeros, as a flattened bucket holds them.
+                    None => Ok(Tensor::zeros(dims, self.dtype, self.device)?),
+                }
+            })?);
+        }
+        let loss = subtree_sum(rank, world, micro_shards, &mut |s| {
+            Ok(by_shard[(s - rank) / world].loss.clone())
+        })?;
+        let partials: Vec<Option<&Tensor>> = partials.iter().map(Some).collect();
+        let flat = self
+            .buckets
+            .flatten(&partials, &loss, self.dtype, self.device)?;
+        let mut summed = Vec::with_capacity(flat.len());
+        for partial in &flat {
+            summed.push(invariant_sum(&*self.group, partial)?);
         }
         self.install(&summed)
     }
@@ -186,7 +222,7 @@ impl<M: Module> DistributedDataParallel<M> {
         local: &LocalRows<'_>,
         shard_picks: &[Vec<usize>],
         loss_fn: &mut LossFn<'_>,
-    ) -> Result<Vec<Vec<Tensor>>> {
+    ) -> Result<Vec<ShardGrads>> {
         shard_picks
             .iter()
             .map(|picks| self.weighted_pass(batch, local, picks, loss_fn))
