@@ -6,7 +6,7 @@ use tensor_core::Tensor;
 
 use super::reduce::{fast_sum, invariant_sum};
 use super::single_pass::rows_are_batch_independent;
-use super::tree::{shards_of_rank, subtree_sum};
+use super::tree::{shards_of_rank, subtree_sum_in_place};
 use super::{DistributedDataParallel, ReduceMode};
 use crate::{DistError, Result};
 
@@ -177,7 +177,7 @@ impl<M: Module> DistributedDataParallel<M> {
         // shards[k]'s), summed into this rank's subtree parameter by parameter: the
         // additions are elementwise, so this gives the bits of summing flattened
         // buckets, with one flatten instead of one per shard.
-        let by_shard = if rows_are_batch_independent(self.dtype, self.device)
+        let mut by_shard = if rows_are_batch_independent(self.dtype, self.device)
             && self.module.supports_grad_row_groups()
         {
             self.single_pass(batch, local, &shard_picks, loss_fn)?
@@ -192,15 +192,16 @@ impl<M: Module> DistributedDataParallel<M> {
             .collect();
         let mut partials = Vec::with_capacity(dims.len());
         for (i, dims) in dims.iter().enumerate() {
-            partials.push(subtree_sum(rank, world, micro_shards, &mut |s| {
-                match &by_shard[(s - rank) / world].grads[i] {
-                    Some(g) => Ok(g.clone()),
+            partials.push(subtree_sum_in_place(rank, world, micro_shards, &mut |s| {
+                // Each leaf is handed over (taken), so the tree adds into it in place.
+                match by_shard[(s - rank) / world].grads[i].take() {
+                    Some(g) => Ok(g),
                     // No rows, no gradient: zeros, as a flattened bucket holds them.
                     None => Ok(Tensor::zeros(dims, self.dtype, self.device)?),
                 }
             })?);
         }
-        let loss = subtree_sum(rank, world, micro_shards, &mut |s| {
+        let loss = subtree_sum_in_place(rank, world, micro_shards, &mut |s| {
             Ok(by_shard[(s - rank) / world].loss.clone())
         })?;
         let partials: Vec<Option<&Tensor>> = partials.iter().map(Some).collect();
