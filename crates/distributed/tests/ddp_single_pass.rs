@@ -1,7 +1,7 @@
 //! Invariant mode under portable arithmetic runs one forward and one backward per rank
 //! (row groups, `nn_mini::GradRowGroups`) instead of one per micro-shard; this checks
-//! that it gives the very bits of the per-shard passes at world sizes 1, 2 and 4 on the
-//! threads backend, a 5-row batch (empty micro-shards) included, and that each path
+//! that it gives the very bits of the per-shard passes at world sizes 1, 2, 4 and 8 on
+//! the threads backend, a 5-row batch (empty micro-shards) included, and that each path
 //! really runs the number of forwards it claims.
 //!
 //! Portable arithmetic is a process-wide switch: every test of this binary turns it on,
@@ -91,7 +91,8 @@ fn train(world: usize, row_groups: bool) -> (Vec<Trace>, usize) {
 #[test]
 fn one_pass_gives_the_bits_of_one_pass_per_micro_shard() {
     let (reference, _) = train(1, false);
-    for world in [1, 2, 4] {
+    // 8 ranks: on the 5-row batch, ranks 5..7 hold no rows at all.
+    for world in [1, 2, 4, 8] {
         let (per_shard, shard_forwards) = train(world, false);
         let (single, single_forwards) = train(world, true);
         // 4 steps: one forward per step on the single pass, one per held shard else.

@@ -52,6 +52,9 @@ impl<M: Module> DistributedDataParallel<M> {
         F: FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)>,
     {
         self.check_rows(&local)?;
+        // Row groups are this step's business alone (the single pass sets them); a
+        // caller's leftover would leave the passes below without ungrouped gradients.
+        self.module.set_grad_row_groups(None);
         let batch = self.batches;
         self.batches += 1;
         let result = match self.config.mode {

@@ -128,9 +128,7 @@ mod tests {
             let top = subtree_sum(0, 1, world, &mut |q| Ok(partials[q].clone())).unwrap();
             assert_eq!(bits(&top), bits(&whole), "world {world}");
             let in_place = subtree_sum_in_place(0, 1, world, &mut |q| {
-                Ok(subtree_sum_in_place(q, world, shards, &mut |s| {
-                    Ok(leaf(s))
-                })?)
+                subtree_sum_in_place(q, world, shards, &mut |s| Ok(leaf(s)))
             })
             .unwrap();
             assert_eq!(bits(&in_place), bits(&whole), "in place, world {world}");
