@@ -3,6 +3,8 @@
 //!
 //! ```text
 //! cargo bench --bench distributed_bench                       # threads, 2 and 4 ranks
+//! cargo bench --bench distributed_bench -- --portable          # portable arithmetic
+//! cargo bench --bench distributed_bench -- --steps-only        # no collectives table
 //! cargo bench --features mpi --bench distributed_bench --no-run
 //! mpirun --allow-run-as-root --oversubscribe -np 4 target/release/deps/distributed_bench-<hash> mpi
 //! ```
@@ -13,7 +15,9 @@
 //! round, rank 0 times each round after a barrier, and the medians over the rounds are
 //! printed as markdown rows for `benches/RESULTS.md`, with the machine and the load
 //! average before and after. Each rank computes on one thread (rayon's pool is set to
-//! one thread), like one process per core.
+//! one thread), like one process per core. `--portable` turns portable arithmetic on
+//! (docs/contract.md §14), under which the invariant mode runs one forward and backward
+//! per rank instead of one per micro-shard (`distributed::ddp`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,6 +36,7 @@ fn main() {
     let _ = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build_global();
+    tensor_core::use_portable_arithmetic(std::env::args().any(|a| a == "--portable"));
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
@@ -137,16 +142,23 @@ fn suite(group: Arc<dyn ProcessGroup>) {
     if leader {
         let fast = median(times[0].clone());
         let inv = median(times[1].clone());
-        println!("\n| backend | ranks | fast ms/step | invariant ms/step | invariant / fast |");
-        println!("|---|---:|---:|---:|---:|");
+        let arithmetic = match tensor_core::are_portable_arithmetic_enabled() {
+            true => "portable",
+            false => "default",
+        };
+        println!("\n| backend | ranks | arithmetic | fast ms/step | invariant ms/step | invariant / fast |");
+        println!("|---|---:|---|---:|---:|---:|");
         println!(
-            "| {backend} | {world} | {:.2} | {:.2} | {:.2}x |",
+            "| {backend} | {world} | {arithmetic} | {:.2} | {:.2} | {:.2}x |",
             fast * 1e3,
             inv * 1e3,
             inv / fast
         );
     }
     drop(trainers);
+    if std::env::args().any(|a| a == "--steps-only") {
+        return;
+    }
 
     // 2. Collectives on f32 buffers, all interleaved per round. Bus bandwidth as in
     //    nccl-tests: bytes * 2(W-1)/W for sums, (W-1)/W for gathers and all-to-all.

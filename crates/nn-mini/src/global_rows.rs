@@ -1,8 +1,9 @@
 //! `GlobalRows`: which rows of a global batch the next forward passes compute.
 //!
 //! A single process computes a batch in one forward pass; a data parallel rank computes
-//! only some of its rows, and in ditto's world-size-invariant mode it computes them in
-//! several forwards (one per micro-shard). Random layers must still give each row what
+//! only some of its rows, and in ditto's world-size-invariant mode (outside portable
+//! arithmetic) it computes them in several forwards, one per micro-shard. Random layers
+//! must still give each row what
 //! the single process gives it. So every rank, for every random layer, reserves the
 //! layer's stretch of its generator for the *whole* global batch once (the generators of
 //! all ranks stay in lockstep), and computes each of its rows at the row's global

@@ -35,6 +35,7 @@
 
 mod error;
 mod global_rows;
+mod grad_row_groups;
 mod module;
 
 pub mod checkpoint;
@@ -48,6 +49,7 @@ pub use checkpoint::{Checkpoint, CheckpointError};
 pub use data::{Batch, DataLoader, Dataset, LoaderState, Sample, SampleRng};
 pub use error::{NnError, Result};
 pub use global_rows::GlobalRows;
+pub use grad_row_groups::GradRowGroups;
 pub use layers::{Dropout, Embedding, Linear, ReLU, Sequential};
 pub use loss::{cross_entropy, cross_entropy_with, mse_loss, ClassTargets};
 pub use module::{Module, Parameter};

@@ -8,7 +8,7 @@
 
 use tensor_core::Tensor;
 
-use crate::{GlobalRows, Result};
+use crate::{GlobalRows, GradRowGroups, NnError, Result};
 
 /// A trainable tensor and its accumulated gradient.
 ///
@@ -23,6 +23,11 @@ pub struct Parameter {
     /// The gradient accumulated since the last [`Parameter::zero_grad`]; `None` when no
     /// backward has run since (PyTorch's `set_to_none=True`), which optimisers skip.
     pub grad: Option<Tensor>,
+    /// Per-row-group gradients: while [`GradRowGroups`] are set on the layer
+    /// ([`Module::set_grad_row_groups`]), backward accumulates group `g`'s gradient into
+    /// `group_grads[g]` instead of `grad`. Empty when no grouped backward has run since
+    /// the last [`Parameter::zero_grad`].
+    pub group_grads: Vec<Tensor>,
 }
 
 impl Parameter {
@@ -33,6 +38,7 @@ impl Parameter {
             name: name.into(),
             value,
             grad: None,
+            group_grads: Vec::new(),
         }
     }
 
@@ -46,9 +52,35 @@ impl Parameter {
         Ok(())
     }
 
-    /// Drops the gradient (PyTorch's default `zero_grad(set_to_none=True)`).
+    /// Adds one gradient per row group into [`Parameter::group_grads`] (or stores them
+    /// when there are none), the grouped twin of [`Parameter::accumulate_grad`].
+    pub fn accumulate_group_grads(&mut self, grads: Vec<Tensor>) -> Result<()> {
+        if self.group_grads.is_empty() {
+            self.group_grads = grads;
+            return Ok(());
+        }
+        if grads.len() != self.group_grads.len() {
+            return Err(NnError::invalid(
+                "Parameter::accumulate_group_grads",
+                format!(
+                    "parameter {} holds {} group gradients, got {}; the row groups changed between backward passes",
+                    self.name,
+                    self.group_grads.len(),
+                    grads.len()
+                ),
+            ));
+        }
+        for (acc, grad) in self.group_grads.iter_mut().zip(grads) {
+            acc.axpy_(1.0, &grad)?;
+        }
+        Ok(())
+    }
+
+    /// Drops the gradient and the group gradients (PyTorch's default
+    /// `zero_grad(set_to_none=True)`).
     pub fn zero_grad(&mut self) {
         self.grad = None;
+        self.group_grads.clear();
     }
 }
 
@@ -105,6 +137,29 @@ pub trait Module: Send {
     /// (see [`GlobalRows`]); other layers ignore it, and containers pass it on.
     fn set_global_rows(&mut self, rows: Option<&GlobalRows>) {
         let _ = rows;
+    }
+
+    /// Whether this layer (and every layer inside it) honours
+    /// [`set_grad_row_groups`](Module::set_grad_row_groups): its parameter gradient for
+    /// a group of rows is computed from those rows alone, with the very ops a backward
+    /// over just those rows would run (so the bits are the same), and each row's input
+    /// gradient depends on that row alone whenever the arithmetic makes it so (portable
+    /// arithmetic, docs/contract.md §14). The default is `false`, so a layer written
+    /// before this existed (or one that mixes rows, like a batch norm) makes callers
+    /// fall back to one backward per group; containers answer for all their layers.
+    fn supports_grad_row_groups(&self) -> bool {
+        false
+    }
+
+    /// Tells the layer to split its following backward passes' parameter gradients by
+    /// the row groups given (`None`: one gradient for the batch, the default), adding
+    /// group `g`'s into [`Parameter::group_grads`]`[g]` instead of
+    /// [`Parameter::grad`] (see [`GradRowGroups`]). The input gradient is still one
+    /// tensor for the whole batch. Only meaningful where
+    /// [`supports_grad_row_groups`](Module::supports_grad_row_groups) is true; containers
+    /// pass it on.
+    fn set_grad_row_groups(&mut self, groups: Option<&GradRowGroups>) {
+        let _ = groups;
     }
 
     /// Clears every parameter's gradient before the next backward.

@@ -13,8 +13,26 @@
 //! Use the fast mode for throughput when the world size never changes during a
 //! project; use the invariant mode when runs must compare across world sizes (1 GPU vs
 //! 4, a resume on fewer machines, a debug run on one process) or a checkpoint must move
-//! between them. The invariant mode costs one forward and backward per micro-shard
-//! (smaller matrix products) and two collectives instead of one, moving the same bytes.
+//! between them. The invariant mode needs each micro-shard's gradient on its own, and
+//! two collectives instead of one (moving the same bytes). How it gets the shards'
+//! gradients depends on the arithmetic:
+//!
+//! - **Portable arithmetic on** ([`rows_are_batch_independent`]) and a model whose
+//!   layers all support [gradient row groups](nn_mini::GradRowGroups) (every nn-mini
+//!   layer does): one forward and one backward over the rank's rows, ordered shard by
+//!   shard. Each matmul output element is then one fma chain over its own row
+//!   (docs/contract.md §14), so a row's activations and input gradient do not depend on
+//!   the rows beside it; only the parameter gradients mix rows, and the layers compute
+//!   those per shard, from the shard's rows, with the ops a pass over the shard alone
+//!   runs. Each shard's loss and output gradient come from `loss_fn` on the shard's
+//!   output rows, as before. The bits are those of one pass per shard
+//!   (`tests/ddp_single_pass.rs` compares the two at 1, 2 and 4 ranks).
+//! - **Otherwise** one forward and backward per micro-shard (smaller matrix products).
+//!   gemm and cuBLAS pick blockings and split-k by the matrix sizes, so outside portable
+//!   arithmetic a row's bits may depend on its batch, and the shard passes are what
+//!   the micro-shard tree is defined on. A model with a layer that does not support row
+//!   groups (the trait's default, e.g. a downstream crate's own module) also runs this
+//!   way.
 //!
 //! Randomness does not depend on the rank layout either way: layers see
 //! [`GlobalRows`](nn_mini::GlobalRows), so dropout draws each row at its global position (see
@@ -22,6 +40,7 @@
 
 mod buckets;
 mod reduce;
+mod single_pass;
 mod step;
 pub mod tree;
 
@@ -32,6 +51,7 @@ use tensor_core::{DType, Device, Tensor};
 
 pub use buckets::{Buckets, DEFAULT_BUCKET_CAP_BYTES};
 pub use reduce::{fast_sum, invariant_sum};
+pub use single_pass::rows_are_batch_independent;
 pub use step::LocalRows;
 
 use crate::{DistError, ProcessGroup, Result};
@@ -43,8 +63,9 @@ pub enum ReduceMode {
     /// world size only.
     Fast,
     /// The global batch is cut into `micro_shards` shards (rows `i % micro_shards`),
-    /// each shard's gradient computed alone and all of them summed in one fixed tree:
-    /// bit-identical for every power-of-two world size up to `micro_shards`.
+    /// each shard's gradient computed as if alone (see the module docs for how) and all
+    /// of them summed in one fixed tree: bit-identical for every power-of-two world size
+    /// up to `micro_shards`.
     Invariant {
         /// The number of micro-shards, a power of two, fixed for the whole run.
         micro_shards: usize,

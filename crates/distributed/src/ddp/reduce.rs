@@ -25,6 +25,10 @@ pub fn fast_sum(group: &dyn ProcessGroup, partial: &mut Tensor) -> Result<()> {
 /// tree's order, on every rank.
 pub fn invariant_sum(group: &dyn ProcessGroup, partial: &Tensor) -> Result<Tensor> {
     let (world, rank) = (group.world_size(), group.rank());
+    if world == 1 {
+        // The top of the tree over one leaf is that leaf: nothing to add or move.
+        return Ok(partial.clone());
+    }
     let n = partial.elem_count();
     let chunks = even_counts(n, world);
     let mine = chunks[rank];

@@ -5,12 +5,20 @@ use nn_mini::{GlobalRows, Module};
 use tensor_core::Tensor;
 
 use super::reduce::{fast_sum, invariant_sum};
-use super::tree::{shards_of_rank, subtree_sum};
+use super::single_pass::rows_are_batch_independent;
+use super::tree::{shards_of_rank, subtree_sum_in_place};
 use super::{DistributedDataParallel, ReduceMode};
 use crate::{DistError, Result};
 
 /// A loss function as DDP calls it: `(output, target) -> (mean loss, d loss / d output)`.
-type LossFn<'a> = dyn FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)> + 'a;
+pub(super) type LossFn<'a> = dyn FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)> + 'a;
+
+/// One micro-shard's (or one pass's) weighted gradients, in parameter order (`None`:
+/// the parameter got none, e.g. the shard has no rows), and its weighted loss `[1]`.
+pub(super) struct ShardGrads {
+    pub(super) grads: Vec<Option<Tensor>>,
+    pub(super) loss: Tensor,
+}
 
 /// This rank's rows of a global batch: the inputs and targets, and the position of each
 /// row in the global batch.
@@ -44,6 +52,9 @@ impl<M: Module> DistributedDataParallel<M> {
         F: FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)>,
     {
         self.check_rows(&local)?;
+        // Row groups are this step's business alone (the single pass sets them); a
+        // caller's leftover would leave the passes below without ungrouped gradients.
+        self.module.set_grad_row_groups(None);
         let batch = self.batches;
         self.batches += 1;
         let result = match self.config.mode {
@@ -53,6 +64,7 @@ impl<M: Module> DistributedDataParallel<M> {
             }
         };
         self.module.set_global_rows(None);
+        self.module.set_grad_row_groups(None);
         result
     }
 
@@ -94,16 +106,15 @@ impl<M: Module> DistributedDataParallel<M> {
     }
 
     /// Forward and backward of the rows `picks` (indices into `local`), weighted by their
-    /// share of the global batch: the flattened gradient buckets, the weighted loss
-    /// appended to the last. No rows: the forward still runs (random layers reserve the
-    /// global batch's stretch on every rank alike) and the buckets are zero.
+    /// share of the global batch. No rows: the forward still runs (random layers reserve
+    /// the global batch's stretch on every rank alike) and there is no gradient.
     fn weighted_pass(
         &mut self,
         batch: u64,
         local: &LocalRows<'_>,
         picks: &[usize],
         loss_fn: &mut LossFn<'_>,
-    ) -> Result<Vec<Tensor>> {
+    ) -> Result<ShardGrads> {
         let rows: Vec<u64> = picks.iter().map(|&k| local.rows[k]).collect();
         let input = local.input.index_select(0, picks)?;
         self.module.zero_grad();
@@ -121,9 +132,13 @@ impl<M: Module> DistributedDataParallel<M> {
                 .reshape(&[1])?
                 .mul_scalar(weight)?;
         }
-        let params = self.module.parameters();
-        let grads: Vec<Option<&Tensor>> = params.iter().map(|p| p.grad.as_ref()).collect();
-        self.buckets.flatten(&grads, &loss, self.dtype, self.device)
+        let grads = self
+            .module
+            .parameters_mut()
+            .into_iter()
+            .map(|p| p.grad.take())
+            .collect();
+        Ok(ShardGrads { grads, loss })
     }
 
     fn fast_step(
@@ -133,7 +148,11 @@ impl<M: Module> DistributedDataParallel<M> {
         loss_fn: &mut LossFn<'_>,
     ) -> Result<Tensor> {
         let all: Vec<usize> = (0..local.rows.len()).collect();
-        let mut flat = self.weighted_pass(batch, local, &all, loss_fn)?;
+        let pass = self.weighted_pass(batch, local, &all, loss_fn)?;
+        let grads: Vec<Option<&Tensor>> = pass.grads.iter().map(Option::as_ref).collect();
+        let mut flat = self
+            .buckets
+            .flatten(&grads, &pass.loss, self.dtype, self.device)?;
         for bucket in &mut flat {
             fast_sum(&*self.group, bucket)?;
         }
@@ -149,26 +168,69 @@ impl<M: Module> DistributedDataParallel<M> {
     ) -> Result<Tensor> {
         let (world, rank) = (self.group.world_size(), self.group.rank());
         let shards = shards_of_rank(rank, world, micro_shards);
-        // Each micro-shard's gradient, computed alone: by_bucket[b][k] is bucket b of
-        // shard shards[k]'s.
-        let mut by_bucket: Vec<Vec<Tensor>> = Vec::new();
-        for &s in &shards {
-            let picks: Vec<usize> = (0..local.rows.len())
-                .filter(|&k| local.rows[k] % micro_shards as u64 == s as u64)
-                .collect();
-            let flat = self.weighted_pass(batch, local, &picks, loss_fn)?;
-            by_bucket.resize_with(flat.len(), Vec::new);
-            for (leaves, bucket) in by_bucket.iter_mut().zip(flat) {
-                leaves.push(bucket);
-            }
+        let shard_picks: Vec<Vec<usize>> = shards
+            .iter()
+            .map(|&s| {
+                (0..local.rows.len())
+                    .filter(|&k| local.rows[k] % micro_shards as u64 == s as u64)
+                    .collect()
+            })
+            .collect();
+        // Each micro-shard's gradient, as if computed alone (by_shard[k] is shard
+        // shards[k]'s), summed into this rank's subtree parameter by parameter: the
+        // additions are elementwise, so this gives the bits of summing flattened
+        // buckets, with one flatten instead of one per shard.
+        let mut by_shard = if rows_are_batch_independent(self.dtype, self.device)
+            && self.module.supports_grad_row_groups()
+        {
+            self.single_pass(batch, local, &shard_picks, loss_fn)?
+        } else {
+            self.shard_passes(batch, local, &shard_picks, loss_fn)?
+        };
+        let dims: Vec<Vec<usize>> = self
+            .module
+            .parameters()
+            .iter()
+            .map(|p| p.value.dims().to_vec())
+            .collect();
+        let mut partials = Vec::with_capacity(dims.len());
+        for (i, dims) in dims.iter().enumerate() {
+            partials.push(subtree_sum_in_place(rank, world, micro_shards, &mut |s| {
+                // Each leaf is handed over (taken), so the tree adds into it in place.
+                match by_shard[(s - rank) / world].grads[i].take() {
+                    Some(g) => Ok(g),
+                    // No rows, no gradient: zeros, as a flattened bucket holds them.
+                    None => Ok(Tensor::zeros(dims, self.dtype, self.device)?),
+                }
+            })?);
         }
-        let mut summed = Vec::with_capacity(by_bucket.len());
-        for leaves in &by_bucket {
-            let leaf = |s: usize| leaves[(s - rank) / world].clone();
-            let partial = subtree_sum(rank, world, micro_shards, &mut |s| Ok(leaf(s)))?;
-            summed.push(invariant_sum(&*self.group, &partial)?);
+        let loss = subtree_sum_in_place(rank, world, micro_shards, &mut |s| {
+            Ok(by_shard[(s - rank) / world].loss.clone())
+        })?;
+        let partials: Vec<Option<&Tensor>> = partials.iter().map(Some).collect();
+        let flat = self
+            .buckets
+            .flatten(&partials, &loss, self.dtype, self.device)?;
+        let mut summed = Vec::with_capacity(flat.len());
+        for partial in &flat {
+            summed.push(invariant_sum(&*self.group, partial)?);
         }
         self.install(&summed)
+    }
+
+    /// One forward and backward per shard of `shard_picks`: the way that needs nothing
+    /// of the arithmetic or the layers (see [`single_pass`](Self::single_pass)).
+    pub(super) fn shard_passes(
+        &mut self,
+        batch: u64,
+        local: &LocalRows<'_>,
+        shard_picks: &[Vec<usize>],
+        loss_fn: &mut LossFn<'_>,
+    ) -> Result<Vec<ShardGrads>> {
+        shard_picks
+            .iter()
+            .map(|picks| self.weighted_pass(batch, local, picks, loss_fn))
+            .collect()
     }
 
     /// Sets every parameter's gradient from the summed buckets; returns the loss.

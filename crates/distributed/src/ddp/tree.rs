@@ -63,6 +63,25 @@ pub fn subtree_sum(
     Ok(left.add(&right)?)
 }
 
+/// [`subtree_sum`] over leaves the caller hands over (owned, not views of a shared
+/// buffer): each node adds its right subtree into its left one in place, the same
+/// additions in the same association (`add_` gives `add`'s values), without a fresh
+/// buffer per node.
+pub fn subtree_sum_in_place(
+    c: usize,
+    m: usize,
+    leaf_level: usize,
+    leaf: &mut dyn FnMut(usize) -> Result<Tensor>,
+) -> Result<Tensor> {
+    if m >= leaf_level {
+        return leaf(c);
+    }
+    let mut left = subtree_sum_in_place(c, 2 * m, leaf_level, leaf)?;
+    let right = subtree_sum_in_place(c + m, 2 * m, leaf_level, leaf)?;
+    left.add_(&right)?;
+    Ok(left)
+}
+
 /// The shards rank `rank` of `world_size` holds, in the order its subtree visits them
 /// (any order would do for the sum; this one is the rank's local row order).
 #[must_use]
@@ -108,6 +127,11 @@ mod tests {
                 .collect();
             let top = subtree_sum(0, 1, world, &mut |q| Ok(partials[q].clone())).unwrap();
             assert_eq!(bits(&top), bits(&whole), "world {world}");
+            let in_place = subtree_sum_in_place(0, 1, world, &mut |q| {
+                subtree_sum_in_place(q, world, shards, &mut |s| Ok(leaf(s)))
+            })
+            .unwrap();
+            assert_eq!(bits(&in_place), bits(&whole), "in place, world {world}");
         }
         // The left-to-right sum differs, so the test can tell orders apart.
         let serial = (1..8).fold(leaf(0), |acc, s| acc.add(&leaf(s)).unwrap());

@@ -51,17 +51,47 @@ fn local(step: u64, rank: usize, world: usize) -> (Tensor, Tensor, Vec<u64>, u64
     )
 }
 
+/// What a rank saw in [`train_module`]: bits of every step's loss and gradients, and of
+/// the final parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trace {
+    pub losses: Vec<u32>,
+    /// Every parameter's gradient after each step's `forward_backward`, concatenated.
+    pub grads: Vec<Vec<u32>>,
+    pub params: Vec<u32>,
+}
+
+fn bits(tensors: Vec<&Tensor>) -> Vec<u32> {
+    tensors
+        .iter()
+        .flat_map(|t| t.to_vec::<f32>().unwrap())
+        .map(f32::to_bits)
+        .collect()
+}
+
 /// This rank's losses (bits) and final parameters (bits) after 4 steps.
 pub fn train(
     group: Arc<dyn ProcessGroup>,
     mode: ReduceMode,
 ) -> distributed::Result<(Vec<u32>, Vec<u32>)> {
-    let (rank, world) = (group.rank(), group.world_size());
     // Ranks initialise differently; DDP must start them all from rank 0's values.
-    let mut ddp =
-        DistributedDataParallel::new(model(1 + rank as u64, 16), group, DdpConfig::new(mode))?;
+    let module = model(1 + group.rank() as u64, 16);
+    let trace = train_module(group, mode, module)?;
+    Ok((trace.losses, trace.params))
+}
+
+/// [`train`] with the module given (`model`'s layers, maybe wrapped): 4 steps of SGD,
+/// one of them on a 5-row batch.
+pub fn train_module<M: Module>(
+    group: Arc<dyn ProcessGroup>,
+    mode: ReduceMode,
+    module: M,
+) -> distributed::Result<Trace> {
+    let (rank, world) = (group.rank(), group.world_size());
+    let mut ddp = DistributedDataParallel::new(module, group, DdpConfig::new(mode))?;
     let mut sgd = Sgd::new(SgdConfig::new(0.1).momentum(0.9))?;
     let mut losses = Vec::new();
+    let mut grads = Vec::new();
     for step in 0..4 {
         let (input, target, rows, batch_rows) = local(step, rank, world);
         let local = LocalRows {
@@ -72,14 +102,16 @@ pub fn train(
         };
         let loss = ddp.forward_backward(local, cross_entropy)?;
         losses.push(loss.to_vec::<f32>()?[0].to_bits());
+        let params = ddp.module().parameters();
+        grads.push(bits(
+            params.iter().map(|p| p.grad.as_ref().unwrap()).collect(),
+        ));
         sgd.step(ddp.module_mut())?;
     }
-    let params = ddp
-        .module()
-        .parameters()
-        .iter()
-        .flat_map(|p| p.value.to_vec::<f32>().unwrap())
-        .map(f32::to_bits)
-        .collect();
-    Ok((losses, params))
+    let params = bits(ddp.module().parameters().iter().map(|p| &p.value).collect());
+    Ok(Trace {
+        losses,
+        grads,
+        params,
+    })
 }

@@ -143,6 +143,12 @@ impl Module for Dropout {
         self.global = rows.cloned();
     }
 
+    /// Without parameters, and its backward masks each element by its own mask bit:
+    /// each row's input gradient is its own.
+    fn supports_grad_row_groups(&self) -> bool {
+        true
+    }
+
     fn parameters(&self) -> Vec<&Parameter> {
         Vec::new()
     }

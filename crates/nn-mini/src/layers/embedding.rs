@@ -12,7 +12,7 @@
 use rng_gen::Generator;
 use tensor_core::{Algorithm, DType, Device, Tensor};
 
-use crate::{Module, NnError, Parameter, Result};
+use crate::{GradRowGroups, Module, NnError, Parameter, Result};
 
 /// A table of `num_embeddings` rows of `embedding_dim` values. Input: an i64 tensor of
 /// row indices, any shape; output: that shape plus `[embedding_dim]`.
@@ -25,6 +25,9 @@ pub struct Embedding {
     algorithm: Algorithm,
     /// The flattened indices of the last training forward, on the weight's device.
     saved_index: Option<(Tensor, Vec<usize>)>,
+    /// Row groups (of the input's first dimension) whose table gradients backward keeps
+    /// apart (see [`GradRowGroups`]).
+    row_groups: Option<GradRowGroups>,
 }
 
 impl Embedding {
@@ -61,6 +64,7 @@ impl Embedding {
             weight: Parameter::new("weight", weight),
             algorithm: Algorithm::Auto,
             saved_index: None,
+            row_groups: None,
         })
     }
 
@@ -154,9 +158,43 @@ impl Module for Embedding {
         let grad = grad_output.reshape(&[index.elem_count(), table.dims()[1]])?;
         // Rows used several times get several gradients: the accumulation whose order
         // the algorithm (and the switch) decides.
-        let zeros = Tensor::zeros(table.dims(), table.dtype(), table.device())?;
-        let grad_weight = zeros.index_add_with(0, &index, &grad, 1.0, self.algorithm)?;
-        self.weight.accumulate_grad(grad_weight)
+        let table_grad = |index: &Tensor, grad: &Tensor| -> Result<Tensor> {
+            let zeros = Tensor::zeros(table.dims(), table.dtype(), table.device())?;
+            Ok(zeros.index_add_with(0, index, grad, 1.0, self.algorithm)?)
+        };
+        let Some(groups) = &self.row_groups else {
+            let grad_weight = table_grad(&index, &grad)?;
+            return self.weight.accumulate_grad(grad_weight);
+        };
+        // Group g: the positions of its input rows, each input row holding `per_row`
+        // indices; the same index_add a backward over those rows alone runs.
+        if dims.len() < 2 || dims[0] != groups.rows() {
+            return Err(NnError::invalid(
+                "Embedding::backward",
+                format!(
+                    "gradient row groups cover {} input rows, the output is {dims:?}",
+                    groups.rows()
+                ),
+            ));
+        }
+        let per_row: usize = dims[1..dims.len() - 1].iter().product();
+        let mut grads = Vec::with_capacity(groups.len());
+        for rows in groups.ranges() {
+            let (start, len) = (rows.start * per_row, rows.len() * per_row);
+            let index = index.narrow(0, start, len)?.contiguous()?;
+            grads.push(table_grad(&index, &grad.narrow(0, start, len)?)?);
+        }
+        self.weight.accumulate_group_grads(grads)
+    }
+
+    /// Each position's gradient goes to its own table row: groups of input rows give
+    /// the index_adds of their positions alone; the input gradient is zeros.
+    fn supports_grad_row_groups(&self) -> bool {
+        true
+    }
+
+    fn set_grad_row_groups(&mut self, groups: Option<&GradRowGroups>) {
+        self.row_groups = groups.cloned();
     }
 
     fn parameters(&self) -> Vec<&Parameter> {

@@ -3,7 +3,7 @@
 use rng_gen::Generator;
 use tensor_core::{DType, Tensor};
 
-use crate::{Module, NnError, Parameter, Result};
+use crate::{GradRowGroups, Module, NnError, Parameter, Result};
 
 /// A fully connected layer with weight `[out_features, in_features]` (PyTorch's layout,
 /// so checkpoints load into `nn.Linear` unchanged) and an optional bias `[out_features]`.
@@ -18,6 +18,8 @@ pub struct Linear {
     bias: Option<Parameter>,
     /// The input of the last training forward, for the weight gradient.
     saved_input: Option<Tensor>,
+    /// Row groups whose parameter gradients backward keeps apart (see [`GradRowGroups`]).
+    row_groups: Option<GradRowGroups>,
 }
 
 impl Linear {
@@ -55,6 +57,7 @@ impl Linear {
             weight,
             bias,
             saved_input: None,
+            row_groups: None,
         })
     }
 
@@ -85,6 +88,7 @@ impl Linear {
             weight: Parameter::new("weight", weight),
             bias: bias.map(|b| Parameter::new("bias", b)),
             saved_input: None,
+            row_groups: None,
         })
     }
 
@@ -98,6 +102,44 @@ impl Linear {
     #[must_use]
     pub fn bias(&self) -> Option<&Parameter> {
         self.bias.as_ref()
+    }
+}
+
+impl Linear {
+    /// The parameter gradients of each row group: for group rows `g_s`, `x_s`, the very
+    /// ops a backward over those rows alone runs (`g_s^T x_s`, the sum of `g_s` over rows),
+    /// so each group's bits equal that backward's. An empty group's are zeros.
+    fn backward_params_grouped(
+        &mut self,
+        grad_output: &Tensor,
+        input: &Tensor,
+        groups: &GradRowGroups,
+    ) -> Result<()> {
+        const OP: &str = "Linear::backward";
+        let grads = groups.split(grad_output, OP)?;
+        let inputs = groups.split(input, OP)?;
+        let weight = &self.weight.value;
+        let mut grad_weights = Vec::with_capacity(groups.len());
+        let mut grad_biases = Vec::with_capacity(groups.len());
+        for (g, x) in grads.iter().zip(&inputs) {
+            let empty = g.dims()[0] == 0;
+            let zeros = |dims: &[usize]| Tensor::zeros(dims, weight.dtype(), weight.device());
+            grad_weights.push(match empty {
+                true => zeros(weight.dims())?,
+                false => g.t()?.matmul(x)?,
+            });
+            if self.bias.is_some() {
+                grad_biases.push(match empty {
+                    true => zeros(&[weight.dims()[0]])?,
+                    false => g.sum_dim(0, false)?,
+                });
+            }
+        }
+        self.weight.accumulate_group_grads(grad_weights)?;
+        if let Some(bias) = &mut self.bias {
+            bias.accumulate_group_grads(grad_biases)?;
+        }
+        Ok(())
     }
 }
 
@@ -129,6 +171,9 @@ impl Module for Linear {
             .saved_input
             .take()
             .ok_or(NnError::BackwardWithoutForward { layer: "Linear" })?;
+        if let Some(groups) = self.row_groups.clone() {
+            return self.backward_params_grouped(grad_output, &input, &groups);
+        }
         // dL/dW = g^T x, dL/db = sum over the batch of g.
         let grad_weight = grad_output.t()?.matmul(&input)?;
         self.weight.accumulate_grad(grad_weight)?;
@@ -136,6 +181,14 @@ impl Module for Linear {
             bias.accumulate_grad(grad_output.sum_dim(0, false)?)?;
         }
         Ok(())
+    }
+
+    fn supports_grad_row_groups(&self) -> bool {
+        true
+    }
+
+    fn set_grad_row_groups(&mut self, groups: Option<&GradRowGroups>) {
+        self.row_groups = groups.cloned();
     }
 
     fn parameters(&self) -> Vec<&Parameter> {

@@ -33,6 +33,12 @@ impl Module for ReLU {
         Ok(Tensor::relu_backward(grad_output, &input)?)
     }
 
+    /// Elementwise, without parameters: nothing to split, and each row's input gradient
+    /// is its own.
+    fn supports_grad_row_groups(&self) -> bool {
+        true
+    }
+
     fn parameters(&self) -> Vec<&Parameter> {
         Vec::new()
     }

@@ -2,7 +2,7 @@
 
 use tensor_core::Tensor;
 
-use crate::{GlobalRows, Module, Parameter, Result};
+use crate::{GlobalRows, GradRowGroups, Module, Parameter, Result};
 
 /// A stack of modules. Parameter names are prefixed with the layer's index (`0.weight`,
 /// `3.bias`), exactly as in PyTorch's `nn.Sequential`, so a checkpoint's tensors map
@@ -83,6 +83,17 @@ impl Module for Sequential {
     fn set_global_rows(&mut self, rows: Option<&GlobalRows>) {
         for layer in &mut self.layers {
             layer.set_global_rows(rows);
+        }
+    }
+
+    /// True when every layer supports row groups (an empty stack trivially does).
+    fn supports_grad_row_groups(&self) -> bool {
+        self.layers.iter().all(|l| l.supports_grad_row_groups())
+    }
+
+    fn set_grad_row_groups(&mut self, groups: Option<&GradRowGroups>) {
+        for layer in &mut self.layers {
+            layer.set_grad_row_groups(groups);
         }
     }
 

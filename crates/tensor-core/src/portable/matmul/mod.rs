@@ -298,7 +298,10 @@ fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, 
             // belong to this task alone; the panels cover `depth`.
             unsafe { update_block::<T, K>(&panels, out, n, rows.clone(), cols.clone()) }
         };
-        if m * n * kc >= PAR_MIN_WORK && tasks.len() > 1 {
+        // A one-thread pool would only hand the tasks to its worker and wait (a thread
+        // switch per call, for a caller outside the pool such as a data parallel rank's
+        // thread); tiles belong to one task either way, so this changes speed only.
+        if m * n * kc >= PAR_MIN_WORK && tasks.len() > 1 && rayon::current_num_threads() > 1 {
             tasks.par_iter().for_each(task);
         } else {
             tasks.iter().for_each(task);
