@@ -3,6 +3,7 @@
 //! demos' plumbing. Each example keeps its own `main` and loop, readable top to bottom;
 //! a training binary copied from one takes this folder along.
 
+mod allocator;
 pub mod curves;
 pub mod demo;
 pub mod flags;
