@@ -11,19 +11,14 @@
 
 // The host/device shim shared with tensor-core's kernels (a path relative to this folder).
 #include "../../crates/tensor-core/cuda/ditto_host_device.cuh"
+// tensor-core's portable f32 math: `ln` below is its logarithm body
+// (ditto_portable_log_reduced) and its correctly rounded division, not a second copy.
+#include "../../crates/tensor-core/cuda/portable_math.cuh"
 
 // ---------------------------------------------------------------------------------
-// Correctly rounded division and square root. NVRTC's defaults (--prec-div=true,
-// --prec-sqrt=true) already give these for `/` and sqrtf; the intrinsics make the
+// Correctly rounded square root (division is portable_math.cuh's ditto_portable_div).
+// NVRTC's default (--prec-sqrt=true) already gives it for sqrtf; the intrinsic makes the
 // rounding independent of compile flags.
-DITTO_HD float ditto_div(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fdiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
-
 DITTO_HD float ditto_sqrt(float x) {
 #ifdef __CUDA_ARCH__
     return __fsqrt_rn(x);
@@ -212,19 +207,14 @@ DITTO_HD bool ditto_dropout_keep(uint32_t word, float p) {
 }
 
 // ---------------------------------------------------------------------------------
-// ln: fdlibm / musl logf, step for step as in f32math.rs.
+// ln: fdlibm / musl logf, step for step as in f32math.rs, which calls tensor-core's
+// `log_reduced` for the body as this calls its twin ditto_portable_log_reduced; only the
+// special cases are ln's own (any NaN with the sign bit gives the canonical NaN, as
+// docs/contract.md §6.1 and f32math.rs's `ln` say).
 
 // Natural logarithm, within 1 ulp. ln(0) = -inf, ln(x < 0) = NaN, ln(+inf) = +inf.
 DITTO_HD float ditto_ln(float x) {
-    const float ln2_hi = ditto_f32_from_bits(0x3F317180u);
-    const float ln2_lo = ditto_f32_from_bits(0x3717F7D1u);
-    const float lg1 = ditto_f32_from_bits(0x3F2AAAAAu);
-    const float lg2 = ditto_f32_from_bits(0x3ECCCE13u);
-    const float lg3 = ditto_f32_from_bits(0x3E91E9EEu);
-    const float lg4 = ditto_f32_from_bits(0x3E789E26u);
-
-    uint32_t bits = ditto_f32_to_bits(x);
-    int32_t k = 0;
+    const uint32_t bits = ditto_f32_to_bits(x);
     if (bits < 0x00800000u || (bits >> 31) != 0) {
         if ((bits << 1) == 0) {
             return ditto_f32_from_bits(0xFF800000u);  // -inf
@@ -233,31 +223,13 @@ DITTO_HD float ditto_ln(float x) {
             return ditto_f32_from_bits(0x7FC00000u);  // NaN
         }
         // Subnormal: scale into the normal range (exact), remember the exponent.
-        k -= 25;
-        bits = ditto_f32_to_bits(x * ditto_f32_from_bits(0x4C000000u));  // 2^25
-    } else if (bits >= 0x7F800000u) {
+        return ditto_portable_log_reduced(ditto_f32_to_bits(x * ditto_f32_from_bits(0x4C000000u)),
+                                          -25);  // 2^25
+    }
+    if (bits >= 0x7F800000u) {
         return x;
     }
-    // x = 2^k * m with m in [sqrt(2)/2, sqrt(2)).
-    bits += 0x3F800000u - 0x3F3504F3u;
-    k += (int32_t)(bits >> 23) - 0x7F;
-    bits = (bits & 0x007FFFFFu) + 0x3F3504F3u;
-    const float m = ditto_f32_from_bits(bits);
-
-    const float f = m - 1.0f;
-    const float s = ditto_div(f, 2.0f + f);
-    const float z = s * s;
-    const float w = z * z;
-    const float t1 = w * (lg2 + w * lg4);
-    const float t2 = z * (lg1 + w * lg3);
-    const float r = t2 + t1;
-    const float half_f_squared = 0.5f * f * f;
-    const float dk = (float)k;
-    float result = s * (half_f_squared + r);
-    result += dk * ln2_lo;
-    result -= half_f_squared;
-    result += f;
-    return result + dk * ln2_hi;
+    return ditto_portable_log_reduced(bits, 0);
 }
 
 // ---------------------------------------------------------------------------------

@@ -11,11 +11,20 @@
 /// without an extra include folder. NVRTC gets its text inlined under this name.
 pub const HOST_DEVICE_SHIM: &str = "../../crates/tensor-core/cuda/ditto_host_device.cuh";
 
+/// The name `ditto_math.cuh` includes tensor-core's portable f32 math by (its `ln` is
+/// that header's logarithm, so the routine is written once for CUDA), relative to
+/// `kernels/cuda/` as [`HOST_DEVICE_SHIM`] is.
+pub const PORTABLE_MATH: &str = "../../crates/tensor-core/cuda/portable_math.cuh";
+
 /// The headers a kernel may include, by the name they are included with.
-pub const HEADERS: [(&str, &str); 5] = [
+pub const HEADERS: [(&str, &str); 6] = [
     (
         HOST_DEVICE_SHIM,
         tensor_core::cuda_source::HOST_DEVICE_HEADER,
+    ),
+    (
+        PORTABLE_MATH,
+        tensor_core::cuda_source::PORTABLE_MATH_HEADER,
     ),
     ("philox.cuh", include_str!("../cuda/philox.cuh")),
     ("ditto_math.cuh", include_str!("../cuda/ditto_math.cuh")),
@@ -100,8 +109,11 @@ mod tests {
             !tu.contains("#include \""),
             "a local include was left for NVRTC"
         );
-        // The Philox rounds are stated once.
+        // The Philox rounds and the logarithm's body are stated once.
         assert_eq!(tu.matches("DITTO_HD void ditto_philox4x32_10").count(), 1);
+        assert_eq!(tu.matches("float ditto_portable_log_reduced(").count(), 1);
+        // portable_math.cuh includes the shim by its name beside it: still inlined once.
+        assert_eq!(tu.matches("#define DITTO_HOST_DEVICE_CUH").count(), 1);
     }
 
     #[test]

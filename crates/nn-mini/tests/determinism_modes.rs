@@ -3,11 +3,15 @@
 //! default runs; and the training loop, loader workers included, gives the same curve
 //! in `Error` mode as in `Off` mode, straight and resumed from a checkpoint.
 
+mod support;
+
 use nn_mini::train::{TrainConfig, Trainer};
 use nn_mini::{Embedding, Module, NnError};
 use tensor_core::{
     use_deterministic_algorithms, Algorithm, DType, DeterministicMode, Device, Tensor, TensorError,
 };
+
+use support::grad_values;
 
 fn config() -> TrainConfig {
     TrainConfig {
@@ -84,13 +88,7 @@ fn error_mode_refuses_fast_paths_and_keeps_training_curves() {
     let mut default = Embedding::from_weight(weight).unwrap();
     default.forward(&tokens, true).unwrap();
     default.backward_params(&grad).unwrap();
-    let got = default
-        .weight()
-        .grad
-        .as_ref()
-        .unwrap()
-        .to_vec::<f32>()
-        .unwrap();
+    let got = grad_values(default.weight());
     assert_eq!(got, [0.0, 0.0, 2.0, 2.0, 0.0, 0.0, 1.0, 1.0]);
     use_deterministic_algorithms(DeterministicMode::Off);
 }

@@ -2,8 +2,12 @@
 //! bits on every thread count; typed errors for bad input. The switch's modes are
 //! tested in `determinism_modes.rs` (they are process-wide).
 
+mod support;
+
 use nn_mini::{Embedding, Module, NnError};
 use tensor_core::{Algorithm, DType, Device, Tensor};
+
+use support::grad_values;
 
 fn table(rows: usize, dim: usize) -> Tensor {
     let values: Vec<f32> = (0..rows * dim).map(|i| i as f32 * 0.25 - 3.0).collect();
@@ -53,13 +57,7 @@ fn forward_picks_rows_and_backward_adds_each_rows_gradients_in_index_order() {
             want[r as usize * dim + j] += g[k * dim + j];
         }
     }
-    let got = layer
-        .weight()
-        .grad
-        .as_ref()
-        .unwrap()
-        .to_vec::<f32>()
-        .unwrap();
+    let got = grad_values(layer.weight());
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&got), bits(&want));
 }
@@ -81,13 +79,7 @@ fn the_deterministic_backward_is_identical_on_1_and_2_threads_and_every_run() {
                 .with_algorithm(Algorithm::Deterministic);
             layer.forward(&tokens(&ids, &[n]), true).unwrap();
             layer.backward_params(&grad_out).unwrap();
-            let grad = layer
-                .weight()
-                .grad
-                .clone()
-                .unwrap()
-                .to_vec::<f32>()
-                .unwrap();
+            let grad = grad_values(layer.weight());
             grad.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
         })
     };

@@ -295,24 +295,11 @@ fn linear_init_is_pytorch_default_from_the_generator() {
     let bound = 1.0 / (fan_in as f64).sqrt();
     // Same draws, in the same order, as uniform(-bound, bound) for the weight then the bias.
     let replay = Generator::from_key(Device::Cpu, start);
-    let w = rng_gen::uniform(
-        &[fan_out, fan_in],
-        -bound,
-        bound,
-        DType::F32,
-        Device::Cpu,
-        Some(&replay),
-    )
-    .unwrap();
-    let b = rng_gen::uniform(
-        &[fan_out],
-        -bound,
-        bound,
-        DType::F32,
-        Device::Cpu,
-        Some(&replay),
-    )
-    .unwrap();
+    let draw = |dims: &[usize]| {
+        rng_gen::uniform(dims, -bound, bound, DType::F32, Device::Cpu, Some(&replay)).unwrap()
+    };
+    let w = draw(&[fan_out, fan_in]);
+    let b = draw(&[fan_out]);
     assert_eq!(
         layer.weight().value.to_vec::<f32>().unwrap(),
         w.to_vec::<f32>().unwrap()

@@ -9,19 +9,7 @@ use rng_gen::{
 };
 use tensor_core::{DType, Device, Tensor, TensorError};
 
-use common::generator;
-
-/// Runs `op` with a fresh CPU generator and checks it did not move.
-fn rejected<T: std::fmt::Debug>(op: impl FnOnce(&Generator) -> Result<T, RngError>) -> RngError {
-    let g = generator(1, 10);
-    let err = op(&g).expect_err("bad input was accepted");
-    assert_eq!(
-        g.offset(),
-        10,
-        "a rejected call moved the generator ({err})"
-    );
-    err
-}
+use common::{generator, rejected};
 
 const CPU: Device = Device::Cpu;
 
@@ -116,22 +104,10 @@ fn unsupported_dtypes() {
             unsupported(rejected(|g| randn(&[2], dtype, CPU, Some(g)))),
             "randn {dtype}"
         );
-        assert!(unsupported(rejected(|g| uniform(
-            &[2],
-            0.0,
-            1.0,
-            dtype,
-            CPU,
-            Some(g)
-        ))));
-        assert!(unsupported(rejected(|g| normal(
-            &[2],
-            0.0,
-            1.0,
-            dtype,
-            CPU,
-            Some(g)
-        ))));
+        let unit_uniform = |g: &Generator| uniform(&[2], 0.0, 1.0, dtype, CPU, Some(g));
+        assert!(unsupported(rejected(unit_uniform)), "uniform {dtype}");
+        let standard_normal = |g: &Generator| normal(&[2], 0.0, 1.0, dtype, CPU, Some(g));
+        assert!(unsupported(rejected(standard_normal)), "normal {dtype}");
         let x = Tensor::zeros(&[2], dtype, CPU).unwrap();
         assert!(
             unsupported(rejected(|g| dropout(&x, 0.5, true, Some(g)))),

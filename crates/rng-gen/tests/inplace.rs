@@ -11,7 +11,7 @@ use rng_gen::{
 };
 use tensor_core::{DType, Device, Tensor, TensorError};
 
-use common::generator;
+use common::{generator, rejected};
 
 const CPU: Device = Device::Cpu;
 const FLOATS: [DType; 4] = [DType::F32, DType::F64, DType::F16, DType::BF16];
@@ -137,60 +137,49 @@ fn in_place_writes_only_its_own_storage() {
     assert_eq!(bits_of(&row), bits_of(&expected));
 }
 
-/// A rejected in-place call returns a typed error and does not move the generator.
-fn refused(op: impl FnOnce(&Generator) -> Result<(), RngError>) -> RngError {
-    let g = generator(1, 10);
-    let err = op(&g).expect_err("bad input was accepted");
-    assert_eq!(
-        g.offset(),
-        10,
-        "a rejected call moved the generator ({err})"
-    );
-    err
-}
-
 #[test]
 fn typed_errors() {
     let strided = Tensor::zeros(&[4, 3], DType::F32, CPU)
         .unwrap()
         .t()
         .unwrap();
-    let err = refused(|g| uniform_(&mut strided.clone(), 0.0, 1.0, Some(g)));
+    let err = rejected(|g| uniform_(&mut strided.clone(), 0.0, 1.0, Some(g)));
     assert!(
         matches!(err, RngError::Tensor(TensorError::NotContiguous { .. })),
         "{err}"
     );
     let mut ints = Tensor::zeros(&[4], DType::I64, CPU).unwrap();
-    let err = refused(|g| normal_(&mut ints, 0.0, 1.0, Some(g)));
+    let err = rejected(|g| normal_(&mut ints, 0.0, 1.0, Some(g)));
     assert!(
         matches!(err, RngError::UnsupportedDType { op: "normal_", .. }),
         "{err}"
     );
     let mut floats = Tensor::zeros(&[4], DType::F32, CPU).unwrap();
-    let err = refused(|g| random_(&mut floats, 0, 10, Some(g)));
+    let err = rejected(|g| random_(&mut floats, 0, 10, Some(g)));
     assert!(
         matches!(err, RngError::UnsupportedDType { op: "random_", .. }),
         "{err}"
     );
-    let err = refused(|g| bits_(&mut floats, Some(g)));
+    let err = rejected(|g| bits_(&mut floats, Some(g)));
     assert!(
         matches!(err, RngError::Tensor(TensorError::DTypeMismatch { .. })),
         "{err}"
     );
-    let err = refused(|g| bernoulli_(&mut floats, 1.5, Some(g)));
+    let err = rejected(|g| bernoulli_(&mut floats, 1.5, Some(g)));
     assert!(matches!(err, RngError::InvalidProbability { .. }), "{err}");
-    let err = refused(|g| random_(&mut ints, 5, 5, Some(g)));
+    let err = rejected(|g| random_(&mut ints, 5, 5, Some(g)));
     assert!(matches!(err, RngError::EmptyRange { .. }), "{err}");
     let x = Tensor::zeros(&[4], DType::F32, CPU).unwrap();
     let mut wrong_dims = Tensor::zeros(&[5], DType::F32, CPU).unwrap();
-    let err = refused(|g| dropout_into(&x, 0.5, true, &mut wrong_dims, Some(g), false).map(|_| ()));
+    let err =
+        rejected(|g| dropout_into(&x, 0.5, true, &mut wrong_dims, Some(g), false).map(|_| ()));
     assert!(
         matches!(err, RngError::Tensor(TensorError::ShapeMismatch { .. })),
         "{err}"
     );
     let mut wrong_dtype = Tensor::zeros(&[4], DType::F64, CPU).unwrap();
     let err =
-        refused(|g| dropout_into(&x, 0.5, true, &mut wrong_dtype, Some(g), false).map(|_| ()));
+        rejected(|g| dropout_into(&x, 0.5, true, &mut wrong_dtype, Some(g), false).map(|_| ()));
     assert!(
         matches!(err, RngError::Tensor(TensorError::DTypeMismatch { .. })),
         "{err}"

@@ -6,6 +6,10 @@
 // so the host compiler (-ffp-contract=off, SSE floats) and NVRTC (--fmad=false, and
 // __fdiv_rn) give the same bits as Rust. Never call expf / logf / __expf here: those are
 // libdevice's (or the host's libm), which differ from each other in the last bit.
+//
+// The random kernels' `ditto_ln` (kernels/cuda/ditto_math.cuh) includes this header and
+// calls ditto_portable_log_reduced, as rng-gen's `ln` calls math.rs's `log_reduced`: one
+// logarithm per language.
 #ifndef DITTO_PORTABLE_MATH_CUH
 #define DITTO_PORTABLE_MATH_CUH
 

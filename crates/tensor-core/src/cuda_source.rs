@@ -10,27 +10,37 @@
 /// `text` with each `#include "name"` of a header in `headers` (pairs of the name it is
 /// included by and its text) replaced by the header's text, recursively, each header at
 /// most once (they have include guards anyway). Other includes are left for NVRTC.
+///
+/// As a C preprocessor does for quoted includes, a header's own includes are looked up
+/// first beside it: inside the header named `../../crates/tensor-core/cuda/a.cuh`,
+/// `#include "b.cuh"` is the header named `../../crates/tensor-core/cuda/b.cuh` when the
+/// list has one, else `b.cuh`. So one header can include another by the path its folder
+/// sees and still be inlined once.
 #[must_use]
 pub fn inline_includes(text: &str, headers: &[(&'static str, &'static str)]) -> String {
     let mut out = String::new();
     let mut seen = Vec::new();
-    expand(text, headers, &mut seen, &mut out);
+    expand(text, "", headers, &mut seen, &mut out);
     out
 }
 
+/// Inlines the includes of `text`, the text of a file in the folder `dir` (a name prefix
+/// ending in `/`, or empty).
 fn expand(
     text: &str,
+    dir: &str,
     headers: &[(&'static str, &'static str)],
     seen: &mut Vec<&'static str>,
     out: &mut String,
 ) {
     for line in text.lines() {
-        match included_header(line, headers) {
+        match included_header(line, dir, headers) {
             Some((name, body)) => {
                 if !seen.contains(&name) {
                     seen.push(name);
                     out.push_str(&format!("// ---- begin {name} ----\n"));
-                    expand(body, headers, seen, out);
+                    let folder = name.rfind('/').map_or("", |slash| &name[..=slash]);
+                    expand(body, folder, headers, seen, out);
                     out.push_str(&format!("// ---- end {name} ----\n"));
                 }
             }
@@ -42,9 +52,11 @@ fn expand(
     }
 }
 
-/// The known header a line includes, if it is `#include "<known header>"`.
+/// The known header a line of a file in `dir` includes, if it is
+/// `#include "<known header>"`: the one beside the file first, then the name as written.
 fn included_header(
     line: &str,
+    dir: &str,
     headers: &[(&'static str, &'static str)],
 ) -> Option<(&'static str, &'static str)> {
     let rest = line.trim_start().strip_prefix('#')?.trim_start();
@@ -53,7 +65,9 @@ fn included_header(
         .trim()
         .strip_prefix('"')?
         .strip_suffix('"')?;
-    headers.iter().find(|(n, _)| *n == name).copied()
+    let beside = format!("{dir}{name}");
+    let find = |wanted: &str| headers.iter().find(|(n, _)| *n == wanted).copied();
+    find(&beside).or_else(|| find(name))
 }
 
 /// `ditto_host_device.cuh`: the one host/device shim (integer typedefs for NVRTC, the
@@ -109,6 +123,22 @@ mod tests {
         assert_eq!(tu.matches("int b;").count(), 1);
         assert!(tu.contains("int a;") && tu.contains("#include <x.h>"));
         assert!(!tu.contains("#include \"a.cuh\""));
+    }
+
+    #[test]
+    fn a_header_includes_its_neighbours_by_the_path_of_its_folder() {
+        let headers = [
+            ("../lib/a.cuh", "#include \"b.cuh\"\nint a;"),
+            ("../lib/b.cuh", "int b;"),
+            ("b.cuh", "int other_b;"),
+        ];
+        let tu = inline_includes(
+            "#include \"../lib/a.cuh\"\n#include \"../lib/b.cuh\"\n#include \"b.cuh\"",
+            &headers,
+        );
+        assert_eq!(tu.matches("int b;").count(), 1);
+        assert_eq!(tu.matches("int other_b;").count(), 1);
+        assert!(tu.find("int b;") < tu.find("int a;"));
     }
 
     #[test]

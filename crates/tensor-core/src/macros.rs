@@ -1,42 +1,40 @@
 //! Crate-internal dispatch macros (declared first in `lib.rs` so every module sees them).
 
+/// The `match` behind `with_dtype!` and `with_float_dtype!`: for each listed
+/// `DType` variant an arm running `$body` with the type alias `$t` bound to its Rust
+/// type, then the optional catch-all arm `$other => $fallback`. Written once so the two
+/// cannot come to bind a dtype to different types.
+macro_rules! match_dtype {
+    (
+        $dtype:expr, $t:ident => $body:expr,
+        [$($variant:ident => $ty:ty),* $(,)?]
+        $(, $other:pat => $fallback:expr)?
+    ) => {
+        match $dtype {
+            $(
+                $crate::DType::$variant => {
+                    type $t = $ty;
+                    $body
+                }
+            )*
+            $($other => $fallback,)?
+        }
+    };
+}
+
 /// Runs `$body` with the type alias `$t` bound to the Rust element type of `$dtype`.
 macro_rules! with_dtype {
     ($dtype:expr, $t:ident => $body:expr) => {
-        match $dtype {
-            $crate::DType::F32 => {
-                type $t = f32;
-                $body
-            }
-            $crate::DType::F64 => {
-                type $t = f64;
-                $body
-            }
-            $crate::DType::F16 => {
-                type $t = half::f16;
-                $body
-            }
-            $crate::DType::BF16 => {
-                type $t = half::bf16;
-                $body
-            }
-            $crate::DType::I64 => {
-                type $t = i64;
-                $body
-            }
-            $crate::DType::U32 => {
-                type $t = u32;
-                $body
-            }
-            $crate::DType::U8 => {
-                type $t = u8;
-                $body
-            }
-            $crate::DType::Bool => {
-                type $t = bool;
-                $body
-            }
-        }
+        match_dtype!($dtype, $t => $body, [
+            F32 => f32,
+            F64 => f64,
+            F16 => half::f16,
+            BF16 => half::bf16,
+            I64 => i64,
+            U32 => u32,
+            U8 => u8,
+            Bool => bool,
+        ])
     };
 }
 
@@ -44,23 +42,13 @@ macro_rules! with_dtype {
 /// returning `UnsupportedDType` from the enclosing function for any other dtype.
 macro_rules! with_float_dtype {
     ($dtype:expr, $op:expr, $t:ident => $body:expr) => {
-        match $dtype {
-            $crate::DType::F32 => {
-                type $t = f32;
-                $body
-            }
-            $crate::DType::F64 => {
-                type $t = f64;
-                $body
-            }
-            other => {
-                return Err($crate::TensorError::UnsupportedDType {
-                    op: $op,
-                    dtype: other,
-                    supported: "f32, f64",
-                })
-            }
-        }
+        match_dtype!($dtype, $t => $body, [F32 => f32, F64 => f64], other => {
+            return Err($crate::TensorError::UnsupportedDType {
+                op: $op,
+                dtype: other,
+                supported: "f32, f64",
+            })
+        })
     };
 }
 

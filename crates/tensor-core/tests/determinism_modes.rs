@@ -4,6 +4,8 @@
 //! the modes run one after another in one test; the warning's "printed once" needs a
 //! process of its own and runs the test binary again as a child.
 
+mod support;
+
 use std::process::Command;
 
 use tensor_core::determinism::has_warned;
@@ -11,18 +13,7 @@ use tensor_core::determinism::paths::INDEX_ADD_CPU;
 use tensor_core::{use_deterministic_algorithms, Algorithm, DeterministicMode, Device, Tensor};
 use tensor_core::{Result, TensorError};
 
-/// Values of mixed magnitude, so an order change shows in the bits.
-fn mixed(n: usize, salt: u64) -> Vec<f32> {
-    (0..n as u64)
-        .map(|i| {
-            let h = (i ^ salt)
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                .rotate_left(23);
-            let scale = [1e-3f32, 0.7, 31.0, 1e4][(h % 4) as usize];
-            ((h >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale
-        })
-        .collect()
-}
+use support::mixed;
 
 /// An embedding-backward-shaped `index_add`: 16384 rows of 32 into 40 targets, large
 /// enough for `Auto` to take the fast path with 2 threads in `Off` mode.

@@ -4,27 +4,12 @@
 //!
 //! The switch stays `Off` here (it is process-wide); `determinism_modes.rs` tests modes.
 
+mod support;
+
 use tensor_core::ops::INDEX_ADD_GROUP;
 use tensor_core::{Algorithm, DType, Device, Tensor, TensorError};
 
-/// Values of mixed magnitude (1e-3 .. 1e4, both signs): sums of them round differently
-/// in different orders, so an order change shows in the bits.
-fn mixed(n: usize, salt: u64) -> Vec<f32> {
-    (0..n as u64)
-        .map(|i| {
-            let h = (i ^ salt)
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                .rotate_left(23);
-            let mantissa = (h >> 40) as f32 / (1u64 << 24) as f32 + 0.5;
-            let scale = [1e-3f32, 0.7, 31.0, 1e4][(h % 4) as usize];
-            if h & 16 == 0 {
-                mantissa * scale
-            } else {
-                -mantissa * scale
-            }
-        })
-        .collect()
-}
+use support::mixed;
 
 fn cpu(values: Vec<f32>, dims: &[usize]) -> Tensor {
     Tensor::from_vec(values, dims, Device::Cpu).unwrap()

@@ -16,6 +16,7 @@ mod bernoulli;
 mod bits;
 mod cpu_fill;
 pub(crate) mod dropout;
+mod float_sampler;
 mod normal;
 pub(crate) mod per_word;
 mod pipeline;

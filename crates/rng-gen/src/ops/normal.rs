@@ -7,12 +7,10 @@
 //! The batch body computes the same expressions a batch of pairs at a time, in loops
 //! LLVM turns into vector instructions (vectorised `ln`, `sqrt`, `sincospi`).
 
-use std::marker::PhantomData;
-
-use half::{bf16, f16};
 use tensor_core::{DType, Device, Tensor};
 
 use super::args::{check_float, normal_params};
+use super::float_sampler::{run_float_sampler, FloatSampler};
 use super::pipeline::{IntoTensor, NewTensor, RunSampler};
 use super::sampler::{Layout, Sampler, BATCH_WORDS};
 use super::NarrowFloat;
@@ -93,35 +91,26 @@ fn normal_sampler<R: RunSampler>(
         });
     }
     normal_params(op, mean, std, dtype)?;
-    match dtype {
-        DType::F32 => run.run(Normal::<f32>::new(op, mean, std)),
-        DType::F16 => run.run(Normal::<f16>::new(op, mean, std)),
-        DType::BF16 => run.run(Normal::<bf16>::new(op, mean, std)),
-        _ => run.run(NormalF64 { op, mean, std }),
-    }
+    run_float_sampler(op, MeanStd { mean, std }, dtype, run)
 }
 
-/// f32 / f16 / bf16: Box-Muller and `mean + std * z` in f32, then one rounding to `T`.
-pub(crate) struct Normal<T> {
-    op: &'static str,
-    mean: f32,
-    std: f32,
-    _out: PhantomData<T>,
+/// `normal`'s mean and standard deviation, checked by `normal_params`.
+#[derive(Clone, Copy)]
+pub(crate) struct MeanStd {
+    pub(crate) mean: f64,
+    pub(crate) std: f64,
 }
+
+/// The normal sampler writing `T`: f32 / f16 / bf16 by Box-Muller and `mean + std * z`
+/// in f32, then one rounding to `T`; f64 (CPU only) by Box-Muller in f64 on four words
+/// per pair.
+pub(crate) type Normal<T> = FloatSampler<MeanStd, T>;
 
 impl<T: NarrowFloat> Normal<T> {
-    pub(crate) fn new(op: &'static str, mean: f64, std: f64) -> Self {
-        Normal {
-            op,
-            mean: mean as f32,
-            std: std as f32,
-            _out: PhantomData,
-        }
-    }
-
     #[inline(always)]
     fn element(&self, z: f32) -> T {
-        T::round_from_f32(scale_normal_f32(z, self.mean, self.std))
+        let MeanStd { mean, std } = self.params;
+        T::round_from_f32(scale_normal_f32(z, mean as f32, std as f32))
     }
 }
 
@@ -171,18 +160,12 @@ impl<T: NarrowFloat> Sampler for Normal<T> {
     }
     #[cfg(feature = "cuda")]
     fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
-        kernels::launch::normal_call(T::DTYPE, self.mean, self.std).map(Some)
+        let MeanStd { mean, std } = self.params;
+        kernels::launch::normal_call(T::DTYPE, mean as f32, std as f32).map(Some)
     }
 }
 
-/// f64 (CPU only): Box-Muller in f64 on four words per pair.
-pub(crate) struct NormalF64 {
-    pub(crate) op: &'static str,
-    pub(crate) mean: f64,
-    pub(crate) std: f64,
-}
-
-impl Sampler for NormalF64 {
+impl Sampler for Normal<f64> {
     type Elem = f64;
     fn name(&self) -> &'static str {
         self.op
@@ -191,13 +174,14 @@ impl Sampler for NormalF64 {
         Layout::groups(2, 4)
     }
     fn fill_group(&self, _group: u64, w: &[u32], out: &mut [f64]) {
+        let MeanStd { mean, std } = self.params;
         let u1 = 1.0 - uniform_f64(w[0], w[1]);
         let u2 = uniform_f64(w[2], w[3]);
         let radius = (-2.0 * u1.ln()).sqrt();
         let theta = std::f64::consts::TAU * u2;
-        out[0] = self.mean + self.std * (radius * theta.cos());
+        out[0] = mean + std * (radius * theta.cos());
         if let Some(second) = out.get_mut(1) {
-            *second = self.mean + self.std * (radius * theta.sin());
+            *second = mean + std * (radius * theta.sin());
         }
     }
 }
@@ -205,5 +189,5 @@ impl Sampler for NormalF64 {
 #[cfg(test)]
 pub(crate) mod samplers {
     //! The samplers, for the SIMD-versus-scalar tests.
-    pub(crate) use super::{Normal, NormalF64};
+    pub(crate) use super::{MeanStd, Normal};
 }

@@ -18,11 +18,11 @@ use super::bits::samplers::bits;
 use super::cpu_fill::{fill_with, CHUNK_WORDS};
 use super::dropout::mask::{clear_tail, mask_len};
 use super::dropout::samplers::{DropoutFloat, DropoutForward, MaskOut};
-use super::normal::samplers::{Normal, NormalF64};
+use super::normal::samplers::{MeanStd, Normal};
 use super::randint::samplers::randint;
 use super::randperm::samplers::draws;
 use super::sampler::Sampler;
-use super::uniform::samplers::{Uniform, UniformF64};
+use super::uniform::samplers::{Uniform, UniformRange};
 use crate::simd::SimdLevel;
 use crate::stream::key::Key;
 use crate::stream::philox::word_at;
@@ -108,20 +108,22 @@ fn check<S: Sampler>(what: &str, make: impl Fn(usize) -> S) {
 #[test]
 fn uniform_every_dtype() {
     for (low, high) in [(0.0, 1.0), (-3.5, 2.25)] {
-        check("uniform f32", |_| Uniform::<f32>::new("t", low, high));
-        check("uniform f16", |_| Uniform::<f16>::new("t", low, high));
-        check("uniform bf16", |_| Uniform::<bf16>::new("t", low, high));
-        check("uniform f64", |_| UniformF64 { op: "t", low, high });
+        let range = UniformRange { low, high };
+        check("uniform f32", |_| Uniform::<f32>::new("t", range));
+        check("uniform f16", |_| Uniform::<f16>::new("t", range));
+        check("uniform bf16", |_| Uniform::<bf16>::new("t", range));
+        check("uniform f64", |_| Uniform::<f64>::new("t", range));
     }
 }
 
 #[test]
 fn normal_every_dtype() {
     for (mean, std) in [(0.0, 1.0), (2.5, 0.75)] {
-        check("normal f32", |_| Normal::<f32>::new("t", mean, std));
-        check("normal f16", |_| Normal::<f16>::new("t", mean, std));
-        check("normal bf16", |_| Normal::<bf16>::new("t", mean, std));
-        check("normal f64", |_| NormalF64 { op: "t", mean, std });
+        let params = MeanStd { mean, std };
+        check("normal f32", |_| Normal::<f32>::new("t", params));
+        check("normal f16", |_| Normal::<f16>::new("t", params));
+        check("normal bf16", |_| Normal::<bf16>::new("t", params));
+        check("normal f64", |_| Normal::<f64>::new("t", params));
     }
 }
 
@@ -222,34 +224,30 @@ fn dropout_every_dtype_with_and_without_mask() {
 fn built_in_layouts_consume_what_the_contract_says() {
     use crate::stream::increment::{words_for, RandomOp};
     use tensor_core::DType;
+    let unit = UniformRange {
+        low: 0.0,
+        high: 1.0,
+    };
+    let standard = MeanStd {
+        mean: 0.0,
+        std: 1.0,
+    };
     for n in (0..70u64).chain([u64::MAX / 4, u64::MAX]) {
         let cases: [(u128, u128); 8] = [
             (
-                Uniform::<f32>::new("t", 0.0, 1.0).layout().words_for(n),
+                Uniform::<f32>::new("t", unit).layout().words_for(n),
                 words_for(RandomOp::Uniform, DType::F32, n),
             ),
             (
-                UniformF64 {
-                    op: "t",
-                    low: 0.0,
-                    high: 1.0,
-                }
-                .layout()
-                .words_for(n),
+                Uniform::<f64>::new("t", unit).layout().words_for(n),
                 words_for(RandomOp::Uniform, DType::F64, n),
             ),
             (
-                Normal::<f16>::new("t", 0.0, 1.0).layout().words_for(n),
+                Normal::<f16>::new("t", standard).layout().words_for(n),
                 words_for(RandomOp::Normal, DType::F16, n),
             ),
             (
-                NormalF64 {
-                    op: "t",
-                    mean: 0.0,
-                    std: 1.0,
-                }
-                .layout()
-                .words_for(n),
+                Normal::<f64>::new("t", standard).layout().words_for(n),
                 words_for(RandomOp::Normal, DType::F64, n),
             ),
             (

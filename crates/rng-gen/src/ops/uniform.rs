@@ -5,12 +5,10 @@
 //! words for f64), then `low + (high - low) * u`, one multiply then one add, in f32
 //! (rounded to f16 / bf16 once) or in f64.
 
-use std::marker::PhantomData;
-
-use half::{bf16, f16};
 use tensor_core::{DType, Device, Tensor};
 
 use super::args::{check_float, uniform_range};
+use super::float_sampler::{run_float_sampler, FloatSampler};
 use super::per_word::PerWordSampler;
 use super::pipeline::{IntoTensor, NewTensor, RunSampler};
 use super::sampler::{Layout, Sampler, BATCH_WORDS};
@@ -79,32 +77,19 @@ fn uniform_sampler<R: RunSampler>(
 ) -> Result<R::Out, RngError> {
     check_float(op, dtype)?;
     uniform_range(op, low, high, dtype)?;
-    match dtype {
-        DType::F32 => run.run(Uniform::<f32>::new(op, low, high)),
-        DType::F16 => run.run(Uniform::<f16>::new(op, low, high)),
-        DType::BF16 => run.run(Uniform::<bf16>::new(op, low, high)),
-        _ => run.run(UniformF64 { op, low, high }),
-    }
+    run_float_sampler(op, UniformRange { low, high }, dtype, run)
 }
 
-/// f32 / f16 / bf16: one word per element, computed in f32, rounded once to `T`.
-pub(crate) struct Uniform<T> {
-    op: &'static str,
-    low: f64,
-    high: f64,
-    _out: PhantomData<T>,
+/// `uniform`'s interval `[low, high)`, checked by `uniform_range`.
+#[derive(Clone, Copy)]
+pub(crate) struct UniformRange {
+    pub(crate) low: f64,
+    pub(crate) high: f64,
 }
 
-impl<T: NarrowFloat> Uniform<T> {
-    pub(crate) fn new(op: &'static str, low: f64, high: f64) -> Self {
-        Uniform {
-            op,
-            low,
-            high,
-            _out: PhantomData,
-        }
-    }
-}
+/// The uniform sampler writing `T`: f32 / f16 / bf16 use one word per element, computed
+/// in f32 and rounded once to `T`; f64 two words (53 bits), computed in f64.
+pub(crate) type Uniform<T> = FloatSampler<UniformRange, T>;
 
 impl<T: NarrowFloat> PerWordSampler for Uniform<T> {
     type Elem = T;
@@ -113,23 +98,25 @@ impl<T: NarrowFloat> PerWordSampler for Uniform<T> {
     }
     #[inline(always)]
     fn element(&self, word: u32) -> T {
-        let (low, high) = (self.low as f32, self.high as f32);
-        T::round_from_f32(scale_uniform_f32(T::unit(word), low, high))
+        let UniformRange { low, high } = self.params;
+        T::round_from_f32(scale_uniform_f32(T::unit(word), low as f32, high as f32))
     }
     #[cfg(feature = "cuda")]
     fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
-        kernels::launch::uniform_call(T::DTYPE, self.low, self.high).map(Some)
+        let UniformRange { low, high } = self.params;
+        kernels::launch::uniform_call(T::DTYPE, low, high).map(Some)
     }
 }
 
-/// f64: two words per element, 53 bits, computed in f64.
-pub(crate) struct UniformF64 {
-    pub(crate) op: &'static str,
-    pub(crate) low: f64,
-    pub(crate) high: f64,
+impl Uniform<f64> {
+    #[inline(always)]
+    fn element_of(&self, w0: u32, w1: u32) -> f64 {
+        let UniformRange { low, high } = self.params;
+        scale_uniform_f64(uniform_f64(w0, w1), low, high)
+    }
 }
 
-impl Sampler for UniformF64 {
+impl Sampler for Uniform<f64> {
     type Elem = f64;
     fn name(&self) -> &'static str {
         self.op
@@ -138,22 +125,23 @@ impl Sampler for UniformF64 {
         Layout::per_element(2)
     }
     fn fill_group(&self, _group: u64, w: &[u32], out: &mut [f64]) {
-        out[0] = scale_uniform_f64(uniform_f64(w[0], w[1]), self.low, self.high);
+        out[0] = self.element_of(w[0], w[1]);
     }
     #[inline(always)]
     fn fill_batch(&self, _first: u64, words: &[u32; BATCH_WORDS], out: &mut [f64]) {
         for (o, w) in out.iter_mut().zip(words.chunks_exact(2)) {
-            *o = scale_uniform_f64(uniform_f64(w[0], w[1]), self.low, self.high);
+            *o = self.element_of(w[0], w[1]);
         }
     }
     #[cfg(feature = "cuda")]
     fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
-        kernels::launch::uniform_call(DType::F64, self.low, self.high).map(Some)
+        let UniformRange { low, high } = self.params;
+        kernels::launch::uniform_call(DType::F64, low, high).map(Some)
     }
 }
 
 #[cfg(test)]
 pub(crate) mod samplers {
     //! The samplers, for the SIMD-versus-scalar tests.
-    pub(crate) use super::{Uniform, UniformF64};
+    pub(crate) use super::{Uniform, UniformRange};
 }

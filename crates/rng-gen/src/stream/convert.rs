@@ -4,6 +4,8 @@
 //! holds its twin. Samplers (CPU) and kernels (GPU) only decide *which* words an element
 //! uses; *how* words become a value is decided here, once.
 
+use std::ops::{Add, Mul, Sub};
+
 use half::{bf16, f16};
 
 use super::f32math::{ln, sincospi};
@@ -63,15 +65,24 @@ pub fn uniform_f64(w0: u32, w1: u32) -> f64 {
 #[must_use]
 #[inline]
 pub fn scale_uniform_f32(u: f32, low: f32, high: f32) -> f32 {
-    let span = high - low;
-    let scaled = span * u;
-    low + scaled
+    scale_uniform(u, low, high)
 }
 
 /// `low + (high - low) * u` in f64, the f64 twin of [`scale_uniform_f32`].
 #[must_use]
 #[inline]
 pub fn scale_uniform_f64(u: f64, low: f64, high: f64) -> f64 {
+    scale_uniform(u, low, high)
+}
+
+/// `low + (high - low) * u` in `T`: a subtraction, one multiply, then one add, each
+/// rounded (Rust never fuses them), the order docs/contract.md §5.2 fixes for f32 and
+/// f64 alike.
+#[inline(always)]
+fn scale_uniform<T>(u: T, low: T, high: T) -> T
+where
+    T: Copy + Sub<Output = T> + Mul<Output = T> + Add<Output = T>,
+{
     let span = high - low;
     let scaled = span * u;
     low + scaled

@@ -1,12 +1,28 @@
 //! Helpers shared by the integration tests (each test file includes this module).
 #![allow(dead_code)]
 
-use rng_gen::{Generator, Key};
+use rng_gen::{Generator, Key, RngError};
 use tensor_core::{Device, Tensor};
 
 /// A CPU generator at `(seed, offset)`.
 pub fn generator(seed: u64, offset: u64) -> Generator {
     Generator::from_key(Device::Cpu, Key { seed, offset })
+}
+
+/// Runs `op` with a fresh CPU generator at `(1, 10)`, expects it to refuse its input, and
+/// checks the refusal did not move the generator (a rejected call consumes no
+/// randomness); returns the error.
+pub fn rejected<T: std::fmt::Debug>(
+    op: impl FnOnce(&Generator) -> Result<T, RngError>,
+) -> RngError {
+    let g = generator(1, 10);
+    let err = op(&g).expect_err("bad input was accepted");
+    assert_eq!(
+        g.offset(),
+        10,
+        "a rejected call moved the generator ({err})"
+    );
+    err
 }
 
 /// Word `w` of the op whose base block is `base`, straight from the engine.

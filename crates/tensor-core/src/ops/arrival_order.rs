@@ -48,86 +48,96 @@ pub(crate) fn index_add_fast<T: Float>(
         return index_add_serial(dst, src, index, shape, alpha);
     }
     let rows = shape.outer * shape.size;
-    let locks: Vec<AtomicBool> = (0..rows).map(|_| AtomicBool::new(false)).collect();
-    let shared = Shared::new(dst);
-    let next = AtomicUsize::new(0);
+    let work = SharedRows {
+        shared: Shared::new(dst),
+        locks: (0..rows).map(|_| AtomicBool::new(false)).collect(),
+        next: AtomicUsize::new(0),
+        src,
+        index,
+        shape,
+    };
     let workers = rayon::current_num_threads();
     let private = private_copies_pay(shape);
     (0..workers).into_par_iter().for_each(|_| {
         if private {
-            worker_with_private_copy(shared, &locks, &next, src, index, shape, alpha);
+            work.worker_with_private_copy(alpha);
         } else {
-            worker_with_row_locks(shared, &locks, &next, src, index, shape, alpha);
+            work.worker_with_row_locks(alpha);
         }
     });
 }
 
-/// Claims chunks of source rows until none are left, adds them into a private copy of
-/// the targets, then adds the copy's touched rows into the shared rows, one row lock at
-/// a time.
-fn worker_with_private_copy<T: Float>(
+/// What the arrival-order workers share: the target rows with one lock each, the next
+/// unclaimed source row, and the source with its index.
+struct SharedRows<'a, T> {
     shared: Shared<T>,
-    locks: &[AtomicBool],
-    next: &AtomicUsize,
-    src: &[T],
-    index: &[usize],
+    locks: Vec<AtomicBool>,
+    next: AtomicUsize,
+    src: &'a [T],
+    index: &'a [usize],
     shape: IndexAddShape,
-    alpha: T,
-) {
-    let (outer, size, inner, n) = (shape.outer, shape.size, shape.inner, shape.n);
-    let mut copy: Option<(Vec<T>, Vec<bool>)> = None;
-    loop {
-        let start = next.fetch_add(CHUNK_ROWS, Ordering::Relaxed);
-        if start >= outer * n {
-            break;
-        }
-        let (rows, touched) = copy.get_or_insert_with(|| {
-            (
-                vec![T::ZERO; outer * size * inner],
-                vec![false; outer * size],
-            )
-        });
-        for item in start..(start + CHUNK_ROWS).min(outer * n) {
-            let target = (item / n) * size + index[item % n];
-            touched[target] = true;
-            let row = &mut rows[target * inner..][..inner];
-            super::accumulate::add_scaled(row, alpha, &src[item * inner..][..inner]);
-        }
-    }
-    let Some((rows, touched)) = copy else { return };
-    let one = T::from_f64(1.0);
-    for (target, _) in touched.iter().enumerate().filter(|(_, &t)| t) {
-        acquire(&locks[target]);
-        // SAFETY: every write to shared row `target` happens under `locks[target]`.
-        unsafe { shared.add_row(target * inner, one, &rows[target * inner..][..inner]) };
-        locks[target].store(false, Ordering::Release);
-    }
 }
 
-/// Claims chunks of source rows until none are left and adds each straight into its
-/// shared target row under that row's lock.
-fn worker_with_row_locks<T: Float>(
-    shared: Shared<T>,
-    locks: &[AtomicBool],
-    next: &AtomicUsize,
-    src: &[T],
-    index: &[usize],
-    shape: IndexAddShape,
-    alpha: T,
-) {
-    let (outer, size, inner, n) = (shape.outer, shape.size, shape.inner, shape.n);
-    loop {
-        let start = next.fetch_add(CHUNK_ROWS, Ordering::Relaxed);
-        if start >= outer * n {
-            return;
+impl<T: Float> SharedRows<'_, T> {
+    /// Claims chunks of `CHUNK_ROWS` source rows until none are left, calling `add` with
+    /// each claimed row's target row and its source row. Which worker claims which chunk
+    /// follows thread timing.
+    fn for_each_claimed_row(&self, mut add: impl FnMut(usize, &[T])) {
+        let IndexAddShape {
+            outer,
+            size,
+            inner,
+            n,
+        } = self.shape;
+        loop {
+            let start = self.next.fetch_add(CHUNK_ROWS, Ordering::Relaxed);
+            if start >= outer * n {
+                return;
+            }
+            for item in start..(start + CHUNK_ROWS).min(outer * n) {
+                let target = (item / n) * size + self.index[item % n];
+                add(target, &self.src[item * inner..][..inner]);
+            }
         }
-        for item in start..(start + CHUNK_ROWS).min(outer * n) {
-            let target = (item / n) * size + index[item % n];
-            acquire(&locks[target]);
-            // SAFETY: every write to shared row `target` happens under `locks[target]`.
-            unsafe { shared.add_row(target * inner, alpha, &src[item * inner..][..inner]) };
-            locks[target].store(false, Ordering::Release);
+    }
+
+    /// Adds `scale * row` into shared target row `target` under that row's lock.
+    fn add_locked(&self, target: usize, scale: T, row: &[T]) {
+        let inner = self.shape.inner;
+        acquire(&self.locks[target]);
+        // SAFETY: every write to shared row `target` happens under `locks[target]`.
+        unsafe { self.shared.add_row(target * inner, scale, row) };
+        self.locks[target].store(false, Ordering::Release);
+    }
+
+    /// Adds the claimed rows into a private copy of the targets, then adds the copy's
+    /// touched rows into the shared rows, one row lock at a time.
+    fn worker_with_private_copy(&self, alpha: T) {
+        let IndexAddShape {
+            outer, size, inner, ..
+        } = self.shape;
+        let mut copy: Option<(Vec<T>, Vec<bool>)> = None;
+        self.for_each_claimed_row(|target, src_row| {
+            let (rows, touched) = copy.get_or_insert_with(|| {
+                (
+                    vec![T::ZERO; outer * size * inner],
+                    vec![false; outer * size],
+                )
+            });
+            touched[target] = true;
+            let row = &mut rows[target * inner..][..inner];
+            super::accumulate::add_scaled(row, alpha, src_row);
+        });
+        let Some((rows, touched)) = copy else { return };
+        let one = T::from_f64(1.0);
+        for (target, _) in touched.iter().enumerate().filter(|(_, &t)| t) {
+            self.add_locked(target, one, &rows[target * inner..][..inner]);
         }
+    }
+
+    /// Adds each claimed row straight into its shared target row under that row's lock.
+    fn worker_with_row_locks(&self, alpha: T) {
+        self.for_each_claimed_row(|target, src_row| self.add_locked(target, alpha, src_row));
     }
 }
 

@@ -6,7 +6,11 @@ use rayon::prelude::*;
 
 use std::mem::MaybeUninit;
 
+#[cfg(feature = "cuda")]
+use super::cuda::{sum_dim as cuda_sum, SumKind};
 use super::{build, Float, PAR_MIN_LEN};
+#[cfg(feature = "cuda")]
+use crate::determinism::Chosen;
 use crate::{Element, Result, Tensor, TensorError};
 
 /// Elements per block in every sum (see the [`ops`](crate::ops) docs). Fixed: changing
@@ -219,7 +223,7 @@ impl Tensor {
     pub fn sum_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
         audited!("sum_dim", [self], {
             self.check_dim("sum_dim", dim)?;
-            on_cuda!(self => super::cuda::sum_dim("sum_dim", super::cuda::SumKind::Sum, self, Some(dim), keepdim));
+            on_cuda!(self => cuda_sum("sum_dim", SumKind::Sum, self, Some(dim), keepdim, Chosen::Deterministic));
             self.require_cpu("sum_dim")?;
             with_float_dtype!(self.dtype(), "sum_dim", T => {
                 if let Some(v) = sum_lanes_contiguous::<T>(self, dim, T::from_f64)? {
@@ -239,7 +243,7 @@ impl Tensor {
     pub fn mean_dim(&self, dim: usize, keepdim: bool) -> Result<Tensor> {
         audited!("mean_dim", [self], {
             self.check_dim("mean_dim", dim)?;
-            on_cuda!(self => super::cuda::sum_dim("mean_dim", super::cuda::SumKind::Mean, self, Some(dim), keepdim));
+            on_cuda!(self => cuda_sum("mean_dim", SumKind::Mean, self, Some(dim), keepdim, Chosen::Deterministic));
             self.require_cpu("mean_dim")?;
             with_float_dtype!(self.dtype(), "mean_dim", T => {
                 let n = self.dims()[dim] as f64;
@@ -259,7 +263,7 @@ impl Tensor {
     #[track_caller]
     pub fn sum_all(&self) -> Result<Tensor> {
         audited!("sum_all", [self], {
-            on_cuda!(self => super::cuda::sum_dim("sum_all", super::cuda::SumKind::Sum, self, None, false));
+            on_cuda!(self => cuda_sum("sum_all", SumKind::Sum, self, None, false, Chosen::Deterministic));
             self.require_cpu("sum_all")?;
             with_float_dtype!(self.dtype(), "sum_all", T => {
                 let s = T::from_f64(blocked_sum_slice(&self.values::<T>()?));
@@ -272,7 +276,7 @@ impl Tensor {
     #[track_caller]
     pub fn mean_all(&self) -> Result<Tensor> {
         audited!("mean_all", [self], {
-            on_cuda!(self => super::cuda::sum_dim("mean_all", super::cuda::SumKind::Mean, self, None, false));
+            on_cuda!(self => cuda_sum("mean_all", SumKind::Mean, self, None, false, Chosen::Deterministic));
             self.require_cpu("mean_all")?;
             with_float_dtype!(self.dtype(), "mean_all", T => {
                 let v = self.values::<T>()?;

@@ -64,17 +64,13 @@ impl Tensor {
         }
         #[cfg(feature = "cuda")]
         if self.device().is_cuda() {
-            use super::cuda::{sum_atomic, sum_dim, SumKind};
+            use super::cuda::{sum_dim, SumKind};
             let kind = if mean { SumKind::Mean } else { SumKind::Sum };
             let lane = dim.map_or(self.elem_count(), |d| self.dims()[d]);
             let contiguous_lanes = dim.is_none_or(|d| d + 1 == self.rank());
             let pays = contiguous_lanes && lane >= SUM_FAST_MIN_LANE;
-            return match SUM_CUDA.choose(algorithm, self.device(), pays)? {
-                crate::determinism::Chosen::Fast => sum_atomic(name, kind, self, dim, keepdim),
-                crate::determinism::Chosen::Deterministic => {
-                    sum_dim(name, kind, self, dim, keepdim)
-                }
-            };
+            let order = SUM_CUDA.choose(algorithm, self.device(), pays)?;
+            return sum_dim(name, kind, self, dim, keepdim, order);
         }
         let _ = algorithm; // the CPU has only the fixed-order sum
         match (dim, mean) {

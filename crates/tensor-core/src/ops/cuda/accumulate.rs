@@ -8,10 +8,10 @@
 //! give each target to one work item, which adds in index order: bit-identical to the
 //! CPU's deterministic path, for every launch configuration.
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::{CudaView, DeviceRepr, PushKernelArg};
 
 use super::elementwise::float_suffix;
-use super::{contiguous, dense, dense_view, kernel, launch_config, launch_failed};
+use super::{contiguous, dense, dense_view, TensorKernel};
 use super::{output_storage, storage_of};
 use crate::cuda::CudaStorage;
 use crate::determinism::Chosen;
@@ -64,61 +64,67 @@ fn index_add_typed<T: Float + DeviceRepr>(
     }
     let src = dense(source)?;
     let src_view = dense_view(&src)?;
-    match chosen {
+    // Both kernels take the same arguments but for how they read the index: the atomic
+    // one the index itself (a work item per source element), the owner one the source
+    // rows sorted by target on the host (a work item per target element).
+    let given; // the dense index, alive as long as its view
+    let sorted; // the uploaded sort, alive as long as the launch
+    let (rows, path, items) = match chosen {
         Chosen::Fast => {
-            let index = dense(index)?;
-            let index_view = dense_view(&index)?;
-            let kernel_name = format!("ditto_index_add_atomic_{suffix}");
-            let func = kernel(ordinal, &kernel_name)?;
-            let cfg = launch_config(ordinal, outer * n * inner)?;
-            let dst = output_storage(&mut out)?;
-            let stream = dst.stream()?;
-            let mut launch = stream.launch_builder(&func);
-            launch
-                .arg(&outer)
-                .arg(&size)
-                .arg(&inner)
-                .arg(&n)
-                .arg(&alpha)
-                .arg(&index_view)
-                .arg(&src_view)
-                .arg(dst.bytes_mut());
-            // SAFETY: matches `ditto_index_add_atomic_<T>(u64 outer, u64 size, u64 inner,
-            // u64 n, T alpha, const i64* index, const T* src, T* out)`; `index` holds n
-            // values in 0..size (checked on the host), `src` outer*n*inner dense
-            // elements, `out` (a fresh dense copy) outer*size*inner.
-            unsafe { launch.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+            given = dense(index)?;
+            let rows = IndexRows::AsGiven(dense_view(&given)?);
+            (rows, "atomic", outer * n * inner)
         }
         Chosen::Deterministic => {
             let (starts, positions) = rows_by_target(&args.index, shape.size);
-            let (starts, positions) = (
+            sorted = (
                 upload_u64(ordinal, &starts)?,
                 upload_u64(ordinal, &positions)?,
             );
-            let kernel_name = format!("ditto_index_add_owner_{suffix}");
-            let func = kernel(ordinal, &kernel_name)?;
-            let cfg = launch_config(ordinal, outer * size * inner)?;
-            let dst = output_storage(&mut out)?;
-            let stream = dst.stream()?;
-            let mut launch = stream.launch_builder(&func);
-            launch
-                .arg(&outer)
-                .arg(&size)
-                .arg(&inner)
-                .arg(&n)
-                .arg(&alpha)
-                .arg(starts.bytes())
-                .arg(positions.bytes())
-                .arg(&src_view)
-                .arg(dst.bytes_mut());
-            // SAFETY: matches `ditto_index_add_owner_<T>(u64 outer, u64 size, u64 inner,
-            // u64 n, T alpha, const u64* starts, const u64* positions, const T* src,
-            // T* out)`; `starts` has size + 1 ascending offsets into `positions`, whose n
-            // values are < n; `src` and `out` as for the fast path.
-            unsafe { launch.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+            let rows = IndexRows::ByTarget {
+                starts: &sorted.0,
+                positions: &sorted.1,
+            };
+            (rows, "owner", outer * size * inner)
         }
-    }
+    };
+    let kernel = TensorKernel::new(ordinal, format!("ditto_index_add_{path}_{suffix}"), items)?;
+    let dst = output_storage(&mut out)?;
+    let stream = dst.stream()?;
+    let mut launch = kernel.args(&stream);
+    launch
+        .arg(&outer)
+        .arg(&size)
+        .arg(&inner)
+        .arg(&n)
+        .arg(&alpha);
+    match &rows {
+        IndexRows::AsGiven(index) => launch.arg(index),
+        IndexRows::ByTarget { starts, positions } => {
+            launch.arg(starts.bytes()).arg(positions.bytes())
+        }
+    };
+    launch.arg(&src_view).arg(dst.bytes_mut());
+    // SAFETY: matches `ditto_index_add_atomic_<T>(u64 outer, u64 size, u64 inner, u64 n,
+    // T alpha, const i64* index, const T* src, T* out)`, where `index` holds n values in
+    // 0..size (checked on the host), or `ditto_index_add_owner_<T>(u64 outer, u64 size,
+    // u64 inner, u64 n, T alpha, const u64* starts, const u64* positions, const T* src,
+    // T* out)`, where `starts` has size + 1 ascending offsets into `positions`, whose n
+    // values are < n; `src` holds outer*n*inner dense elements, `out` (a fresh dense
+    // copy) outer*size*inner.
+    unsafe { kernel.launch(launch) }?;
     Ok(out)
+}
+
+/// How an `index_add` kernel reads the index: as given (the atomic fast path), or as the
+/// source rows sorted by target (the owner-computes path; `starts` are offsets into
+/// `positions`, the CPU's counting sort).
+enum IndexRows<'a> {
+    AsGiven(CudaView<'a, u8>),
+    ByTarget {
+        starts: &'a CudaStorage,
+        positions: &'a CudaStorage,
+    },
 }
 
 /// `this` with `src` scattered into it at the checked `args`.
@@ -148,11 +154,10 @@ pub(crate) fn scatter_add(
             let (n, index_step) = (lanes.n as u64, lanes.index_step as u64);
             let (dst_step, src_step) = (lanes.dst_step as u64, lanes.src_step as u64);
             let kernel_name = format!("ditto_scatter_add_atomic_{suffix}");
-            let func = kernel(ordinal, &kernel_name)?;
-            let cfg = launch_config(ordinal, count)?;
+            let kernel = TensorKernel::new(ordinal, kernel_name, count)?;
             let dst = output_storage(&mut out)?;
             let stream = dst.stream()?;
-            let mut launch = stream.launch_builder(&func);
+            let mut launch = kernel.args(&stream);
             launch
                 .arg(&count)
                 .arg(&n)
@@ -168,7 +173,7 @@ pub(crate) fn scatter_add(
             // const T* src, T* out)`; `bases` holds two offsets per lane, and every
             // target and source they form with the checked index lies inside the dense
             // `out` and `src` (check_scatter_add derived them from their dims).
-            unsafe { launch.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+            unsafe { kernel.launch(launch) }?;
         }
         Chosen::Deterministic => {
             let (targets, starts, sources) = scatter_by_target(&args.index, lanes);
@@ -177,11 +182,10 @@ pub(crate) fn scatter_add(
             let starts = upload_u64(ordinal, &starts)?;
             let sources = upload_u64(ordinal, &sources)?;
             let kernel_name = format!("ditto_scatter_add_owner_{suffix}");
-            let func = kernel(ordinal, &kernel_name)?;
-            let cfg = launch_config(ordinal, targets_len)?;
+            let kernel = TensorKernel::new(ordinal, kernel_name, targets_len)?;
             let dst = output_storage(&mut out)?;
             let stream = dst.stream()?;
-            let mut launch = stream.launch_builder(&func);
+            let mut launch = kernel.args(&stream);
             launch
                 .arg(&targets_len)
                 .arg(targets.bytes())
@@ -192,7 +196,7 @@ pub(crate) fn scatter_add(
             // SAFETY: matches `ditto_scatter_add_owner_<T>(u64 targets_len, const u64*
             // targets, const u64* starts, const u64* sources, const T* src, T* out)`;
             // the positions were formed from the checked index and the dense dims.
-            unsafe { launch.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+            unsafe { kernel.launch(launch) }?;
         }
     }
     Ok(out)

@@ -6,7 +6,7 @@ use cudarc::driver::PushKernelArg;
 
 use super::elementwise::float_suffix;
 use super::uninit;
-use super::{dense, dense_view, kernel, launch_config, launch_failed, output_storage, storage_of};
+use super::{dense, dense_view, output_storage, storage_of, TensorKernel};
 use crate::ops::kernel_layout::{kernel_shape, kernel_view};
 use crate::{DType, Result, Tensor};
 
@@ -28,12 +28,11 @@ pub(crate) fn gather_index(src: &Tensor, dim: usize, index: &Tensor) -> Result<T
         return Ok(out);
     }
     let name = format!("ditto_gather_index_{suffix}");
-    let func = kernel(ordinal, &name)?;
-    let cfg = launch_config(ordinal, n)?;
+    let kernel = TensorKernel::new(ordinal, name, n)?;
     let picks = dense_view(&index)?;
     let stream = storage.stream()?;
     let dst = output_storage(&mut out)?;
-    let mut args = stream.launch_builder(&func);
+    let mut args = kernel.args(&stream);
     args.arg(&n)
         .arg(&shape)
         .arg(&view)
@@ -46,7 +45,7 @@ pub(crate) fn gather_index(src: &Tensor, dim: usize, index: &Tensor) -> Result<T
     // dim_stride, u64 dim_size, const i64* index, const T* src, T* out)`; `picks` holds
     // `n` dense i64s, `out` `n` elements, and every position read is a valid coordinate
     // of `src`'s view (index values outside `0..dim_size` read nothing).
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
+    unsafe { kernel.launch(args) }?;
     Ok(out)
 }
 
@@ -63,15 +62,14 @@ pub(crate) fn one_hot(index: &Tensor, dims: &[usize], dtype: DType) -> Result<Te
         return Ok(out);
     }
     let name = format!("ditto_one_hot_{suffix}");
-    let func = kernel(ordinal, &name)?;
-    let cfg = launch_config(ordinal, n)?;
+    let kernel = TensorKernel::new(ordinal, name, n)?;
     let picks = dense_view(&index)?;
     let stream = storage_of(&index)?.0.stream()?;
     let dst = output_storage(&mut out)?;
-    let mut args = stream.launch_builder(&func);
+    let mut args = kernel.args(&stream);
     args.arg(&n).arg(&classes).arg(&picks).arg(dst.bytes_mut());
     // SAFETY: matches `ditto_one_hot_<T>(u64 n, u64 classes, const i64* index, T* out)`;
     // `picks` holds n / classes dense i64s and `out` n elements.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
+    unsafe { kernel.launch(args) }?;
     Ok(out)
 }

@@ -3,7 +3,7 @@
 
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
-use super::{dense, dense_view, kernel, launch_config, launch_failed, output_storage, uninit};
+use super::{dense, dense_view, output_storage, uninit, TensorKernel};
 use super::{storage_of, write_into};
 use crate::ops::binary::BinOp as BinaryOp;
 use crate::ops::kernel_layout::binary_layout;
@@ -42,12 +42,11 @@ pub(crate) fn binary(
         return Ok(out);
     }
     let kernel_name = format!("ditto_binary_{suffix}");
-    let func = kernel(ordinal, &kernel_name)?;
-    let cfg = launch_config(ordinal, n)?;
+    let kernel = TensorKernel::new(ordinal, kernel_name, n)?;
     let stream = l.stream()?;
     let code = op as i32;
     let dst = output_storage(&mut out)?;
-    let mut args = stream.launch_builder(&func);
+    let mut args = kernel.args(&stream);
     args.arg(&n)
         .arg(&code)
         .arg(&shape)
@@ -59,7 +58,7 @@ pub(crate) fn binary(
     // SAFETY: matches `ditto_binary_<T>(u64 n, int op, DittoShape, DittoView, DittoView,
     // const T*, const T*, T*)`; both views (broadcast strides of valid views) stay inside
     // their storages, and `dst` holds the `n` output elements.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    unsafe { kernel.launch(args) }?;
     Ok(out)
 }
 
@@ -88,13 +87,12 @@ fn unary_typed<T: Float + DeviceRepr>(
         return Ok(out);
     }
     let kernel_name = format!("ditto_unary_{suffix}");
-    let func = kernel(ordinal, &kernel_name)?;
-    let cfg = launch_config(ordinal, n)?;
+    let kernel = TensorKernel::new(ordinal, kernel_name, n)?;
     let input = dense_view(&x)?;
     let code = op as i32;
     let dst = output_storage(&mut out)?;
     let stream = dst.stream()?;
-    let mut args = stream.launch_builder(&func);
+    let mut args = kernel.args(&stream);
     args.arg(&n)
         .arg(&code)
         .arg(&a)
@@ -104,7 +102,7 @@ fn unary_typed<T: Float + DeviceRepr>(
     // SAFETY: matches `ditto_unary_<T>(u64 n, int op, T a, T b, const T* x, T* out)` with
     // T the tensor's dtype (the caller binds `T` from it); `input` and `dst` each hold `n`
     // dense elements.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    unsafe { kernel.launch(args) }?;
     Ok(out)
 }
 
@@ -120,16 +118,15 @@ pub(crate) fn relu_backward(grad: &Tensor, input: &Tensor) -> Result<Tensor> {
         return Ok(out);
     }
     let kernel_name = format!("ditto_relu_backward_{suffix}");
-    let func = kernel(ordinal, &kernel_name)?;
-    let cfg = launch_config(ordinal, n)?;
+    let kernel = TensorKernel::new(ordinal, kernel_name, n)?;
     let (g_view, x_view) = (dense_view(&g)?, dense_view(&x)?);
     let dst = output_storage(&mut out)?;
     let stream = dst.stream()?;
-    let mut args = stream.launch_builder(&func);
+    let mut args = kernel.args(&stream);
     args.arg(&n).arg(&g_view).arg(&x_view).arg(dst.bytes_mut());
     // SAFETY: matches `ditto_relu_backward_<T>(u64 n, const T*, const T*, T*)`; all
     // three hold `n` dense elements of the same dtype.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    unsafe { kernel.launch(args) }?;
     Ok(out)
 }
 
@@ -159,19 +156,18 @@ fn axpy_dense<T: Float + DeviceRepr>(s: &mut Tensor, alpha: T, x: &Tensor) -> Re
     }
     let ordinal = storage_of(s)?.1;
     let kernel_name = format!("ditto_axpy_{suffix}");
-    let func = kernel(ordinal, &kernel_name)?;
-    let cfg = launch_config(ordinal, n)?;
+    let kernel = TensorKernel::new(ordinal, kernel_name, n)?;
     let x_view = dense_view(&x)?;
     let start = s.storage_offset() * s.dtype().size_in_bytes();
     let target = output_storage(s)?;
     let stream = target.stream()?;
     let mut s_view = target.bytes_mut().slice_mut(start..);
-    let mut args = stream.launch_builder(&func);
+    let mut args = kernel.args(&stream);
     args.arg(&n).arg(&alpha).arg(&x_view).arg(&mut s_view);
     // SAFETY: matches `ditto_axpy_<T>(u64 n, T alpha, const T* x, T* s)`; `x_view` holds
     // `n` dense elements and `s_view` starts at `s`'s first element with `n` dense
     // elements after it (`s` is contiguous). `output_storage` made the storage unique, so
     // `x` (which holds its own reference) cannot alias it.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
+    unsafe { kernel.launch(args) }?;
     Ok(())
 }

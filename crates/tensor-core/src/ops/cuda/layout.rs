@@ -8,7 +8,7 @@ use cudarc::driver::PushKernelArg;
 
 use crate::ops::kernel_layout::{kernel_shape, kernel_view};
 
-use super::{dense_view, kernel, launch_config, launch_failed, output_storage, storage_of, uninit};
+use super::{dense_view, output_storage, storage_of, uninit, TensorKernel};
 use crate::{Result, Tensor};
 
 /// The layout kernel for elements of `bytes` bytes.
@@ -28,11 +28,10 @@ pub(crate) fn contiguous(t: &Tensor) -> Result<Tensor> {
         return Ok(out);
     }
     let name = layout_kernel("gather", t.dtype().size_in_bytes());
-    let func = kernel(ordinal, &name)?;
-    let cfg = launch_config(ordinal, n)?;
+    let kernel = TensorKernel::new(ordinal, name, n)?;
     let stream = src.stream()?;
     let dst = output_storage(&mut out)?;
-    let mut args = stream.launch_builder(&func);
+    let mut args = kernel.args(&stream);
     args.arg(&n)
         .arg(&shape)
         .arg(&view)
@@ -41,7 +40,7 @@ pub(crate) fn contiguous(t: &Tensor) -> Result<Tensor> {
     // SAFETY: matches `ditto_gather_<bits>(u64 n, DittoShape, DittoView, const T* src,
     // T* dst)`; every position the view forms lies inside `src` (it is a valid view of
     // that storage) and `dst` holds `n` elements of the same width.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
+    unsafe { kernel.launch(args) }?;
     Ok(out)
 }
 
@@ -65,12 +64,11 @@ pub(crate) fn write_into(dst: &mut Tensor, src: &Tensor) -> Result<()> {
         return output_storage(dst)?.copy_elements_from(start, from, src_start, n as usize);
     }
     let name = layout_kernel("scatter", dst.dtype().size_in_bytes());
-    let func = kernel(ordinal, &name)?;
-    let cfg = launch_config(ordinal, n)?;
+    let kernel = TensorKernel::new(ordinal, name, n)?;
     let values = dense_view(&src)?;
     let target = output_storage(dst)?;
     let stream = target.stream()?;
-    let mut args = stream.launch_builder(&func);
+    let mut args = kernel.args(&stream);
     args.arg(&n)
         .arg(&shape)
         .arg(&view)
@@ -79,6 +77,6 @@ pub(crate) fn write_into(dst: &mut Tensor, src: &Tensor) -> Result<()> {
     // SAFETY: matches `ditto_scatter_<bits>(u64 n, DittoShape, DittoView, const T* src,
     // T* dst)`; `values` holds the `n` dense elements of `src` and every position the
     // view forms lies inside `dst`'s storage.
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &name))?;
+    unsafe { kernel.launch(args) }?;
     Ok(())
 }

@@ -28,9 +28,9 @@ pub(crate) use elementwise::{axpy_, binary, relu_backward, unary};
 pub(crate) use fused_sgd::sgd_momentum_step_;
 pub(crate) use layout::{contiguous, write_into};
 pub(crate) use matmul::matmul;
-pub(crate) use reduce::{log_softmax, max_dim, sum_atomic, sum_dim, SumKind};
+pub(crate) use reduce::{log_softmax, max_dim, sum_dim, SumKind};
 
-use cudarc::driver::{CudaFunction, CudaView, LaunchConfig};
+use cudarc::driver::{CudaFunction, CudaStream, CudaView, LaunchArgs, LaunchConfig};
 
 use crate::cuda::{module_cache, CudaStorage, TENSOR_OPS};
 use crate::{Device, Result, Storage, Tensor, TensorError};
@@ -50,6 +50,48 @@ pub(crate) fn launch_config(ordinal: usize, items: u64) -> Result<LaunchConfig> 
         block_dim: (grid.threads, 1, 1),
         shared_mem_bytes: 0,
     })
+}
+
+/// A tensor-ops kernel looked up and given its grid, ready for its arguments. Every
+/// launch here takes the same steps around its arguments (find the compiled function,
+/// size the grid for its work items, name the kernel in a launch error); this type takes
+/// them once, so an op states only the kernel's name, its work and its arguments.
+pub(crate) struct TensorKernel {
+    name: String,
+    ordinal: usize,
+    func: CudaFunction,
+    config: LaunchConfig,
+}
+
+impl TensorKernel {
+    /// The kernel `name` on device `ordinal`, with the grid for `items` work items.
+    pub(crate) fn new(ordinal: usize, name: String, items: u64) -> Result<Self> {
+        let func = kernel(ordinal, &name)?;
+        let config = launch_config(ordinal, items)?;
+        Ok(TensorKernel {
+            name,
+            ordinal,
+            func,
+            config,
+        })
+    }
+
+    /// An empty argument list for this kernel, queued on `stream`.
+    pub(crate) fn args<'a>(&'a self, stream: &'a CudaStream) -> LaunchArgs<'a> {
+        stream.launch_builder(&self.func)
+    }
+
+    /// Launches the kernel with `args` (made by [`TensorKernel::args`]).
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameter list in order and type, and every buffer
+    /// must hold what the kernel reads and writes for the work items it was sized for.
+    pub(crate) unsafe fn launch(&self, mut args: LaunchArgs<'_>) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { args.launch(self.config) }
+            .map(drop)
+            .map_err(launch_failed(self.ordinal, &self.name))
+    }
 }
 
 /// Maps a failed kernel launch to a `Cuda` error naming the kernel.
