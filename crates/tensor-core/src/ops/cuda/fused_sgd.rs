@@ -5,7 +5,7 @@
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
 use super::elementwise::float_suffix;
-use super::{dense_view, kernel, launch_config, launch_failed, output_storage, storage_of};
+use super::{dense_view, output_storage, storage_of, TensorKernel};
 use crate::ops::fused_sgd::{SgdMomentumStep, StepScalars};
 use crate::{DType, Element, Result, Tensor};
 
@@ -38,9 +38,7 @@ fn launch<T: Element + DeviceRepr>(
     let s = StepScalars::<T>::new(hyper);
     let (decay, nesterov) = (i32::from(s.decay), i32::from(s.nesterov));
     let ordinal = storage_of(value)?.1;
-    let kernel_name = format!("ditto_sgd_momentum_{suffix}");
-    let func = kernel(ordinal, &kernel_name)?;
-    let cfg = launch_config(ordinal, n)?;
+    let kernel = TensorKernel::new(ordinal, format!("ditto_sgd_momentum_{suffix}"), n)?;
     let width = value.dtype().size_in_bytes();
     let (p_start, b_start) = (value.storage_offset() * width, buf.storage_offset() * width);
     let g_view = dense_view(grad)?;
@@ -49,7 +47,7 @@ fn launch<T: Element + DeviceRepr>(
     let mut b_view = b_target.bytes_mut().slice_mut(b_start..);
     let p_target = output_storage(value)?;
     let mut p_view = p_target.bytes_mut().slice_mut(p_start..);
-    let mut args = stream.launch_builder(&func);
+    let mut args = kernel.args(&stream);
     args.arg(&n)
         .arg(&s.weight_decay)
         .arg(&s.momentum)
@@ -64,6 +62,5 @@ fn launch<T: Element + DeviceRepr>(
     // T* b, T* p)`; all three are contiguous with `n` elements from their first one.
     // `output_storage` made the buffer's and the parameter's storage unique, so neither
     // aliases the other or the gradient (which holds its own reference).
-    unsafe { args.launch(cfg) }.map_err(launch_failed(ordinal, &kernel_name))?;
-    Ok(())
+    unsafe { kernel.launch(args) }
 }
