@@ -1,25 +1,10 @@
 //! `Sgd` against an independent scalar implementation of `torch.optim.SGD`'s rule.
 
-use nn_mini::{Module, NnError, Parameter, Sgd, SgdConfig};
+mod support;
+
+use nn_mini::{NnError, Parameter, Sgd, SgdConfig};
+use support::ParamsOnly;
 use tensor_core::{Device, Tensor};
-
-/// A module that is nothing but parameters, so tests can set gradients directly.
-struct Params(Vec<Parameter>);
-
-impl Module for Params {
-    fn forward(&mut self, input: &Tensor, _train: bool) -> nn_mini::Result<Tensor> {
-        Ok(input.clone())
-    }
-    fn backward(&mut self, grad_output: &Tensor) -> nn_mini::Result<Tensor> {
-        Ok(grad_output.clone())
-    }
-    fn parameters(&self) -> Vec<&Parameter> {
-        self.0.iter().collect()
-    }
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        self.0.iter_mut().collect()
-    }
-}
 
 /// `torch.optim.SGD.step` for one f64 parameter vector, written out element by element
 /// in the same order of operations (each `a + b * c` is a multiply then an add).
@@ -88,7 +73,7 @@ fn matches_the_pytorch_rule_for_every_option() {
     ];
     for config in configs {
         let init: Vec<f64> = (0..6).map(|i| i as f64 * 0.25 - 0.6).collect();
-        let mut model = Params(vec![Parameter::new(
+        let mut model = ParamsOnly(vec![Parameter::new(
             "w",
             Tensor::from_vec(init.clone(), &[2, 3], Device::Cpu).unwrap(),
         )]);
@@ -113,7 +98,7 @@ fn matches_the_pytorch_rule_for_every_option() {
 #[test]
 fn parameters_without_gradients_are_skipped() {
     let w = Tensor::from_vec(vec![1.0f32, 2.0], &[2], Device::Cpu).unwrap();
-    let mut model = Params(vec![
+    let mut model = ParamsOnly(vec![
         Parameter::new("a", w.clone()),
         Parameter::new("b", w.clone()),
     ]);

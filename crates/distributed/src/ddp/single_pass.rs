@@ -1,8 +1,8 @@
 //! The invariant mode's micro-shard gradients from one forward and one backward.
 //!
 //! The micro-shard tree (docs/contract.md §9.3) needs each shard's gradient on its own.
-//! The plain way computes each shard in its own forward and backward
-//! ([`DistributedDataParallel::shard_passes`]): `S / W` passes of small matrix products
+//! The plain way computes each shard in its own forward and backward (in
+//! `step.rs`'s `invariant_step`): `S / W` passes of small matrix products
 //! per rank. Under portable arithmetic (docs/contract.md §14) every matmul output element
 //! is one fma chain over its own row and column, so a row's activations and input
 //! gradient are the same bits whichever rows share its batch; only the parameter
@@ -32,7 +32,7 @@ pub fn rows_are_batch_independent(dtype: DType, device: Device) -> bool {
 impl<M: Module> DistributedDataParallel<M> {
     /// Every shard of `shard_picks` (indices into `local`, one list per shard) in one
     /// pass; returns each shard's weighted gradients and loss, the bits
-    /// [`shard_passes`](Self::shard_passes) returns.
+    /// one forward and backward per shard returns.
     pub(super) fn single_pass(
         &mut self,
         batch: u64,

@@ -185,14 +185,14 @@ impl<M: Module> DistributedDataParallel<M> {
         {
             self.single_pass(batch, local, &shard_picks, loss_fn)?
         } else {
-            self.shard_passes(batch, local, &shard_picks, loss_fn)?
+            // One forward and backward per shard: the way that needs nothing of the
+            // arithmetic or the layers.
+            shard_picks
+                .iter()
+                .map(|picks| self.weighted_pass(batch, local, picks, loss_fn))
+                .collect::<Result<_>>()?
         };
-        let dims: Vec<Vec<usize>> = self
-            .module
-            .parameters()
-            .iter()
-            .map(|p| p.value.dims().to_vec())
-            .collect();
+        let dims = self.parameter_dims();
         let mut partials = Vec::with_capacity(dims.len());
         for (i, dims) in dims.iter().enumerate() {
             partials.push(subtree_sum_in_place(rank, world, micro_shards, &mut |s| {
@@ -218,34 +218,23 @@ impl<M: Module> DistributedDataParallel<M> {
         self.install(&summed)
     }
 
-    /// One forward and backward per shard of `shard_picks`: the way that needs nothing
-    /// of the arithmetic or the layers (see [`single_pass`](Self::single_pass)).
-    pub(super) fn shard_passes(
-        &mut self,
-        batch: u64,
-        local: &LocalRows<'_>,
-        shard_picks: &[Vec<usize>],
-        loss_fn: &mut LossFn<'_>,
-    ) -> Result<Vec<ShardGrads>> {
-        shard_picks
-            .iter()
-            .map(|picks| self.weighted_pass(batch, local, picks, loss_fn))
-            .collect()
-    }
-
     /// Sets every parameter's gradient from the summed buckets; returns the loss.
     fn install(&mut self, flat: &[Tensor]) -> Result<Tensor> {
-        let dims: Vec<Vec<usize>> = self
-            .module
-            .parameters()
-            .iter()
-            .map(|p| p.value.dims().to_vec())
-            .collect();
+        let dims = self.parameter_dims();
         let dims: Vec<&[usize]> = dims.iter().map(Vec::as_slice).collect();
         let (grads, loss) = self.buckets.unflatten(flat, &dims)?;
         for (p, g) in self.module.parameters_mut().into_iter().zip(grads) {
             p.grad = Some(g);
         }
         Ok(loss)
+    }
+
+    /// Each parameter's dims, in parameter order (what zero leaves and unflattening need).
+    fn parameter_dims(&self) -> Vec<Vec<usize>> {
+        self.module
+            .parameters()
+            .iter()
+            .map(|p| p.value.dims().to_vec())
+            .collect()
     }
 }

@@ -53,14 +53,9 @@ pub fn subtree_sum(
     leaf_level: usize,
     leaf: &mut dyn FnMut(usize) -> Result<Tensor>,
 ) -> Result<Tensor> {
-    if m >= leaf_level {
-        return leaf(c);
-    }
-    let left = subtree_sum(c, 2 * m, leaf_level, leaf)?;
-    let right = subtree_sum(c + m, 2 * m, leaf_level, leaf)?;
     // `add`, not `add_`: leaves are often views into a larger received buffer, and an
     // in-place add would first copy that whole shared buffer (copy-on-write).
-    Ok(left.add(&right)?)
+    walk_tree(c, m, leaf_level, leaf, &|left, right| Ok(left.add(&right)?))
 }
 
 /// [`subtree_sum`] over leaves the caller hands over (owned, not views of a shared
@@ -73,13 +68,27 @@ pub fn subtree_sum_in_place(
     leaf_level: usize,
     leaf: &mut dyn FnMut(usize) -> Result<Tensor>,
 ) -> Result<Tensor> {
+    walk_tree(c, m, leaf_level, leaf, &|mut left, right| {
+        left.add_(&right)?;
+        Ok(left)
+    })
+}
+
+/// The one walk both sums share, so they cannot drift apart in association: the left
+/// subtree `T(c, 2m)` first, then the right one `T(c + m, 2m)`, joined by `combine`.
+fn walk_tree(
+    c: usize,
+    m: usize,
+    leaf_level: usize,
+    leaf: &mut dyn FnMut(usize) -> Result<Tensor>,
+    combine: &dyn Fn(Tensor, Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
     if m >= leaf_level {
         return leaf(c);
     }
-    let mut left = subtree_sum_in_place(c, 2 * m, leaf_level, leaf)?;
-    let right = subtree_sum_in_place(c + m, 2 * m, leaf_level, leaf)?;
-    left.add_(&right)?;
-    Ok(left)
+    let left = walk_tree(c, 2 * m, leaf_level, leaf, combine)?;
+    let right = walk_tree(c + m, 2 * m, leaf_level, leaf, combine)?;
+    combine(left, right)
 }
 
 /// The shards rank `rank` of `world_size` holds, in the order its subtree visits them
