@@ -135,7 +135,7 @@ pub struct DistributedDataParallel<M: Module> {
     buckets: Buckets,
     dtype: DType,
     device: Device,
-    /// Numbers the global batches, for [`GlobalRows`].
+    /// Numbers the global batches, for [`GlobalRows`](nn_mini::GlobalRows).
     batches: u64,
 }
 
