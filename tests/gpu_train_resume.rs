@@ -29,10 +29,9 @@ fn config(device: Device) -> TrainConfig {
         layers: vec![6, 16, 12, 4],
         dropout: 0.2,
         lr: 0.1,
-        momentum: 0.9,
         weight_decay: 1e-3,
-        num_workers: 0,
         device,
+        ..TrainConfig::default()
     }
 }
 

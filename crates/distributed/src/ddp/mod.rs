@@ -51,8 +51,8 @@ use tensor_core::{DType, Device, Tensor};
 
 pub use buckets::{Buckets, DEFAULT_BUCKET_CAP_BYTES};
 pub use reduce::{fast_sum, invariant_sum};
-pub use single_pass::rows_are_batch_independent;
 pub use step::LocalRows;
+pub use tensor_core::portable::rows_are_batch_independent;
 
 use crate::{DistError, ProcessGroup, Result};
 

@@ -13,21 +13,11 @@
 //! the calls.
 
 use nn_mini::{GlobalRows, GradRowGroups, Module};
-use tensor_core::{DType, Device, Tensor};
+use tensor_core::Tensor;
 
 use super::step::{LocalRows, LossFn, ShardGrads};
 use super::DistributedDataParallel;
 use crate::{DistError, Result};
-
-/// Whether rows are independent of their batch for parameters of `dtype` on `device`:
-/// portable arithmetic on, and its matmul is ditto's own (f32 everywhere, f64 on the
-/// CPU; f64 on CUDA stays cuBLAS, docs/contract.md §14). Outside it, gemm and cuBLAS
-/// choose blockings (and split-k) by the matrix sizes, so a row's bits may change with
-/// the batch around it, and the invariant mode keeps one pass per shard.
-#[must_use]
-pub fn rows_are_batch_independent(dtype: DType, device: Device) -> bool {
-    tensor_core::are_portable_arithmetic_enabled() && (dtype == DType::F32 || device == Device::Cpu)
-}
 
 impl<M: Module> DistributedDataParallel<M> {
     /// Every shard of `shard_picks` (indices into `local`, one list per shard) in one

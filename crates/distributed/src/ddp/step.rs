@@ -5,7 +5,6 @@ use nn_mini::{GlobalRows, Module};
 use tensor_core::Tensor;
 
 use super::reduce::{fast_sum, invariant_sum};
-use super::single_pass::rows_are_batch_independent;
 use super::tree::{shards_of_rank, subtree_sum_in_place};
 use super::{DistributedDataParallel, ReduceMode};
 use crate::{DistError, Result};
@@ -180,18 +179,19 @@ impl<M: Module> DistributedDataParallel<M> {
         // shards[k]'s), summed into this rank's subtree parameter by parameter: the
         // additions are elementwise, so this gives the bits of summing flattened
         // buckets, with one flatten instead of one per shard.
-        let mut by_shard = if rows_are_batch_independent(self.dtype, self.device)
-            && self.module.supports_grad_row_groups()
-        {
-            self.single_pass(batch, local, &shard_picks, loss_fn)?
-        } else {
-            // One forward and backward per shard: the way that needs nothing of the
-            // arithmetic or the layers.
-            shard_picks
-                .iter()
-                .map(|picks| self.weighted_pass(batch, local, picks, loss_fn))
-                .collect::<Result<_>>()?
-        };
+        let mut by_shard =
+            if tensor_core::portable::rows_are_batch_independent(self.dtype, self.device)
+                && self.module.supports_grad_row_groups()
+            {
+                self.single_pass(batch, local, &shard_picks, loss_fn)?
+            } else {
+                // One forward and backward per shard: the way that needs nothing of the
+                // arithmetic or the layers.
+                shard_picks
+                    .iter()
+                    .map(|picks| self.weighted_pass(batch, local, picks, loss_fn))
+                    .collect::<Result<_>>()?
+            };
         let dims = self.parameter_dims();
         let mut partials = Vec::with_capacity(dims.len());
         for (i, dims) in dims.iter().enumerate() {

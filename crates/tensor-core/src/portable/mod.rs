@@ -23,6 +23,8 @@ pub mod matmul;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::{DType, Device};
+
 static PORTABLE: AtomicBool = AtomicBool::new(false);
 
 /// Turns portable arithmetic on or off for the whole process (PyTorch-style naming, as
@@ -35,4 +37,16 @@ pub fn use_portable_arithmetic(enabled: bool) {
 #[must_use]
 pub fn are_portable_arithmetic_enabled() -> bool {
     PORTABLE.load(Ordering::Relaxed)
+}
+
+/// Whether a row's results (a matmul output row, its input gradient) are independent of
+/// the other rows batched with it, for `dtype` on `device`: portable arithmetic on, and
+/// its matmul is ditto's own there (f32 everywhere, f64 on the CPU; f64 on CUDA stays
+/// cuBLAS, docs/contract.md §14). Outside it, gemm and cuBLAS choose blockings (and
+/// split-k) by the matrix sizes, so a row's bits may change with the batch around it.
+/// Data-parallel invariant mode asks this to decide whether one pass per rank gives the
+/// bits of one pass per micro-shard.
+#[must_use]
+pub fn rows_are_batch_independent(dtype: DType, device: Device) -> bool {
+    are_portable_arithmetic_enabled() && (dtype == DType::F32 || device == Device::Cpu)
 }
