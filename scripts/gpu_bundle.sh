@@ -229,34 +229,20 @@ P="$HERE/logs/portable"; mkdir -p "$P"
 ) >> "$HERE/results.md" 2>&1
 grep -q "portable: cuda:0 and cpu byte-identical" "$HERE/results.md" || status=1
 echo '```' >> "$HERE/results.md"
-echo >> "$HERE/results.md"
-echo "## Portable matmul vs cuBLAS" >> "$HERE/results.md"
-if "$HERE/bin/gpu_portable_bench" > "$HERE/logs/gpu_portable_bench.log" 2>&1; then
-  cat "$HERE/logs/gpu_portable_bench.log" >> "$HERE/results.md"
-else
-  status=1
-  echo "gpu_portable_bench failed: see logs/gpu_portable_bench.log" >> "$HERE/results.md"
-fi
-
-echo >> "$HERE/results.md"
-echo "## Throughput" >> "$HERE/results.md"
-echo >> "$HERE/results.md"
-if "$HERE/bin/gpu_bench" > "$HERE/logs/gpu_bench.log" 2>&1; then
-  cat "$HERE/logs/gpu_bench.log" >> "$HERE/results.md"
-else
-  status=1
-  echo "gpu_bench failed: see logs/gpu_bench.log" >> "$HERE/results.md"
-fi
-# ---- determinism (issue 12) ----
-echo >> "$HERE/results.md"
-echo "## Fast (atomic) vs deterministic paths" >> "$HERE/results.md"
-if "$HERE/bin/gpu_determinism_bench" > "$HERE/logs/gpu_determinism_bench.log" 2>&1; then
-  cat "$HERE/logs/gpu_determinism_bench.log" >> "$HERE/results.md"
-else
-  status=1
-  echo "gpu_determinism_bench failed: see logs/gpu_determinism_bench.log" >> "$HERE/results.md"
-fi
-# ---- end determinism ----
+# run_bench BIN TITLE: the table bench BIN prints, under a heading of results.md (a
+# failing bench fails the run and points at its log).
+run_bench() {
+  printf '\n## %s\n\n' "$2" >> "$HERE/results.md"
+  if "$HERE/bin/$1" > "$HERE/logs/$1.log" 2>&1; then
+    cat "$HERE/logs/$1.log" >> "$HERE/results.md"
+  else
+    status=1
+    echo "$1 failed: see logs/$1.log" >> "$HERE/results.md"
+  fi
+}
+run_bench gpu_portable_bench "Portable matmul vs cuBLAS (issue 19)"
+run_bench gpu_bench "Throughput"
+run_bench gpu_determinism_bench "Fast (atomic) vs deterministic paths (issue 12)"
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   echo >> "$HERE/results.md"
   python3 "$HERE/compare_torch.py" >> "$HERE/results.md" 2>"$HERE/logs/compare_torch.err" || echo "compare_torch.py failed" >> "$HERE/results.md"
