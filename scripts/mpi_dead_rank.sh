@@ -14,8 +14,7 @@ if ! mpirun --version 2>&1 | grep -qi "open mpi"; then
 fi
 cargo build --release --features mpi --example ddp_train "$@"
 ddp="${CARGO_TARGET_DIR:-$(pwd)/target}/release/examples/ddp_train"
-mpirun=(mpirun --oversubscribe)
-if [ "$(id -u)" = 0 ]; then mpirun+=(--allow-run-as-root); fi
+source scripts/mpirun_cmd.sh
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"

@@ -8,17 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v mpirun >/dev/null; then
-    echo "mpi_portable: mpirun not found; install OpenMPI (see scripts/mpi_tests.sh)" >&2
-    exit 1
-fi
+source scripts/mpirun_cmd.sh
 cargo build --release --features mpi --example ddp_train "$@"
 ddp="${CARGO_TARGET_DIR:-$(pwd)/target}/release/examples/ddp_train"
-mpirun=(mpirun)
-if mpirun --version 2>&1 | grep -qi "open mpi"; then
-    mpirun+=(--oversubscribe)
-    if [ "$(id -u)" = 0 ]; then mpirun+=(--allow-run-as-root); fi
-fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"

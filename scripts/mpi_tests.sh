@@ -7,25 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v mpirun >/dev/null; then
-    echo "mpi_tests: mpirun not found; install OpenMPI (see the header of this script)" >&2
-    exit 1
-fi
+source scripts/mpirun_cmd.sh
 # cargo prints one JSON line per built artifact; keep the executables of mpi_* tests.
 bins=$(cargo test -p distributed --features mpi --no-run --test 'mpi_*' --message-format=json "$@" \
     | grep -o '"executable":"[^"]*/mpi_[^"]*"' | cut -d'"' -f4)
 if [ -z "$bins" ]; then
     echo "mpi_tests: no mpi_* test binaries were built" >&2
     exit 1
-fi
-
-# OpenMPI refuses to run as root without --allow-run-as-root, and 4 ranks on a 2-core
-# machine need --oversubscribe; MPICH's mpirun needs neither and does not know them, so
-# they are only added for OpenMPI.
-mpirun=(mpirun)
-if mpirun --version 2>&1 | grep -qi "open mpi"; then
-    mpirun+=(--oversubscribe)
-    if [ "$(id -u)" = 0 ]; then mpirun+=(--allow-run-as-root); fi
 fi
 
 for np in 2 4; do
