@@ -32,45 +32,29 @@ typedef long long int64_t;
 // Every function in ditto's headers runs on both sides.
 #define DITTO_HD __host__ __device__ __forceinline__
 
-// float <-> bits without type punning: the intrinsic on the GPU, memcpy on the host
-// (both compile to a register move).
-DITTO_HD float ditto_f32_from_bits(uint32_t bits) {
+// float <-> bits without type punning, and the high half of a 64-bit product. Written
+// once per side: the GPU's intrinsics on the device; on the host one memcpy bit cast
+// (the shape of C++20's std::bit_cast, which C++17 lacks) and a 128-bit product, both
+// compiled to a register move or a single multiply.
 #ifdef __CUDA_ARCH__
-    return __uint_as_float(bits);
+DITTO_HD float ditto_f32_from_bits(uint32_t bits) { return __uint_as_float(bits); }
+DITTO_HD uint32_t ditto_f32_to_bits(float f) { return __float_as_uint(f); }
+DITTO_HD double ditto_f64_from_bits(uint64_t bits) { return __longlong_as_double((long long)bits); }
+DITTO_HD uint64_t ditto_mul_hi_u64(uint64_t a, uint64_t b) { return __umul64hi(a, b); }
 #else
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-#endif
+template <typename To, typename From>
+DITTO_HD To ditto_bit_cast(From from) {
+    static_assert(sizeof(To) == sizeof(From), "a bit cast keeps the width");
+    To to;
+    memcpy(&to, &from, sizeof to);
+    return to;
 }
-
-DITTO_HD uint32_t ditto_f32_to_bits(float f) {
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
-#else
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    return bits;
-#endif
-}
-
-DITTO_HD double ditto_f64_from_bits(uint64_t bits) {
-#ifdef __CUDA_ARCH__
-    return __longlong_as_double((long long)bits);
-#else
-    double d;
-    memcpy(&d, &bits, sizeof d);
-    return d;
-#endif
-}
-
-// High 64 bits of the 128-bit product a * b.
+DITTO_HD float ditto_f32_from_bits(uint32_t bits) { return ditto_bit_cast<float>(bits); }
+DITTO_HD uint32_t ditto_f32_to_bits(float f) { return ditto_bit_cast<uint32_t>(f); }
+DITTO_HD double ditto_f64_from_bits(uint64_t bits) { return ditto_bit_cast<double>(bits); }
 DITTO_HD uint64_t ditto_mul_hi_u64(uint64_t a, uint64_t b) {
-#ifdef __CUDA_ARCH__
-    return __umul64hi(a, b);
-#else
     return (uint64_t)(((unsigned __int128)a * b) >> 64);
-#endif
 }
+#endif
 
 #endif  // DITTO_HOST_DEVICE_CUH

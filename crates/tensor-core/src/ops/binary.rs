@@ -152,9 +152,13 @@ fn zip_strided<T: Float>(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(i32)]
 pub(crate) enum BinOp {
+    /// `lhs + rhs`, rounded once to the dtype (IEEE 754 on every device).
     Add = 0,
+    /// `lhs - rhs`, rounded once.
     Sub = 1,
+    /// `lhs * rhs`, rounded once: never fused with a neighbouring add into an FMA.
     Mul = 2,
+    /// `lhs / rhs`, correctly rounded (the kernels build without fast division).
     Div = 3,
 }
 

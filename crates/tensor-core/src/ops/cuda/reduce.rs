@@ -4,7 +4,7 @@
 //! A tensor is seen as `(outer, size, inner)` around the reduced dimension; a lane is one
 //! `(outer, inner)` pair, and each lane belongs to one thread.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{CudaStream, LaunchArgs, PushKernelArg};
 
 use super::elementwise::float_suffix;
 use super::storage_of;
@@ -25,7 +25,9 @@ pub(crate) enum SumKind {
 
 /// A reduction's input seen as lanes around the reduced dimension (see the module
 /// docs), with what every reduction kernel here needs first: the dtype's kernel suffix,
-/// the dense input and its device.
+/// the dense input and its device. Every lane kernel takes the lane shape
+/// `(outer, size, inner)` as its first three parameters, so this type names the kernel
+/// and begins its argument list, and each launch below states only what is its own.
 struct LaneInput {
     suffix: &'static str,
     x: Tensor,
@@ -51,6 +53,24 @@ impl LaneInput {
             inner,
         })
     }
+
+    /// The kernel `ditto_<stem>_<dtype suffix>` on the input's device, over `items`
+    /// threads.
+    fn kernel(&self, stem: &str, items: u64) -> Result<TensorKernel> {
+        TensorKernel::new(self.ordinal, format!("ditto_{stem}_{}", self.suffix), items)
+    }
+
+    /// `kernel`'s argument list on `stream`, begun with the lane shape.
+    fn lane_args<'a>(&'a self, kernel: &'a TensorKernel, stream: &'a CudaStream) -> LaunchArgs<'a> {
+        let mut args = kernel.args(stream);
+        args.arg(&self.outer).arg(&self.size).arg(&self.inner);
+        args
+    }
+
+    /// The number of lanes, `outer * inner`: the length of a reduced output.
+    fn lane_count(&self) -> u64 {
+        self.outer * self.inner
+    }
 }
 
 /// Sum or mean along `dim` (`None`: of every element, as a rank-0 tensor). The caller
@@ -71,7 +91,7 @@ pub(crate) fn sum_dim(
     let input = LaneInput::of(name, t, dim)?;
     let out_dims = dim.map_or_else(Vec::new, |d| reduced_dims(t.dims(), d, keepdim));
     let mut out = uninit(&out_dims, t.dtype(), input.ordinal)?;
-    if input.outer * input.inner == 0 {
+    if input.lane_count() == 0 {
         return Ok(out);
     }
     let (partial, blocks) = match order {
@@ -79,8 +99,7 @@ pub(crate) fn sum_dim(
         // One "block" per lane: the totals are the lanes' whole sums.
         Chosen::Fast => (atomic_totals(&input)?, 1),
     };
-    let lanes = (input.outer, input.size, input.inner);
-    finish_sums(input.suffix, lanes, blocks, kind, &partial, &mut out)?;
+    finish_sums(&input, blocks, kind, &partial, &mut out)?;
     Ok(out)
 }
 
@@ -95,16 +114,10 @@ fn block_sums(input: &LaneInput) -> Result<(CudaStorage, u64)> {
     let mut partial = CudaStorage::alloc_uninit(input.ordinal, DType::F64, partial_len)?;
     if blocks > 0 {
         let stream = partial.stream()?;
-        let kernel_name = format!("ditto_block_sums_{}", input.suffix);
-        let kernel = TensorKernel::new(input.ordinal, kernel_name, outer * blocks * inner)?;
+        let kernel = input.kernel("block_sums", outer * blocks * inner)?;
         let x = dense_view(&input.x)?;
-        let mut args = kernel.args(&stream);
-        args.arg(&outer)
-            .arg(&size)
-            .arg(&inner)
-            .arg(&blocks)
-            .arg(&x)
-            .arg(partial.bytes_mut());
+        let mut args = input.lane_args(&kernel, &stream);
+        args.arg(&blocks).arg(&x).arg(partial.bytes_mut());
         // SAFETY: matches `ditto_block_sums_<T>(u64 outer, u64 size, u64 inner,
         // u64 blocks, const T* x, double* partial)`; `x` holds outer*size*inner
         // dense elements and `partial` outer*blocks*inner doubles.
@@ -119,22 +132,20 @@ const ATOMIC_SUM_ITEMS_PER_THREAD: u64 = 4096;
 
 /// Each lane's whole sum, added up by `atomicAdd` in arrival order.
 fn atomic_totals(input: &LaneInput) -> Result<CudaStorage> {
-    let LaneInput {
-        outer, size, inner, ..
-    } = *input;
-    let lanes_len = usize::try_from(outer * inner).unwrap_or(usize::MAX);
+    let lanes_len = usize::try_from(input.lane_count()).unwrap_or(usize::MAX);
     let mut totals = CudaStorage::alloc(input.ordinal, DType::F64, lanes_len)?;
-    let count = outer * size * inner;
+    let count = input.lane_count() * input.size;
     if count > 0 {
         let stream = totals.stream()?;
-        let kernel_name = format!("ditto_sum_atomic_{}", input.suffix);
         let threads = count.div_ceil(ATOMIC_SUM_ITEMS_PER_THREAD);
-        let kernel = TensorKernel::new(input.ordinal, kernel_name, threads)?;
+        let kernel = input.kernel("sum_atomic", threads)?;
         let x = dense_view(&input.x)?;
+        // Its first parameter is the element count, not `outer`: the threads walk the
+        // elements, not the lanes.
         let mut args = kernel.args(&stream);
         args.arg(&count)
-            .arg(&size)
-            .arg(&inner)
+            .arg(&input.size)
+            .arg(&input.inner)
             .arg(&x)
             .arg(totals.bytes_mut());
         // SAFETY: matches `ditto_sum_atomic_<T>(u64 count, u64 size, u64 inner, const T*
@@ -149,24 +160,18 @@ fn atomic_totals(input: &LaneInput) -> Result<CudaStorage> {
 /// `out`, divided by the lane length for a mean: the last kernel of both sums, so the
 /// blocked and the atomic sum round the same way.
 fn finish_sums(
-    suffix: &str,
-    (outer, size, inner): (u64, u64, u64),
+    input: &LaneInput,
     blocks: u64,
     kind: SumKind,
     partial: &CudaStorage,
     out: &mut Tensor,
 ) -> Result<()> {
-    let ordinal = partial.ordinal();
     let stream = partial.stream()?;
-    let kernel_name = format!("ditto_finish_sums_{suffix}");
-    let kernel = TensorKernel::new(ordinal, kernel_name, outer * inner)?;
+    let kernel = input.kernel("finish_sums", input.lane_count())?;
     let mean = i32::from(kind == SumKind::Mean);
     let dst = output_storage(out)?;
-    let mut args = kernel.args(&stream);
-    args.arg(&outer)
-        .arg(&size)
-        .arg(&inner)
-        .arg(&blocks)
+    let mut args = input.lane_args(&kernel, &stream);
+    args.arg(&blocks)
         .arg(&mean)
         .arg(partial.bytes())
         .arg(dst.bytes_mut());
@@ -185,31 +190,20 @@ pub(crate) fn max_dim(
     dim: usize,
     keepdim: bool,
 ) -> Result<(Tensor, Tensor)> {
-    let LaneInput {
-        suffix,
-        ref x,
-        ordinal,
-        outer,
-        size,
-        inner,
-    } = LaneInput::of(name, t, Some(dim))?;
+    let input = LaneInput::of(name, t, Some(dim))?;
     let out_dims = reduced_dims(t.dims(), dim, keepdim);
-    let mut values = uninit(&out_dims, t.dtype(), ordinal)?;
-    let mut indices = uninit(&out_dims, DType::I64, ordinal)?;
-    if outer * inner == 0 {
+    let mut values = uninit(&out_dims, t.dtype(), input.ordinal)?;
+    let mut indices = uninit(&out_dims, DType::I64, input.ordinal)?;
+    if input.lane_count() == 0 {
         return Ok((values, indices));
     }
-    let kernel_name = format!("ditto_max_dim_{suffix}");
-    let kernel = TensorKernel::new(ordinal, kernel_name, outer * inner)?;
-    let input = dense_view(x)?;
-    let stream = storage_of(x)?.0.stream()?;
+    let kernel = input.kernel("max_dim", input.lane_count())?;
+    let x = dense_view(&input.x)?;
+    let stream = storage_of(&input.x)?.0.stream()?;
     let value_dst = output_storage(&mut values)?;
     let index_dst = output_storage(&mut indices)?;
-    let mut args = kernel.args(&stream);
-    args.arg(&outer)
-        .arg(&size)
-        .arg(&inner)
-        .arg(&input)
+    let mut args = input.lane_args(&kernel, &stream);
+    args.arg(&x)
         .arg(value_dst.bytes_mut())
         .arg(index_dst.bytes_mut());
     // SAFETY: matches `ditto_max_dim_<T>(u64 outer, u64 size, u64 inner, const T* x,
@@ -221,35 +215,23 @@ pub(crate) fn max_dim(
 
 /// `log_softmax` along `dim`, in the steps documented on [`Tensor::log_softmax`].
 pub(crate) fn log_softmax(t: &Tensor, dim: usize) -> Result<Tensor> {
-    let LaneInput {
-        suffix,
-        ref x,
-        ordinal,
-        outer,
-        size,
-        inner,
-    } = LaneInput::of("log_softmax", t, Some(dim))?;
-    let mut out = uninit(t.dims(), t.dtype(), ordinal)?;
-    if outer * size * inner == 0 {
+    let input = LaneInput::of("log_softmax", t, Some(dim))?;
+    let mut out = uninit(t.dims(), t.dtype(), input.ordinal)?;
+    if input.lane_count() * input.size == 0 {
         return Ok(out);
     }
     // Portable arithmetic (docs/contract.md §14): ditto's own exp / log in the lane.
-    let portable = if crate::are_portable_arithmetic_enabled() {
-        "portable_"
+    let stem = if crate::are_portable_arithmetic_enabled() {
+        "log_softmax_portable"
     } else {
-        ""
+        "log_softmax"
     };
-    let kernel_name = format!("ditto_log_softmax_{portable}{suffix}");
-    let kernel = TensorKernel::new(ordinal, kernel_name, outer * inner)?;
-    let input = dense_view(x)?;
+    let kernel = input.kernel(stem, input.lane_count())?;
+    let x = dense_view(&input.x)?;
     let dst = output_storage(&mut out)?;
     let stream = dst.stream()?;
-    let mut args = kernel.args(&stream);
-    args.arg(&outer)
-        .arg(&size)
-        .arg(&inner)
-        .arg(&input)
-        .arg(dst.bytes_mut());
+    let mut args = input.lane_args(&kernel, &stream);
+    args.arg(&x).arg(dst.bytes_mut());
     // SAFETY: matches `ditto_log_softmax_<T>(u64 outer, u64 size, u64 inner, const T* x,
     // T* out)`; size >= 1 here and both buffers hold outer*size*inner dense elements.
     unsafe { kernel.launch(args) }?;
