@@ -239,26 +239,27 @@ fn binary_typed<T: HostOps>(op: BinOp, lhs: &Tensor, rhs: &Tensor) -> Result<Ten
 
 /// `ditto_unary_op` over every element, with the scalars rounded to the dtype first.
 pub fn unary(op: &str, x: &Tensor, a: f64, b: f64) -> Result<Tensor> {
-    let code = match op {
+    let op = match op {
         "relu" => UnaryOp::Relu,
         "exp" => UnaryOp::Exp,
         "log" => UnaryOp::Log,
         "sqrt" => UnaryOp::Sqrt,
-        "powf" => UnaryOp::Pow,
+        "powf" => UnaryOp::Pow(a),
         "neg" => UnaryOp::Neg,
-        "affine" => UnaryOp::Affine,
-        "mul_scalar" => UnaryOp::MulScalar,
-        "add_scalar" => UnaryOp::AddScalar,
+        "affine" => UnaryOp::Affine { mul: a, add: b },
+        "mul_scalar" => UnaryOp::MulScalar(a),
+        "add_scalar" => UnaryOp::AddScalar(a),
         "portable_exp" => UnaryOp::PortableExp,
         "portable_log" => UnaryOp::PortableLog,
         _ => return Err(unknown(op)),
     };
+    let (code, a, b) = op.kernel_args();
     with_float_dtype!(x.dtype(), "host_parity", T => {
         let values = dense_values::<T>(x)?;
         let mut out = vec![T::default(); values.len()];
         // SAFETY: `values` and `out` each hold the n elements the loop touches.
         unsafe {
-            T::UNARY(values.len() as u64, code as i32, T::from_f64(a), T::from_f64(b), values.as_ptr(), out.as_mut_ptr())
+            T::UNARY(values.len() as u64, code, T::from_f64(a), T::from_f64(b), values.as_ptr(), out.as_mut_ptr())
         };
         tensor(out, x.dims())
     })

@@ -7,24 +7,51 @@
 use super::{build, par_map, Float, PAR_MIN_LEN};
 use crate::{Element, Result, Tensor};
 
-/// The maps of one tensor, numbered as `DITTO_RELU` .. `DITTO_ADD_SCALAR` in
-/// `cuda/tensor_ops.cuh` (the CUDA path and the host parity shim pass these codes).
+/// A map of one tensor as the GPU kernel sees it: an op code (`DITTO_RELU` ..
+/// `DITTO_PORTABLE_LOG` in `cuda/tensor_ops.cuh`, which the CUDA path and the host
+/// parity shim pass) and two scalars. The scalars ride in the variant, so an op cannot
+/// be launched without the ones it needs, or with stray ones.
 #[cfg_attr(not(any(feature = "cuda", feature = "host-parity")), allow(dead_code))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum UnaryOp {
-    Relu = 0,
-    Exp = 1,
-    Log = 2,
-    Sqrt = 3,
-    Pow = 4,
-    Neg = 5,
-    Affine = 6,
-    MulScalar = 7,
-    AddScalar = 8,
+    Relu,
+    Exp,
+    Log,
+    Sqrt,
+    /// `x^exponent`.
+    Pow(f64),
+    Neg,
+    /// `x * mul + add`, never fused.
+    Affine {
+        mul: f64,
+        add: f64,
+    },
+    MulScalar(f64),
+    AddScalar(f64),
     /// `exp` / `log` under portable arithmetic (docs/contract.md §14).
-    PortableExp = 9,
-    PortableLog = 10,
+    PortableExp,
+    PortableLog,
+}
+
+#[cfg_attr(not(any(feature = "cuda", feature = "host-parity")), allow(dead_code))]
+impl UnaryOp {
+    /// The kernel's `(op code, a, b)`: the header's number and the scalars (0 where the
+    /// op has none), still in f64; the launch rounds them to the dtype.
+    pub(crate) fn kernel_args(self) -> (i32, f64, f64) {
+        match self {
+            UnaryOp::Relu => (0, 0.0, 0.0),
+            UnaryOp::Exp => (1, 0.0, 0.0),
+            UnaryOp::Log => (2, 0.0, 0.0),
+            UnaryOp::Sqrt => (3, 0.0, 0.0),
+            UnaryOp::Pow(exponent) => (4, exponent, 0.0),
+            UnaryOp::Neg => (5, 0.0, 0.0),
+            UnaryOp::Affine { mul, add } => (6, mul, add),
+            UnaryOp::MulScalar(s) => (7, s, 0.0),
+            UnaryOp::AddScalar(s) => (8, s, 0.0),
+            UnaryOp::PortableExp => (9, 0.0, 0.0),
+            UnaryOp::PortableLog => (10, 0.0, 0.0),
+        }
+    }
 }
 
 /// `f` applied to every element of a CPU float tensor, as a new contiguous tensor. A
@@ -34,12 +61,12 @@ fn map<T: Float>(t: &Tensor, f: impl Fn(T) -> T + Sync) -> Result<Tensor> {
     Tensor::from_cpu_storage(T::into_storage(par_map(&values, f)?), t.dims())
 }
 
-/// Runs the op on a GPU tensor as the `ditto_unary_*` kernel with op code `$code` and
-/// scalars `$a`, `$b` (f64, rounded to the dtype there); on the CPU checks the device,
-/// binds `$t` to the float type and maps `$f` (a closure over `$t`).
+/// Runs the op on a GPU tensor as the `ditto_unary_*` kernel for `$kernel_op` (a
+/// [`UnaryOp`]); on the CPU checks the device, binds `$t` to the float type and maps
+/// `$f` (a closure over `$t`).
 macro_rules! unary {
-    ($tensor:expr, $op:expr, $code:ident($a:expr, $b:expr), $t:ident => $f:expr) => {{
-        on_cuda!($tensor => super::cuda::unary($op, super::cuda::UnaryOp::$code, $tensor, $a, $b));
+    ($tensor:expr, $op:expr, $kernel_op:expr, $t:ident => $f:expr) => {{
+        on_cuda!($tensor => super::cuda::unary($op, $kernel_op, $tensor));
         $tensor.require_cpu($op)?;
         with_float_dtype!($tensor.dtype(), $op, $t => map::<$t>($tensor, $f))
     }};
@@ -50,7 +77,7 @@ impl Tensor {
     #[track_caller]
     pub fn relu(&self) -> Result<Tensor> {
         audited!("relu", [self], {
-            unary!(self, "relu", Relu(0.0, 0.0), T => |x: T| if x > T::ZERO || x.is_nan() { x } else { T::ZERO })
+            unary!(self, "relu", UnaryOp::Relu, T => |x: T| if x > T::ZERO || x.is_nan() { x } else { T::ZERO })
         })
     }
 
@@ -83,9 +110,9 @@ impl Tensor {
     pub fn exp(&self) -> Result<Tensor> {
         audited!("exp", [self], {
             if crate::are_portable_arithmetic_enabled() {
-                unary!(self, "exp", PortableExp(0.0, 0.0), T => |x: T| x.portable_exp())
+                unary!(self, "exp", UnaryOp::PortableExp, T => |x: T| x.portable_exp())
             } else {
-                unary!(self, "exp", Exp(0.0, 0.0), T => |x: T| x.exp())
+                unary!(self, "exp", UnaryOp::Exp, T => |x: T| x.exp())
             }
         })
     }
@@ -96,9 +123,9 @@ impl Tensor {
     pub fn log(&self) -> Result<Tensor> {
         audited!("log", [self], {
             if crate::are_portable_arithmetic_enabled() {
-                unary!(self, "log", PortableLog(0.0, 0.0), T => |x: T| x.portable_ln())
+                unary!(self, "log", UnaryOp::PortableLog, T => |x: T| x.portable_ln())
             } else {
-                unary!(self, "log", Log(0.0, 0.0), T => |x: T| x.ln())
+                unary!(self, "log", UnaryOp::Log, T => |x: T| x.ln())
             }
         })
     }
@@ -107,7 +134,7 @@ impl Tensor {
     #[track_caller]
     pub fn sqrt(&self) -> Result<Tensor> {
         audited!("sqrt", [self], {
-            unary!(self, "sqrt", Sqrt(0.0, 0.0), T => |x: T| x.sqrt())
+            unary!(self, "sqrt", UnaryOp::Sqrt, T => |x: T| x.sqrt())
         })
     }
 
@@ -115,7 +142,7 @@ impl Tensor {
     #[track_caller]
     pub fn powf(&self, exponent: f64) -> Result<Tensor> {
         audited!("powf", [self], {
-            unary!(self, "powf", Pow(exponent, 0.0), T => {
+            unary!(self, "powf", UnaryOp::Pow(exponent), T => {
                 let e = T::from_f64(exponent);
                 move |x: T| x.powf(e)
             })
@@ -126,7 +153,7 @@ impl Tensor {
     #[track_caller]
     pub fn neg(&self) -> Result<Tensor> {
         audited!("neg", [self], {
-            unary!(self, "neg", Neg(0.0, 0.0), T => |x: T| -x)
+            unary!(self, "neg", UnaryOp::Neg, T => |x: T| -x)
         })
     }
 
@@ -135,7 +162,7 @@ impl Tensor {
     #[track_caller]
     pub fn affine(&self, mul: f64, add: f64) -> Result<Tensor> {
         audited!("affine", [self], {
-            unary!(self, "affine", Affine(mul, add), T => {
+            unary!(self, "affine", UnaryOp::Affine { mul, add }, T => {
                 let (m, a) = (T::from_f64(mul), T::from_f64(add));
                 move |x: T| x * m + a
             })
@@ -146,7 +173,7 @@ impl Tensor {
     #[track_caller]
     pub fn mul_scalar(&self, s: f64) -> Result<Tensor> {
         audited!("mul_scalar", [self], {
-            unary!(self, "mul_scalar", MulScalar(s, 0.0), T => {
+            unary!(self, "mul_scalar", UnaryOp::MulScalar(s), T => {
                 let s = T::from_f64(s);
                 move |x: T| x * s
             })
@@ -157,7 +184,7 @@ impl Tensor {
     #[track_caller]
     pub fn add_scalar(&self, s: f64) -> Result<Tensor> {
         audited!("add_scalar", [self], {
-            unary!(self, "add_scalar", AddScalar(s, 0.0), T => {
+            unary!(self, "add_scalar", UnaryOp::AddScalar(s), T => {
                 let s = T::from_f64(s);
                 move |x: T| x + s
             })

@@ -62,18 +62,19 @@ pub(crate) fn binary(
     Ok(out)
 }
 
-/// `op` applied to every element of a CUDA float tensor; `a` and `b` are the op's
-/// scalars (unused ones 0), rounded to the tensor's dtype first as on the CPU.
-pub(crate) fn unary(name: &'static str, op: UnaryOp, t: &Tensor, a: f64, b: f64) -> Result<Tensor> {
+/// `op` applied to every element of a CUDA float tensor; its scalars are rounded to the
+/// tensor's dtype first, as on the CPU.
+pub(crate) fn unary(name: &'static str, op: UnaryOp, t: &Tensor) -> Result<Tensor> {
+    let (code, a, b) = op.kernel_args();
     match float_suffix(name, t.dtype())? {
-        "f32" => unary_typed::<f32>(name, op, t, f32::from_f64(a), f32::from_f64(b)),
-        _ => unary_typed::<f64>(name, op, t, a, b),
+        "f32" => unary_typed::<f32>(name, code, t, f32::from_f64(a), f32::from_f64(b)),
+        _ => unary_typed::<f64>(name, code, t, a, b),
     }
 }
 
 fn unary_typed<T: Float + DeviceRepr>(
     name: &'static str,
-    op: UnaryOp,
+    code: i32,
     t: &Tensor,
     a: T,
     b: T,
@@ -89,7 +90,6 @@ fn unary_typed<T: Float + DeviceRepr>(
     let kernel_name = format!("ditto_unary_{suffix}");
     let kernel = TensorKernel::new(ordinal, kernel_name, n)?;
     let input = dense_view(&x)?;
-    let code = op as i32;
     let dst = output_storage(&mut out)?;
     let stream = dst.stream()?;
     let mut args = kernel.args(&stream);
@@ -136,7 +136,7 @@ pub(crate) fn relu_backward(grad: &Tensor, input: &Tensor) -> Result<Tensor> {
 pub(crate) fn axpy_(s: &mut Tensor, alpha: f64, x: &Tensor) -> Result<()> {
     const OP: &str = "axpy_";
     if !s.is_contiguous() {
-        let scaled = unary(OP, UnaryOp::MulScalar, x, alpha, 0.0)?;
+        let scaled = unary(OP, UnaryOp::MulScalar(alpha), x)?;
         let sum = binary(OP, BinaryOp::Add, s, &scaled)?;
         return write_into(s, &sum);
     }

@@ -21,7 +21,6 @@ mod matmul;
 mod portable_matmul;
 mod reduce;
 
-pub(crate) use crate::ops::unary::UnaryOp;
 pub(crate) use accumulate::{index_add, scatter_add};
 pub(crate) use class_index::{gather_index, one_hot};
 pub(crate) use elementwise::{axpy_, binary, relu_backward, unary};
