@@ -30,10 +30,7 @@ const V1_NEXT_LOSSES: [u32; 3] = [1_058_064_282, 1_060_792_716, 1_058_147_130];
 fn small_config(seed: u64) -> TrainConfig {
     TrainConfig {
         seed,
-        batch_size: 4,
-        dataset_size: 20,
-        layers: vec![3, 5, 2],
-        ..TrainConfig::default()
+        ..TrainConfig::mlp(vec![3, 5, 2], 20, 4)
     }
 }
 

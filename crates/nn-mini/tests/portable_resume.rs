@@ -12,15 +12,8 @@ static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn config() -> TrainConfig {
     TrainConfig {
         seed: 3,
-        batch_size: 8,
-        dataset_size: 40,
-        layers: vec![6, 16, 4],
-        dropout: 0.1,
         lr: 0.1,
-        momentum: 0.9,
-        weight_decay: 0.0,
-        num_workers: 0,
-        device: Device::Cpu,
+        ..TrainConfig::mlp(vec![6, 16, 4], 40, 8)
     }
 }
 
