@@ -4,7 +4,7 @@
 
 use nn_mini::train::{TrainConfig, Trainer, ARITHMETIC_KEY};
 use nn_mini::NnError;
-use tensor_core::{use_portable_arithmetic, Device};
+use tensor_core::use_portable_arithmetic;
 
 /// The tests of this binary run on parallel threads and set a process-wide switch.
 static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
