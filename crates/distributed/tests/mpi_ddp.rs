@@ -10,7 +10,7 @@ mod support;
 use std::sync::Arc;
 
 use distributed::{DdpTrainer, MpiGroup, ProcessGroup, ReduceMode, ThreadGroup};
-use nn_mini::train::TrainConfig;
+use nn_mini::train::{TrainConfig, TrainingRun};
 use support::ddp_model::train;
 use tensor_core::{Device, Tensor};
 
