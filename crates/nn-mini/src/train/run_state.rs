@@ -131,8 +131,8 @@ impl RunState {
     /// leaves it, and that the momentum buffers match the model and the step; then
     /// restores parameters, momentum buffers, the dropout generator, the default
     /// generators of the devices the run uses, the loader position (onto this loader's
-    /// share of each batch), the step and the loss history. Nothing is changed if a
-    /// check fails.
+    /// share of each batch), the step and the loss history. Nothing is changed if one of
+    /// those checks fails.
     pub fn restore(
         &mut self,
         ck: &Checkpoint,
