@@ -28,6 +28,7 @@ mod common;
 #[path = "ddp_train_support/demo.rs"]
 mod demo;
 
+use nn_mini::train::TrainingRun;
 use std::error::Error;
 use std::process::ExitCode;
 use std::sync::Arc;

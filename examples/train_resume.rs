@@ -30,7 +30,7 @@ mod demo;
 use std::error::Error;
 use std::process::ExitCode;
 
-use nn_mini::train::Trainer;
+use nn_mini::train::{Trainer, TrainingRun};
 use nn_mini::Checkpoint;
 
 use args::Args;

@@ -7,7 +7,7 @@
 //! The switch is process-wide, so this binary flips it in one test only.
 mod support;
 
-use ditto::nn_mini::train::{TrainConfig, Trainer};
+use ditto::nn_mini::train::{TrainConfig, Trainer, TrainingRun};
 use ditto::tensor_core::{use_portable_arithmetic, Device};
 use support::{gpus, on_standin};
 

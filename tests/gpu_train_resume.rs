@@ -7,7 +7,7 @@
 
 mod support;
 
-use ditto::nn_mini::train::{TrainConfig, Trainer};
+use ditto::nn_mini::train::{TrainConfig, Trainer, TrainingRun};
 use ditto::nn_mini::Module;
 use ditto::tensor_core::Device;
 use support::{gpu, gpus};

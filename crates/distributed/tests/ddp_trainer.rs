@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use distributed::{DdpTrainer, DistError, ProcessGroup, ReduceMode, ThreadGroup};
-use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::train::{TrainConfig, Trainer, TrainingRun};
 use nn_mini::Module;
 
 const INVARIANT: ReduceMode = ReduceMode::Invariant { micro_shards: 8 };
@@ -16,10 +16,7 @@ const INVARIANT: ReduceMode = ReduceMode::Invariant { micro_shards: 8 };
 fn config() -> TrainConfig {
     TrainConfig {
         seed: 11,
-        batch_size: 32,
-        dataset_size: 256,
-        layers: vec![16, 32, 32, 4],
-        ..TrainConfig::default()
+        ..TrainConfig::mlp(vec![16, 32, 32, 4], 256, 32)
     }
 }
 

@@ -10,7 +10,7 @@ mod support;
 use std::sync::Arc;
 
 use distributed::{DdpTrainer, MpiGroup, ProcessGroup, ReduceMode, ThreadGroup};
-use nn_mini::train::TrainConfig;
+use nn_mini::train::{TrainConfig, TrainingRun};
 use support::ddp_model::train;
 use tensor_core::{Device, Tensor};
 
@@ -42,10 +42,7 @@ fn main() {
     // a resume through the group, and 11 more.
     let config = TrainConfig {
         seed: 3,
-        batch_size: 32,
-        dataset_size: 128,
-        layers: vec![8, 16, 4],
-        ..TrainConfig::default()
+        ..TrainConfig::mlp(vec![8, 16, 4], 128, 32)
     };
     let straight = ThreadGroup::run(1, |pg| {
         let mut t = DdpTrainer::new(config.clone(), invariant, Arc::new(pg))?;

@@ -108,10 +108,22 @@ pub trait Module: Send {
     }
 
     /// The parameters, in a fixed order (the order of `named_parameters`).
-    fn parameters(&self) -> Vec<&Parameter>;
+    ///
+    /// The default is none, like a PyTorch module that registers none: a layer without
+    /// parameters (`ReLU`, `Dropout`) writes nothing. A layer that owns parameters, or
+    /// holds layers that do, must override this and [`parameters_mut`](Module::parameters_mut),
+    /// or the optimiser never updates them and checkpoints never save them;
+    /// `crates/nn-mini/tests/parameter_overrides.rs` fails for any `impl Module` in the
+    /// workspace that holds a [`Parameter`] or a `dyn Module` and overrides neither.
+    fn parameters(&self) -> Vec<&Parameter> {
+        Vec::new()
+    }
 
-    /// The parameters, mutably, in the same order as [`Module::parameters`].
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter>;
+    /// The parameters, mutably, in the same order as [`Module::parameters`] (none by
+    /// default; see there).
+    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
+        Vec::new()
+    }
 
     /// `(full name, parameter)` pairs: the names checkpoints and optimiser state use.
     /// Leaf layers use the layer-local names; containers override this to prefix them.

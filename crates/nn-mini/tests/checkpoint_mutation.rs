@@ -84,10 +84,7 @@ fn swaps_and_splices(bytes: &[u8], other: &[u8]) -> usize {
 fn small() -> TrainConfig {
     TrainConfig {
         seed: 3,
-        batch_size: 4,
-        dataset_size: 20,
-        layers: vec![3, 5, 2],
-        ..TrainConfig::default()
+        ..TrainConfig::mlp(vec![3, 5, 2], 20, 4)
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::train::{TrainConfig, Trainer, TrainingRun};
 use nn_mini::{Checkpoint, CheckpointError, NnError};
 use rng_gen::{default_generator, Generator, Key, RngError};
 use tensor_core::Device;
@@ -30,10 +30,7 @@ const V1_NEXT_LOSSES: [u32; 3] = [1_058_064_282, 1_060_792_716, 1_058_147_130];
 fn small_config(seed: u64) -> TrainConfig {
     TrainConfig {
         seed,
-        batch_size: 4,
-        dataset_size: 20,
-        layers: vec![3, 5, 2],
-        ..TrainConfig::default()
+        ..TrainConfig::mlp(vec![3, 5, 2], 20, 4)
     }
 }
 

@@ -5,7 +5,7 @@
 
 mod support;
 
-use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::train::{TrainConfig, Trainer, TrainingRun};
 use nn_mini::{Embedding, Module, NnError};
 use tensor_core::{
     use_deterministic_algorithms, Algorithm, DType, DeterministicMode, Device, Tensor, TensorError,
@@ -16,15 +16,9 @@ use support::grad_values;
 fn config() -> TrainConfig {
     TrainConfig {
         seed: 3,
-        batch_size: 16,
-        dataset_size: 100,
-        layers: vec![8, 32, 4],
-        dropout: 0.1,
         lr: 0.1,
-        momentum: 0.9,
-        weight_decay: 0.0,
         num_workers: 2,
-        device: Device::Cpu,
+        ..TrainConfig::mlp(vec![8, 32, 4], 100, 16)
     }
 }
 

@@ -2,9 +2,9 @@
 //! resume under the other one is a typed error, not a silently different curve. Its own
 //! test binary: the switch is process-wide.
 
-use nn_mini::train::{TrainConfig, Trainer, ARITHMETIC_KEY};
+use nn_mini::train::{TrainConfig, Trainer, TrainingRun, ARITHMETIC_KEY};
 use nn_mini::NnError;
-use tensor_core::{use_portable_arithmetic, Device};
+use tensor_core::use_portable_arithmetic;
 
 /// The tests of this binary run on parallel threads and set a process-wide switch.
 static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -12,15 +12,8 @@ static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn config() -> TrainConfig {
     TrainConfig {
         seed: 3,
-        batch_size: 8,
-        dataset_size: 40,
-        layers: vec![6, 16, 4],
-        dropout: 0.1,
         lr: 0.1,
-        momentum: 0.9,
-        weight_decay: 0.0,
-        num_workers: 0,
-        device: Device::Cpu,
+        ..TrainConfig::mlp(vec![6, 16, 4], 40, 8)
     }
 }
 

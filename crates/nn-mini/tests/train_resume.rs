@@ -1,6 +1,6 @@
 //! The training loop resumed at every step gives bit-identical losses and parameters.
 
-use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::train::{TrainConfig, Trainer, TrainingRun};
 use nn_mini::{Checkpoint, CheckpointError, LoaderState, Module, NnError};
 use tensor_core::Device;
 
@@ -11,13 +11,10 @@ const STEPS: u64 = 12;
 fn config() -> TrainConfig {
     TrainConfig {
         seed: 42,
-        batch_size: 8,
-        dataset_size: 50,
-        layers: vec![6, 16, 12, 4],
         dropout: 0.2,
         lr: 0.1,
         weight_decay: 1e-3,
-        ..TrainConfig::default()
+        ..TrainConfig::mlp(vec![6, 16, 12, 4], 50, 8)
     }
 }
 

@@ -10,12 +10,7 @@ use tensor_core::Device;
 #[test]
 fn default_generator_state_round_trips() {
     let default = default_generator(Device::Cpu).unwrap();
-    let config = TrainConfig {
-        batch_size: 4,
-        dataset_size: 20,
-        layers: vec![3, 5, 2],
-        ..TrainConfig::default()
-    };
+    let config = TrainConfig::mlp(vec![3, 5, 2], 20, 4);
     let mut trainer = Trainer::new(config).unwrap();
     trainer.step().unwrap();
     rng_gen::manual_seed(2024);

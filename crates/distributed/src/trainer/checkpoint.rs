@@ -12,11 +12,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use nn_mini::data::LoaderState;
-use nn_mini::train::{
-    check_loader_state, read_history, ExpectedLoader, RunParts, RunView, TrainConfig, CONFIG_KEY,
-    LOADER,
-};
+use nn_mini::train::{read_history, TrainConfig, CONFIG_KEY};
 use nn_mini::Checkpoint;
 use tensor_core::{Device, Tensor};
 
@@ -32,19 +28,7 @@ impl DdpTrainer {
     /// Everything needed to continue on any rank. The same on every rank; not a
     /// collective.
     pub fn checkpoint(&self) -> Result<Checkpoint> {
-        let mut ck = RunView {
-            config: &self.config,
-            model: self.ddp.module(),
-            optimizer: &self.optimizer,
-            dropout_generator: &self.dropout_generator,
-            loader: LoaderState {
-                batch_size: self.config.batch_size as u64,
-                ..self.loader.state()?
-            },
-            step: self.step,
-            losses: &self.losses,
-        }
-        .to_checkpoint()?;
+        let mut ck = self.state.checkpoint(self.ddp.module(), &[])?;
         ck.set_metadata(MODE_KEY, self.mode.to_string())?;
         ck.set_metadata(WORLD_SIZE_KEY, self.ddp.group().world_size().to_string())?;
         Ok(ck)
@@ -119,26 +103,11 @@ impl DdpTrainer {
         let (mut config, mode) = DdpTrainer::config_of(ck)?;
         config.num_workers = num_workers.unwrap_or(config.num_workers);
         config.device = group.device();
-        let (step, losses) = read_history(ck, &config)?;
+        let history = read_history(ck, &config)?;
         let mut trainer = DdpTrainer::new(config, mode, group)?;
-        let saved = ck.loader_state(LOADER)?;
-        let expected = ExpectedLoader::of_run(&trainer.config, &trainer.loader);
-        check_loader_state(&saved, expected, step)?;
-        RunParts {
-            config: &trainer.config,
-            model: trainer.ddp.module_mut(),
-            optimizer: &mut trainer.optimizer,
-            dropout_generator: &trainer.dropout_generator,
-        }
-        .restore(ck, step)?;
-        let local = LoaderState {
-            epoch: saved.epoch,
-            position: saved.position,
-            ..trainer.loader.state()?
-        };
-        trainer.loader.set_state(&local)?;
-        trainer.step = step;
-        trainer.losses = losses;
+        trainer
+            .state
+            .restore(ck, trainer.ddp.module_mut(), history)?;
         Ok(trainer)
     }
 }

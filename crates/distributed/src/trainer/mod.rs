@@ -26,9 +26,8 @@ pub use checkpoint::{MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
 use std::sync::Arc;
 
 use nn_mini::data::DistributedSampler;
-use nn_mini::train::{FreshRun, TrainConfig};
-use nn_mini::{cross_entropy, DataLoader, Sequential, Sgd};
-use rng_gen::Generator;
+use nn_mini::train::{FreshRun, RunState, TrainConfig, TrainingRun};
+use nn_mini::{cross_entropy, Sequential};
 use tensor_core::DType;
 
 use crate::ddp::tree;
@@ -61,26 +60,31 @@ fn check_epoch_layout(
     Ok(())
 }
 
-/// A data parallel training run on one rank.
+/// A data parallel training run on one rank. Its step count, losses, configuration
+/// (`batch_size` is the global batch), loader (this rank's share) and dropout generator
+/// (in lockstep on every rank) are read through [`TrainingRun`]
+/// (`use nn_mini::train::TrainingRun`).
 pub struct DdpTrainer {
-    config: TrainConfig,
     mode: ReduceMode,
     ddp: DistributedDataParallel<Sequential>,
-    optimizer: Sgd,
-    loader: DataLoader,
-    dropout_generator: Generator,
-    step: u64,
-    losses: Vec<f32>,
+    /// Everything else of the run, the same on every rank but the loader's share.
+    state: RunState,
+}
+
+impl TrainingRun for DdpTrainer {
+    fn run_state(&self) -> &RunState {
+        &self.state
+    }
 }
 
 impl std::fmt::Debug for DdpTrainer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DdpTrainer")
-            .field("config", &self.config)
+            .field("config", self.config())
             .field("mode", &self.mode)
             .field("rank", &self.ddp.group().rank())
             .field("world_size", &self.ddp.group().world_size())
-            .field("step", &self.step)
+            .field("step", &self.step_count())
             .finish()
     }
 }
@@ -113,23 +117,9 @@ impl DdpTrainer {
         let sampler = DistributedSampler::new(world, rank)?;
         check_epoch_layout(&config, &sampler, mode)?;
         // The single process's run, its loader cut down to this rank's share.
-        let FreshRun {
-            model,
-            optimizer,
-            loader,
-            dropout_generator,
-        } = FreshRun::new(&config, Some(sampler))?;
+        let FreshRun { model, state } = FreshRun::new(config, Some(sampler))?;
         let ddp = DistributedDataParallel::new(model, group, DdpConfig::new(mode))?;
-        Ok(DdpTrainer {
-            config,
-            mode,
-            ddp,
-            optimizer,
-            loader,
-            dropout_generator,
-            step: 0,
-            losses: Vec::new(),
-        })
+        Ok(DdpTrainer { mode, ddp, state })
     }
 
     /// One step on this rank's rows of the next global batch: forward (dropout on),
@@ -137,11 +127,11 @@ impl DdpTrainer {
     /// Returns the global batch's loss (the same on every rank), also appended to the
     /// history.
     pub fn step(&mut self) -> Result<f32> {
-        let batch = self.loader.next_batch()?;
-        let device = self.config.device;
+        let batch = self.state.loader_mut().next_batch()?;
+        let device = self.config().device;
         let input = batch.input.to_device(device)?;
         let target = batch.target.to_device(device)?;
-        let sampler = *self.loader.sampler().expect("built with a sampler");
+        let sampler = *self.loader().sampler().expect("built with a sampler");
         let rows: Vec<u64> = (0..batch.indices.len())
             .map(|j| sampler.global_row(j) as u64)
             .collect();
@@ -153,29 +143,11 @@ impl DdpTrainer {
             batch_rows: (batch.indices.len() * sampler.num_replicas()) as u64,
         };
         let loss = self.ddp.forward_backward(local, cross_entropy)?;
-        self.optimizer.step(self.ddp.module_mut())?;
+        self.state.optimizer_mut().step(self.ddp.module_mut())?;
         let loss = loss.to_dtype(DType::F32)?.to_vec::<f32>()?[0];
-        self.step += 1;
-        self.losses.push(loss);
+        self.state.count_step();
+        self.state.record_losses([loss]);
         Ok(loss)
-    }
-
-    /// Steps completed.
-    #[must_use]
-    pub fn step_count(&self) -> u64 {
-        self.step
-    }
-
-    /// The loss of every step so far (restored steps included).
-    #[must_use]
-    pub fn losses(&self) -> &[f32] {
-        &self.losses
-    }
-
-    /// The run's configuration (`batch_size` is the global batch).
-    #[must_use]
-    pub fn config(&self) -> &TrainConfig {
-        &self.config
     }
 
     /// How gradients are summed.
@@ -194,17 +166,5 @@ impl DdpTrainer {
     #[must_use]
     pub fn model(&self) -> &Sequential {
         self.ddp.module()
-    }
-
-    /// This rank's loader (epoch and position are the run's).
-    #[must_use]
-    pub fn loader(&self) -> &DataLoader {
-        &self.loader
-    }
-
-    /// The generator the dropout layers draw from (in lockstep on every rank).
-    #[must_use]
-    pub fn dropout_generator(&self) -> &Generator {
-        &self.dropout_generator
     }
 }

@@ -3,7 +3,7 @@
 use rng_gen::{DropoutState, Generator, Key, RandomOp};
 use tensor_core::{DType, Tensor};
 
-use crate::{GlobalRows, Module, NnError, Parameter, Result};
+use crate::{GlobalRows, Module, NnError, Result};
 
 /// Zeroes each element with probability `p` in training and scales the kept ones by
 /// `1 / (1 - p)`; the identity in evaluation (and then it draws nothing).
@@ -147,13 +147,5 @@ impl Module for Dropout {
     /// each row's input gradient is its own.
     fn supports_grad_row_groups(&self) -> bool {
         true
-    }
-
-    fn parameters(&self) -> Vec<&Parameter> {
-        Vec::new()
-    }
-
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        Vec::new()
     }
 }

@@ -2,7 +2,7 @@
 
 use tensor_core::Tensor;
 
-use crate::{Module, NnError, Parameter, Result};
+use crate::{Module, NnError, Result};
 
 /// The rectifier. Backward passes the gradient where the forward input was positive
 /// (the gradient at exactly 0 is 0, as in PyTorch).
@@ -37,13 +37,5 @@ impl Module for ReLU {
     /// is its own.
     fn supports_grad_row_groups(&self) -> bool {
         true
-    }
-
-    fn parameters(&self) -> Vec<&Parameter> {
-        Vec::new()
-    }
-
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        Vec::new()
     }
 }

@@ -43,11 +43,23 @@ impl Default for TrainConfig {
     /// batches of 128 from 4000 samples (31.25 batches per epoch, so checkpoints fall
     /// mid-epoch), seed 0.
     fn default() -> Self {
+        TrainConfig::mlp(vec![64, 256, 256, 10], 4000, 128)
+    }
+}
+
+impl TrainConfig {
+    /// A run of the MLP with these layer widths (input first, classes last) on
+    /// `dataset_size` synthetic samples in batches of `batch_size`, with the demo's
+    /// hyperparameters: seed 0, dropout 0.1, SGD lr 0.05, momentum 0.9, no weight decay,
+    /// no loader workers, on the CPU. Change the rest with struct update syntax:
+    /// `TrainConfig { seed: 7, ..TrainConfig::mlp(vec![6, 16, 4], 50, 8) }`.
+    #[must_use]
+    pub fn mlp(layers: Vec<usize>, dataset_size: usize, batch_size: usize) -> Self {
         TrainConfig {
             seed: 0,
-            batch_size: 128,
-            dataset_size: 4000,
-            layers: vec![64, 256, 256, 10],
+            batch_size,
+            dataset_size,
+            layers,
             dropout: 0.1,
             lr: 0.05,
             momentum: 0.9,

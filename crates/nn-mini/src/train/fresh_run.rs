@@ -1,6 +1,7 @@
 //! What a training run builds from its configuration before its first step: the model,
 //! the optimiser, the loader and the dropout generator, each from its own stream of the
-//! run key (the tree in the [module docs](super)).
+//! run key (the tree in the [module docs](super)), the last three in a [`RunState`] at
+//! step 0.
 //!
 //! The single-process [`Trainer`](super::Trainer) and `distributed`'s data parallel
 //! trainer build their runs here, both of them, because a data parallel run must be
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 use rng_gen::{fold_in, Generator, Key};
 
-use super::{GaussianClusters, TrainConfig};
+use super::{GaussianClusters, RunState, TrainConfig};
 use crate::data::DistributedSampler;
 use crate::{DataLoader, Dropout, Linear, ReLU, Result, Sequential, Sgd, SgdConfig};
 
@@ -29,13 +30,11 @@ pub const DATA_DOMAIN: u64 = 3;
 pub struct FreshRun {
     /// [`build_mlp`]'s model, initialised from the `INIT_DOMAIN` stream.
     pub model: Sequential,
-    /// SGD with the configuration's learning rate, momentum and weight decay.
-    pub optimizer: Sgd,
-    /// The loader of the synthetic dataset (`DATA_DOMAIN`), shuffled from the
-    /// `LOADER_DOMAIN` key.
-    pub loader: DataLoader,
-    /// The generator the dropout layers draw from (`DROPOUT_DOMAIN`).
-    pub dropout_generator: Generator,
+    /// The rest of the run: the configuration; SGD with its learning rate, momentum and
+    /// weight decay; the loader of the synthetic dataset (`DATA_DOMAIN`), shuffled from
+    /// the `LOADER_DOMAIN` key; the generator the dropout layers draw from
+    /// (`DROPOUT_DOMAIN`).
+    pub state: RunState,
 }
 
 impl FreshRun {
@@ -44,7 +43,7 @@ impl FreshRun {
     /// generators, so two runs in one process do not disturb each other. With `shard`,
     /// the loader loads one rank's share of every batch of `config.batch_size` rows
     /// (`batch_size / num_replicas` of them); without it, the whole batch.
-    pub fn new(config: &TrainConfig, shard: Option<DistributedSampler>) -> Result<FreshRun> {
+    pub fn new(config: TrainConfig, shard: Option<DistributedSampler>) -> Result<FreshRun> {
         config.validate()?;
         let run = Key::new(config.seed);
         let device = config.device;
@@ -75,11 +74,10 @@ impl FreshRun {
         if let Some(sampler) = shard {
             loader = loader.sampler(sampler);
         }
+        let loader = loader.build()?;
         Ok(FreshRun {
             model,
-            optimizer,
-            loader: loader.build()?,
-            dropout_generator,
+            state: RunState::fresh(config, optimizer, loader, dropout_generator),
         })
     }
 }

@@ -29,9 +29,8 @@ pub use config::TrainConfig;
 pub use fresh_run::{build_mlp, FreshRun, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN, LOADER_DOMAIN};
 pub use pending_losses::LOSS_SLOTS;
 pub use run_state::{
-    check_arithmetic, check_loader_state, check_model_shapes, default_generator_devices,
-    read_history, ExpectedLoader, RunParts, RunView, ARITHMETIC_KEY, CONFIG_KEY, DROPOUT_RNG,
-    LOADER, LOSSES, STEP,
+    check_arithmetic, check_model_shapes, default_generator_devices, read_history, RunState,
+    TrainingRun, ARITHMETIC_KEY, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, STEP,
 };
 pub use synthetic::GaussianClusters;
 pub use trainer::Trainer;

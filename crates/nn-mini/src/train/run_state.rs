@@ -1,13 +1,15 @@
-//! What a checkpoint of a training run holds, written and cross-checked in one place
-//! for every training loop over [`build_mlp`](super::build_mlp)'s model: the
+//! A training run's state besides its model, owned, read, saved and restored in one
+//! place for every training loop over [`build_mlp`](super::build_mlp)'s model: the
 //! single-process [`Trainer`](super::Trainer) and `distributed`'s data parallel trainer.
 //!
-//! Both loops own the same state (configuration, model, optimiser, dropout generator,
-//! loader, step, loss history) and must save it under the same names and refuse the
-//! same inconsistencies on the way back; only where the model lives (in the trainer, or
-//! inside a DDP wrapper) and how the loader state is expressed (per process, or in the
-//! global batch's terms) differ. So the trainers lend their parts to a [`RunView`] to
-//! save, and call [`RunParts::restore`] to load, and the rules exist once.
+//! Both loops keep the same state next to their model (configuration, optimiser,
+//! dropout generator, loader, step, loss history), answer the same questions about it
+//! ([`TrainingRun`]: step count, losses, configuration), and must save it under the same
+//! names and refuse the same inconsistencies on the way back; only where the model lives
+//! (in the trainer, or inside a DDP wrapper) and which rows the loader loads (all of a
+//! batch, or one rank's share) differ. So each trainer owns a [`RunState`] and lends it
+//! its model to save ([`RunState::checkpoint`]) and to restore
+//! ([`RunState::restore`]), and the rules exist once.
 
 use rng_gen::{Generator, Key};
 use tensor_core::{are_portable_arithmetic_enabled, DType, Device, Tensor};
@@ -32,49 +34,178 @@ pub const LOADER: &str = "loader.state";
 /// Checkpoint name of the dropout generator (stored as `rng.dropout`).
 pub const DROPOUT_RNG: &str = "dropout";
 
-/// A training run's state as its checkpoint holds it, borrowed from the trainer.
-pub struct RunView<'a> {
-    /// The run's configuration (stored as JSON under [`CONFIG_KEY`]).
-    pub config: &'a TrainConfig,
-    /// The model (`model.*`).
-    pub model: &'a Sequential,
-    /// The optimiser (`optim.*`).
-    pub optimizer: &'a Sgd,
-    /// The generator the dropout layers draw from (`rng.dropout`).
-    pub dropout_generator: &'a Generator,
-    /// The loader's state in the run's terms (a data parallel run stores the global
-    /// batch size, so any world size can resume it).
-    pub loader: LoaderState,
-    /// Steps completed.
-    pub step: u64,
-    /// One loss per completed step.
-    pub losses: &'a [f32],
+/// Everything a training run keeps besides its model: the configuration it was built
+/// from, the optimiser, the loader, the generator the dropout layers draw from, the
+/// steps completed and their losses. Built at step 0 by [`FreshRun::new`](super::FreshRun::new);
+/// read through [`TrainingRun`], which it implements too.
+#[derive(Debug)]
+pub struct RunState {
+    config: TrainConfig,
+    optimizer: Sgd,
+    loader: DataLoader,
+    dropout_generator: Generator,
+    step: u64,
+    /// Losses read to the host, one per step up to `step` minus the steps whose losses
+    /// the trainer holds unread ([`Trainer::step_deferred`](super::Trainer::step_deferred)).
+    losses: Vec<f32>,
 }
 
-impl RunView<'_> {
-    /// The checkpoint of this state: parameters, momentum buffers, the dropout
-    /// generator and the default generators of the devices in use, the loader state,
-    /// the step, the loss history and the configuration. Callers add their own
-    /// metadata (a data parallel run adds its reduce mode) before saving.
-    pub fn to_checkpoint(&self) -> Result<Checkpoint> {
+impl RunState {
+    /// A run at step 0 with these parts.
+    pub(super) fn fresh(
+        config: TrainConfig,
+        optimizer: Sgd,
+        loader: DataLoader,
+        dropout_generator: Generator,
+    ) -> Self {
+        RunState {
+            config,
+            optimizer,
+            loader,
+            dropout_generator,
+            step: 0,
+            losses: Vec::new(),
+        }
+    }
+
+    /// The loader, to take the next batch.
+    pub fn loader_mut(&mut self) -> &mut DataLoader {
+        &mut self.loader
+    }
+
+    /// The optimiser, to step the model.
+    pub fn optimizer_mut(&mut self) -> &mut Sgd {
+        &mut self.optimizer
+    }
+
+    /// Counts one more completed step (its loss is recorded by
+    /// [`record_losses`](Self::record_losses), now or later).
+    pub fn count_step(&mut self) {
+        self.step += 1;
+    }
+
+    /// Appends the losses of the oldest steps whose losses were not recorded yet, and
+    /// returns them.
+    pub fn record_losses(&mut self, losses: impl IntoIterator<Item = f32>) -> &[f32] {
+        let from = self.losses.len();
+        self.losses.extend(losses);
+        &self.losses[from..]
+    }
+
+    /// The checkpoint of the run with `model`: parameters (`model.*`), momentum buffers
+    /// (`optim.*`), the dropout generator and the default generators of the devices in
+    /// use (`rng.*`), the loader state in the run's terms (`loader.state`, with the
+    /// configuration's batch size, so that a data parallel run of any world size can
+    /// resume it), the step (`train.step`), the loss history (`train.loss_history`: the
+    /// recorded losses, then `unread_losses`) and the configuration (`train.config`).
+    /// Callers add their own metadata (a data parallel run adds its reduce mode).
+    pub fn checkpoint(&self, model: &Sequential, unread_losses: &[f32]) -> Result<Checkpoint> {
         let mut ck = Checkpoint::new();
-        ck.put_module("model.", self.model)?;
-        ck.put_sgd("optim.", self.optimizer)?;
-        ck.put_generators(&[(DROPOUT_RNG, self.dropout_generator)])?;
+        ck.put_module("model.", model)?;
+        ck.put_sgd("optim.", &self.optimizer)?;
+        ck.put_generators(&[(DROPOUT_RNG, &self.dropout_generator)])?;
         ck.put_default_generators(&default_generator_devices(self.config.device))?;
-        ck.insert_bytes(LOADER, &self.loader.to_bytes())?;
+        let loader = LoaderState {
+            batch_size: self.config.batch_size as u64,
+            ..self.loader.state()?
+        };
+        ck.insert_bytes(LOADER, &loader.to_bytes())?;
         ck.insert(
             STEP,
             &Tensor::from_vec(vec![self.step as i64], &[], Device::Cpu)?,
         )?;
-        let losses = Tensor::from_slice(self.losses, &[self.losses.len()], Device::Cpu)?;
-        ck.insert(LOSSES, &losses)?;
+        let losses = [&self.losses[..], unread_losses].concat();
+        let count = losses.len();
+        ck.insert(LOSSES, &Tensor::from_vec(losses, &[count], Device::Cpu)?)?;
         ck.set_metadata(CONFIG_KEY, self.config.to_json())?;
         ck.set_metadata(
             ARITHMETIC_KEY,
             arithmetic_name(are_portable_arithmetic_enabled()),
         )?;
         Ok(ck)
+    }
+
+    /// Restores a freshly built run of the checkpoint's configuration (this state and
+    /// its `model`) to where `ck` left it, given `ck`'s [`read_history`]. Checks first
+    /// that the saved loader has this run's key and batch size and sits where the step
+    /// leaves it, and that the momentum buffers match the model and the step; then
+    /// restores parameters, momentum buffers, the dropout generator, the default
+    /// generators of the devices the run uses, the loader position (onto this loader's
+    /// share of each batch), the step and the loss history. Nothing is changed if one of
+    /// those checks fails.
+    pub fn restore(
+        &mut self,
+        ck: &Checkpoint,
+        model: &mut Sequential,
+        (step, losses): (u64, Vec<f32>),
+    ) -> Result<()> {
+        let saved = ck.loader_state(LOADER)?;
+        check_loader_state(&saved, ExpectedLoader::of_run(self), step)?;
+        check_momentum_buffers(ck, &self.config, model, step)?;
+        ck.restore_module("model.", model)?;
+        ck.restore_sgd("optim.", &mut self.optimizer, model)?;
+        ck.restore_generators(&[(DROPOUT_RNG, &self.dropout_generator)])?;
+        restore_default_generators(ck, self.config.device)?;
+        // Saved in the run's terms; this loader may load one rank's share of a batch.
+        let mine = LoaderState {
+            batch_size: self.loader.state()?.batch_size,
+            ..saved
+        };
+        self.loader
+            .set_state(&mine)
+            .map_err(|e| CheckpointError::loader(LOADER, e))?;
+        self.step = step;
+        self.losses = losses;
+        Ok(())
+    }
+}
+
+/// What a caller can read of a training run, the same for every trainer (in scope with
+/// `use nn_mini::train::TrainingRun`): each trainer only says where its [`RunState`] is.
+pub trait TrainingRun {
+    /// The run's state besides its model.
+    fn run_state(&self) -> &RunState;
+
+    /// Steps completed.
+    #[must_use]
+    fn step_count(&self) -> u64 {
+        self.run_state().step
+    }
+
+    /// The loss of every step so far whose loss was read to the host (restored steps
+    /// included); `losses()[k]` is the loss of step `k + 1`. A trainer that defers
+    /// reading losses ([`Trainer::step_deferred`](super::Trainer::step_deferred)) adds
+    /// them when it reads them.
+    #[must_use]
+    fn losses(&self) -> &[f32] {
+        &self.run_state().losses
+    }
+
+    /// The run's configuration (for a data parallel run, `batch_size` is the global
+    /// batch).
+    #[must_use]
+    fn config(&self) -> &TrainConfig {
+        &self.run_state().config
+    }
+
+    /// The data loader (e.g. to read its epoch and position; a data parallel rank's
+    /// loads that rank's share, at the run's epoch and position).
+    #[must_use]
+    fn loader(&self) -> &DataLoader {
+        &self.run_state().loader
+    }
+
+    /// The generator the dropout layers draw from (in lockstep on every rank of a data
+    /// parallel run).
+    #[must_use]
+    fn dropout_generator(&self) -> &Generator {
+        &self.run_state().dropout_generator
+    }
+}
+
+impl TrainingRun for RunState {
+    fn run_state(&self) -> &RunState {
+        self
     }
 }
 
@@ -159,31 +290,6 @@ pub fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
     Ok(())
 }
 
-/// The parts of a freshly built run that a checkpoint restores in place.
-pub struct RunParts<'a> {
-    /// The configuration the run was rebuilt with.
-    pub config: &'a TrainConfig,
-    /// The fresh model, to receive the saved parameters.
-    pub model: &'a mut Sequential,
-    /// The fresh optimiser, to receive the saved momentum buffers.
-    pub optimizer: &'a mut Sgd,
-    /// The fresh dropout generator, to receive the saved state.
-    pub dropout_generator: &'a Generator,
-}
-
-impl RunParts<'_> {
-    /// Checks the momentum buffers `ck` lists against the model and `step`, then
-    /// restores parameters, momentum buffers, the dropout generator and the default
-    /// generators of the devices the run uses. Nothing is changed if the check fails.
-    pub fn restore(self, ck: &Checkpoint, step: u64) -> Result<()> {
-        check_momentum_buffers(ck, self.config, self.model, step)?;
-        ck.restore_module("model.", self.model)?;
-        ck.restore_sgd("optim.", self.optimizer, self.model)?;
-        ck.restore_generators(&[(DROPOUT_RNG, self.dropout_generator)])?;
-        restore_default_generators(ck, self.config.device)
-    }
-}
-
 /// Restores the CPU's default generator and, on a CUDA run, the default generator of the
 /// GPU this run drives. A checkpoint written on one GPU holds one GPU entry,
 /// `rng.default.cuda:<i>` for the GPU it was written from; the resuming run may drive
@@ -258,7 +364,7 @@ pub fn default_generator_devices(device: Device) -> Vec<Device> {
 /// What a saved loader state must match: the key the run's seed derives, the run's
 /// batch size (the global batch for a data parallel run), and the batches per epoch.
 #[derive(Clone, Copy, Debug)]
-pub struct ExpectedLoader {
+struct ExpectedLoader {
     /// The key a fresh loader of this run has.
     pub key: Key,
     /// The run's (global) batch size.
@@ -270,24 +376,23 @@ pub struct ExpectedLoader {
 }
 
 impl ExpectedLoader {
-    /// What a freshly built run of `config` expects of a saved loader state: the key
-    /// and the batches per epoch of its `loader`, and the configuration's batch size,
-    /// which for a data parallel run (whose `loader` loads one rank's share) is the
-    /// global batch, the size its checkpoint stores.
-    #[must_use]
-    pub fn of_run(config: &TrainConfig, loader: &DataLoader) -> Self {
+    /// What a freshly built `run` expects of a saved loader state: the key and the
+    /// batches per epoch of its loader, and the configuration's batch size, which for a
+    /// data parallel run (whose loader loads one rank's share) is the global batch, the
+    /// size its checkpoint stores.
+    fn of_run(run: &RunState) -> Self {
         ExpectedLoader {
-            key: loader.key(),
-            batch_size: config.batch_size as u64,
-            per_epoch: loader.batches_per_epoch() as u64,
-            seed: config.seed,
+            key: run.loader.key(),
+            batch_size: run.config.batch_size as u64,
+            per_epoch: run.loader.batches_per_epoch() as u64,
+            seed: run.config.seed,
         }
     }
 }
 
 /// A saved loader of this run has this run's key and batch size, and sits where
 /// `step` batches from the start leave it.
-pub fn check_loader_state(saved: &LoaderState, expected: ExpectedLoader, step: u64) -> Result<()> {
+fn check_loader_state(saved: &LoaderState, expected: ExpectedLoader, step: u64) -> Result<()> {
     let inconsistent = |reason: String| CheckpointError::Inconsistent {
         name: LOADER.into(),
         reason,

@@ -2,31 +2,25 @@
 
 use std::path::Path;
 
-use rng_gen::Generator;
 use tensor_core::{DType, Device};
 
 #[cfg(feature = "cuda")]
 use super::graphed_step::GraphedStep;
 use super::pending_losses::PendingLosses;
-use super::run_state::{
-    check_loader_state, read_history, ExpectedLoader, RunParts, RunView, CONFIG_KEY, LOADER,
-};
-use super::{FreshRun, TrainConfig};
-use crate::{cross_entropy, Checkpoint, DataLoader, Module, Result, Sequential, Sgd};
+use super::run_state::{read_history, CONFIG_KEY};
+use super::{FreshRun, RunState, TrainConfig, TrainingRun};
+use crate::{cross_entropy, Checkpoint, Module, Result, Sequential};
 
 /// A whole training run: model, optimiser, data loader, dropout generator, step counter
 /// and loss history. [`step`](Self::step) runs one SGD step; [`checkpoint`](Self::checkpoint)
 /// captures all of it; [`from_checkpoint`](Self::from_checkpoint) rebuilds a trainer whose
-/// next step is bit-identical to the one the saved trainer would have run.
+/// next step is bit-identical to the one the saved trainer would have run. Its step
+/// count, losses, configuration, loader and dropout generator are read through
+/// [`TrainingRun`] (`use nn_mini::train::TrainingRun`).
 pub struct Trainer {
-    config: TrainConfig,
     model: Sequential,
-    optimizer: Sgd,
-    loader: DataLoader,
-    dropout_generator: Generator,
-    step: u64,
-    /// Losses read to the host, one per step up to `step - pending.len()`.
-    losses: Vec<f32>,
+    /// Everything else of the run; its losses are those read to the host.
+    state: RunState,
     /// Losses of the latest steps, still on the device.
     pending: PendingLosses,
     /// Whether steps run as a replayed CUDA graph ([`Trainer::set_cuda_graph`]).
@@ -39,9 +33,15 @@ pub struct Trainer {
 impl std::fmt::Debug for Trainer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Trainer")
-            .field("config", &self.config)
-            .field("step", &self.step)
+            .field("config", self.config())
+            .field("step", &self.step_count())
             .finish()
+    }
+}
+
+impl TrainingRun for Trainer {
+    fn run_state(&self) -> &RunState {
+        &self.state
     }
 }
 
@@ -49,20 +49,10 @@ impl Trainer {
     /// A fresh run at step 0 ([`FreshRun::new`]: everything from `config.seed`, nothing
     /// from the process-wide default generators).
     pub fn new(config: TrainConfig) -> Result<Self> {
-        let FreshRun {
-            model,
-            optimizer,
-            loader,
-            dropout_generator,
-        } = FreshRun::new(&config, None)?;
+        let FreshRun { model, state } = FreshRun::new(config, None)?;
         Ok(Trainer {
-            config,
             model,
-            optimizer,
-            loader,
-            dropout_generator,
-            step: 0,
-            losses: Vec::new(),
+            state,
             pending: PendingLosses::default(),
             use_cuda_graph: false,
             #[cfg(feature = "cuda")]
@@ -87,9 +77,9 @@ impl Trainer {
         if self.pending.is_full() {
             self.read_losses()?;
         }
-        let batch = self.loader.next_batch()?;
-        let device = self.config.device;
-        if self.use_cuda_graph && (self.has_graphs() || self.step > 0) {
+        let batch = self.state.loader_mut().next_batch()?;
+        let device = self.config().device;
+        if self.use_cuda_graph && (self.has_graphs() || self.step_count() > 0) {
             return self.step_graphed(&batch.input, &batch.target);
         }
         let input = batch.input.to_device(device)?;
@@ -100,9 +90,9 @@ impl Trainer {
         let logits = self.model.forward(&input, true)?;
         let (loss, grad) = cross_entropy(&logits, &target)?;
         self.model.backward_params(&grad)?;
-        self.optimizer.step(&mut self.model)?;
+        self.state.optimizer_mut().step(&mut self.model)?;
         self.pending.push(&loss.to_dtype(DType::F32)?)?;
-        self.step += 1;
+        self.state.count_step();
         Ok(())
     }
 
@@ -112,13 +102,11 @@ impl Trainer {
     /// launch per step, the losses bit-identical to eager steps (see
     /// `train::graphed_step`). Errors on a CPU run.
     pub fn set_cuda_graph(&mut self, on: bool) -> Result<()> {
-        if on && !self.config.device.is_cuda() {
+        let device = self.config().device;
+        if on && !device.is_cuda() {
             return Err(crate::NnError::invalid(
                 "Trainer::set_cuda_graph",
-                format!(
-                    "CUDA graphs need a CUDA device, the run is on {}",
-                    self.config.device
-                ),
+                format!("CUDA graphs need a CUDA device, the run is on {device}"),
             ));
         }
         self.use_cuda_graph = on;
@@ -168,14 +156,14 @@ impl Trainer {
             }
             None => {
                 let classes = *self
-                    .config
+                    .config()
                     .layers
                     .last()
                     .expect("validated: at least two widths");
                 let captured = GraphedStep::capture(
-                    self.config.device,
+                    self.config().device,
                     &mut self.model,
-                    &mut self.optimizer,
+                    self.state.optimizer_mut(),
                     (input, target),
                     classes,
                 )?;
@@ -185,17 +173,15 @@ impl Trainer {
         };
         let loss = step.run()?;
         self.pending.push(loss)?;
-        self.step += 1;
+        self.state.count_step();
         Ok(())
     }
 
     /// Reads the losses of the steps run since the last read to the host, in one copy,
-    /// appends them to [`losses`](Self::losses) and returns them (oldest first).
+    /// appends them to [`losses`](TrainingRun::losses) and returns them (oldest first).
     pub fn read_losses(&mut self) -> Result<&[f32]> {
         let read = self.pending.take()?;
-        let from = self.losses.len();
-        self.losses.extend(read);
-        Ok(&self.losses[from..])
+        Ok(self.state.record_losses(read))
     }
 
     /// Steps whose losses are still on the device, unread.
@@ -204,42 +190,10 @@ impl Trainer {
         self.pending.len()
     }
 
-    /// Steps completed.
-    #[must_use]
-    pub fn step_count(&self) -> u64 {
-        self.step
-    }
-
-    /// The loss of every step so far whose loss was read; `losses()[k]` is the loss of
-    /// step `k + 1`. After [`step`](Self::step) that is every step;
-    /// [`step_deferred`](Self::step_deferred)'s appear at [`read_losses`](Self::read_losses).
-    #[must_use]
-    pub fn losses(&self) -> &[f32] {
-        &self.losses
-    }
-
-    /// The run's configuration.
-    #[must_use]
-    pub fn config(&self) -> &TrainConfig {
-        &self.config
-    }
-
     /// The model.
     #[must_use]
     pub fn model(&self) -> &Sequential {
         &self.model
-    }
-
-    /// The data loader (e.g. to read its epoch and position).
-    #[must_use]
-    pub fn loader(&self) -> &DataLoader {
-        &self.loader
-    }
-
-    /// The generator both dropout layers draw from.
-    #[must_use]
-    pub fn dropout_generator(&self) -> &Generator {
-        &self.dropout_generator
     }
 
     /// Everything needed to continue: parameters (`model.*`), momentum buffers
@@ -248,18 +202,7 @@ impl Trainer {
     /// loss history (`train.loss_history`) and the configuration (`train.config`).
     pub fn checkpoint(&self) -> Result<Checkpoint> {
         // Losses still on the device are part of the history (read without consuming).
-        let mut losses = self.losses.clone();
-        losses.extend(self.pending.peek()?);
-        RunView {
-            config: &self.config,
-            model: &self.model,
-            optimizer: &self.optimizer,
-            dropout_generator: &self.dropout_generator,
-            loader: self.loader.state()?,
-            step: self.step,
-            losses: &losses,
-        }
-        .to_checkpoint()
+        self.state.checkpoint(&self.model, &self.pending.peek()?)
     }
 
     /// Writes [`checkpoint`](Self::checkpoint) to `path`, atomically.
@@ -295,20 +238,9 @@ impl Trainer {
         let mut config = Trainer::config_of(ck)?;
         config.num_workers = num_workers.unwrap_or(config.num_workers);
         config.device = device.unwrap_or(config.device);
-        let (step, losses) = read_history(ck, &config)?;
+        let history = read_history(ck, &config)?;
         let mut trainer = Trainer::new(config)?;
-        let expected = ExpectedLoader::of_run(&trainer.config, &trainer.loader);
-        check_loader_state(&ck.loader_state(LOADER)?, expected, step)?;
-        RunParts {
-            config: &trainer.config,
-            model: &mut trainer.model,
-            optimizer: &mut trainer.optimizer,
-            dropout_generator: &trainer.dropout_generator,
-        }
-        .restore(ck, step)?;
-        ck.restore_loader(LOADER, &mut trainer.loader)?;
-        trainer.step = step;
-        trainer.losses = losses;
+        trainer.state.restore(ck, &mut trainer.model, history)?;
         Ok(trainer)
     }
 

@@ -1,10 +1,12 @@
-//! Argument checks shared by the random ops. They all run before a generator is
-//! touched, so a rejected call consumes no randomness and reports the same error on
-//! every device.
+//! Argument checks shared by the random ops, and the checked parameter types of the
+//! float ops (`UniformRange`, `MeanStd`). They all run before a generator is touched,
+//! so a rejected call consumes no randomness and reports the same error on every
+//! device.
 
 use half::{bf16, f16};
 use tensor_core::{DType, Device, Shape};
 
+use super::float_sampler::FloatParams;
 use crate::registry::{check_device, default_generator};
 use crate::{Generator, RngError};
 
@@ -48,68 +50,110 @@ fn dtype_max(dtype: DType) -> f64 {
     }
 }
 
-/// Checks `[low, high)` for a uniform sample in `dtype`: finite, non-empty and
-/// representable in the precision the sampler computes in (f32 for all but f64), with a
-/// finite width.
-pub(crate) fn uniform_range(
-    op: &'static str,
+/// `uniform`'s interval `[low, high)`, checked: finite, non-empty and representable in
+/// the precision the sampler computes in (f32 for all but f64), with a finite width.
+/// [`FloatParams::checked`] is the only way to make one, so a sampler holding it never
+/// sees unchecked bounds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UniformRange {
     low: f64,
     high: f64,
-    dtype: DType,
-) -> Result<(), RngError> {
-    let bad = |reason| RngError::InvalidRange {
-        op,
-        low,
-        high,
-        dtype,
-        reason,
-    };
-    if !(low.is_finite() && high.is_finite()) {
-        return Err(bad("bounds must be finite"));
-    }
-    if low >= high {
-        return Err(bad("expected low < high"));
-    }
-    let max = dtype_max(dtype);
-    if low.abs() > max || high.abs() > max {
-        return Err(bad("bounds must be within the dtype's finite range"));
-    }
-    let width_finite = if dtype == DType::F64 {
-        (high - low).is_finite()
-    } else {
-        let (low, high) = (low as f32, high as f32);
-        if low >= high {
-            return Err(bad("low and high round to the same f32"));
-        }
-        (high - low).is_finite()
-    };
-    if width_finite {
-        Ok(())
-    } else {
-        Err(bad("high - low overflows"))
+}
+
+impl UniformRange {
+    /// `(low, high)`, as the caller gave them (in f64).
+    pub(crate) fn bounds(self) -> (f64, f64) {
+        (self.low, self.high)
     }
 }
 
-/// Checks a normal's `mean` and `std` in the precision the sampler computes in.
-pub(crate) fn normal_params(
-    op: &'static str,
+impl FloatParams for UniformRange {
+    fn checked(
+        op: &'static str,
+        (low, high): (f64, f64),
+        dtype: DType,
+        _device: Device,
+    ) -> Result<Self, RngError> {
+        check_float(op, dtype)?;
+        let bad = |reason| RngError::InvalidRange {
+            op,
+            low,
+            high,
+            dtype,
+            reason,
+        };
+        if !(low.is_finite() && high.is_finite()) {
+            return Err(bad("bounds must be finite"));
+        }
+        if low >= high {
+            return Err(bad("expected low < high"));
+        }
+        let max = dtype_max(dtype);
+        if low.abs() > max || high.abs() > max {
+            return Err(bad("bounds must be within the dtype's finite range"));
+        }
+        let width_finite = if dtype == DType::F64 {
+            (high - low).is_finite()
+        } else {
+            let (low, high) = (low as f32, high as f32);
+            if low >= high {
+                return Err(bad("low and high round to the same f32"));
+            }
+            (high - low).is_finite()
+        };
+        if width_finite {
+            Ok(UniformRange { low, high })
+        } else {
+            Err(bad("high - low overflows"))
+        }
+    }
+}
+
+/// `normal`'s mean and standard deviation, checked in the precision the sampler
+/// computes in: a finite mean, a finite `std >= 0`, and a dtype the device can sample
+/// (f64 normals are CPU-only). [`FloatParams::checked`] is the only way to make one.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MeanStd {
     mean: f64,
     std: f64,
-    dtype: DType,
-) -> Result<(), RngError> {
-    let (mean_ok, std_ok) = if dtype == DType::F64 {
-        (mean.is_finite(), std.is_finite())
-    } else {
-        ((mean as f32).is_finite(), (std as f32).is_finite())
-    };
-    if !mean_ok {
-        return Err(RngError::InvalidMean { op, mean });
+}
+
+impl MeanStd {
+    /// `(mean, std)`, as the caller gave them (in f64).
+    pub(crate) fn mean_std(self) -> (f64, f64) {
+        (self.mean, self.std)
     }
-    // `std_ok` refuses NaN and infinities, so `< 0.0` is the only case left.
-    if !std_ok || std < 0.0 {
-        return Err(RngError::InvalidStd { op, std });
+}
+
+impl FloatParams for MeanStd {
+    fn checked(
+        op: &'static str,
+        (mean, std): (f64, f64),
+        dtype: DType,
+        device: Device,
+    ) -> Result<Self, RngError> {
+        check_float(op, dtype)?;
+        if device.is_cuda() && dtype == DType::F64 {
+            return Err(RngError::UnsupportedDType {
+                op,
+                dtype,
+                supported: "f32, f16, bf16 on CUDA (f64 normals are CPU-only)",
+            });
+        }
+        let (mean_ok, std_ok) = if dtype == DType::F64 {
+            (mean.is_finite(), std.is_finite())
+        } else {
+            ((mean as f32).is_finite(), (std as f32).is_finite())
+        };
+        if !mean_ok {
+            return Err(RngError::InvalidMean { op, mean });
+        }
+        // `std_ok` refuses NaN and infinities, so `< 0.0` is the only case left.
+        if !std_ok || std < 0.0 {
+            return Err(RngError::InvalidStd { op, std });
+        }
+        Ok(MeanStd { mean, std })
     }
-    Ok(())
 }
 
 /// The generator an op on `device` draws from: `generator` if given (it must belong to

@@ -9,9 +9,8 @@
 
 use tensor_core::{DType, Device, Tensor};
 
-use super::args::{check_float, normal_params};
-use super::float_sampler::{run_float_sampler, FloatSampler};
-use super::pipeline::{IntoTensor, NewTensor, RunSampler};
+use super::args::MeanStd;
+use super::float_sampler::{float_tensor, float_tensor_, FloatSampler};
 use super::sampler::{Layout, Sampler, BATCH_WORDS};
 use super::NarrowFloat;
 use crate::stream::convert::{box_muller, open_uniform_f32, scale_normal_f32, uniform_f64};
@@ -26,8 +25,7 @@ pub fn randn(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    let run = NewTensor::reserving(shape, device, generator)?;
-    normal_sampler("randn", 0.0, 1.0, dtype, device, run)
+    float_tensor::<MeanStd>("randn", shape, (0.0, 1.0), dtype, device, generator)
 }
 
 /// Normal samples `mean + std * z` (`torch.normal` with scalar mean and std).
@@ -53,8 +51,7 @@ pub fn normal(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    let run = NewTensor::reserving(shape, device, generator)?;
-    normal_sampler("normal", mean, std, dtype, device, run)
+    float_tensor::<MeanStd>("normal", shape, (mean, std), dtype, device, generator)
 }
 
 /// [`normal`] into the existing float tensor `t` (`torch.Tensor.normal_(mean, std)`): the
@@ -67,38 +64,7 @@ pub fn normal_(
     std: f64,
     generator: Option<&Generator>,
 ) -> Result<(), RngError> {
-    let (dtype, device) = (t.dtype(), t.device());
-    let run = IntoTensor::reserving(t, generator);
-    normal_sampler("normal_", mean, std, dtype, device, run).map(|_| ())
-}
-
-/// Checks the parameters, and runs the sampler `dtype` gets.
-#[track_caller]
-fn normal_sampler<R: RunSampler>(
-    op: &'static str,
-    mean: f64,
-    std: f64,
-    dtype: DType,
-    device: Device,
-    run: R,
-) -> Result<R::Out, RngError> {
-    check_float(op, dtype)?;
-    if device.is_cuda() && dtype == DType::F64 {
-        return Err(RngError::UnsupportedDType {
-            op,
-            dtype,
-            supported: "f32, f16, bf16 on CUDA (f64 normals are CPU-only)",
-        });
-    }
-    normal_params(op, mean, std, dtype)?;
-    run_float_sampler(op, MeanStd { mean, std }, dtype, run)
-}
-
-/// `normal`'s mean and standard deviation, checked by `normal_params`.
-#[derive(Clone, Copy)]
-pub(crate) struct MeanStd {
-    pub(crate) mean: f64,
-    pub(crate) std: f64,
+    float_tensor_::<MeanStd>("normal_", t, (mean, std), generator)
 }
 
 /// The normal sampler writing `T`: f32 / f16 / bf16 by Box-Muller and `mean + std * z`
@@ -109,7 +75,7 @@ pub(crate) type Normal<T> = FloatSampler<MeanStd, T>;
 impl<T: NarrowFloat> Normal<T> {
     #[inline(always)]
     fn element(&self, z: f32) -> T {
-        let MeanStd { mean, std } = self.params;
+        let (mean, std) = self.params.mean_std();
         T::round_from_f32(scale_normal_f32(z, mean as f32, std as f32))
     }
 }
@@ -160,7 +126,7 @@ impl<T: NarrowFloat> Sampler for Normal<T> {
     }
     #[cfg(feature = "cuda")]
     fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
-        let MeanStd { mean, std } = self.params;
+        let (mean, std) = self.params.mean_std();
         kernels::launch::normal_call(T::DTYPE, mean as f32, std as f32).map(Some)
     }
 }
@@ -174,7 +140,7 @@ impl Sampler for Normal<f64> {
         Layout::groups(2, 4)
     }
     fn fill_group(&self, _group: u64, w: &[u32], out: &mut [f64]) {
-        let MeanStd { mean, std } = self.params;
+        let (mean, std) = self.params.mean_std();
         let u1 = 1.0 - uniform_f64(w[0], w[1]);
         let u2 = uniform_f64(w[2], w[3]);
         let radius = (-2.0 * u1.ln()).sqrt();
@@ -189,5 +155,5 @@ impl Sampler for Normal<f64> {
 #[cfg(test)]
 pub(crate) mod samplers {
     //! The samplers, for the SIMD-versus-scalar tests.
-    pub(crate) use super::{MeanStd, Normal};
+    pub(crate) use super::Normal;
 }

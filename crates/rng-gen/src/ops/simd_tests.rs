@@ -11,18 +11,20 @@
 use std::sync::atomic::AtomicU32;
 
 use half::{bf16, f16};
-use tensor_core::Element;
+use tensor_core::{DType, Device, Element};
 
+use super::args::{MeanStd, UniformRange};
 use super::bernoulli::samplers::Bernoulli;
 use super::bits::samplers::bits;
 use super::cpu_fill::{fill_with, CHUNK_WORDS};
 use super::dropout::mask::{clear_tail, mask_len};
 use super::dropout::samplers::{DropoutFloat, DropoutForward, MaskOut};
-use super::normal::samplers::{MeanStd, Normal};
+use super::float_sampler::FloatParams;
+use super::normal::samplers::Normal;
 use super::randint::samplers::randint;
 use super::randperm::samplers::draws;
 use super::sampler::Sampler;
-use super::uniform::samplers::{Uniform, UniformRange};
+use super::uniform::samplers::Uniform;
 use crate::simd::SimdLevel;
 use crate::stream::key::Key;
 use crate::stream::philox::word_at;
@@ -108,7 +110,7 @@ fn check<S: Sampler>(what: &str, make: impl Fn(usize) -> S) {
 #[test]
 fn uniform_every_dtype() {
     for (low, high) in [(0.0, 1.0), (-3.5, 2.25)] {
-        let range = UniformRange { low, high };
+        let range = UniformRange::checked("t", (low, high), DType::F64, Device::Cpu).unwrap();
         check("uniform f32", |_| Uniform::<f32>::new("t", range));
         check("uniform f16", |_| Uniform::<f16>::new("t", range));
         check("uniform bf16", |_| Uniform::<bf16>::new("t", range));
@@ -119,7 +121,7 @@ fn uniform_every_dtype() {
 #[test]
 fn normal_every_dtype() {
     for (mean, std) in [(0.0, 1.0), (2.5, 0.75)] {
-        let params = MeanStd { mean, std };
+        let params = MeanStd::checked("t", (mean, std), DType::F64, Device::Cpu).unwrap();
         check("normal f32", |_| Normal::<f32>::new("t", params));
         check("normal f16", |_| Normal::<f16>::new("t", params));
         check("normal bf16", |_| Normal::<bf16>::new("t", params));
@@ -223,15 +225,8 @@ fn dropout_every_dtype_with_and_without_mask() {
 #[test]
 fn built_in_layouts_consume_what_the_contract_says() {
     use crate::stream::increment::{words_for, RandomOp};
-    use tensor_core::DType;
-    let unit = UniformRange {
-        low: 0.0,
-        high: 1.0,
-    };
-    let standard = MeanStd {
-        mean: 0.0,
-        std: 1.0,
-    };
+    let unit = UniformRange::checked("t", (0.0, 1.0), DType::F64, Device::Cpu).unwrap();
+    let standard = MeanStd::checked("t", (0.0, 1.0), DType::F64, Device::Cpu).unwrap();
     for n in (0..70u64).chain([u64::MAX / 4, u64::MAX]) {
         let cases: [(u128, u128); 8] = [
             (

@@ -7,10 +7,9 @@
 
 use tensor_core::{DType, Device, Tensor};
 
-use super::args::{check_float, uniform_range};
-use super::float_sampler::{run_float_sampler, FloatSampler};
+use super::args::UniformRange;
+use super::float_sampler::{float_tensor, float_tensor_, FloatSampler};
 use super::per_word::PerWordSampler;
-use super::pipeline::{IntoTensor, NewTensor, RunSampler};
 use super::sampler::{Layout, Sampler, BATCH_WORDS};
 use super::NarrowFloat;
 use crate::stream::convert::{scale_uniform_f32, scale_uniform_f64, uniform_f64};
@@ -27,8 +26,7 @@ pub fn rand(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    let run = NewTensor::reserving(shape, device, generator)?;
-    uniform_sampler("rand", 0.0, 1.0, dtype, run)
+    float_tensor::<UniformRange>("rand", shape, (0.0, 1.0), dtype, device, generator)
 }
 
 /// Uniform samples on `[low, high)` (`torch.empty(..).uniform_(low, high)`):
@@ -46,8 +44,7 @@ pub fn uniform(
     device: Device,
     generator: Option<&Generator>,
 ) -> Result<Tensor, RngError> {
-    let run = NewTensor::reserving(shape, device, generator)?;
-    uniform_sampler("uniform", low, high, dtype, run)
+    float_tensor::<UniformRange>("uniform", shape, (low, high), dtype, device, generator)
 }
 
 /// [`uniform`] into the existing float tensor `t` (`torch.Tensor.uniform_(low, high)`):
@@ -61,30 +58,7 @@ pub fn uniform_(
     high: f64,
     generator: Option<&Generator>,
 ) -> Result<(), RngError> {
-    let dtype = t.dtype();
-    let run = IntoTensor::reserving(t, generator);
-    uniform_sampler("uniform_", low, high, dtype, run).map(|_| ())
-}
-
-/// Checks `low`, `high` and `dtype`, and runs the sampler `dtype` gets.
-#[track_caller]
-fn uniform_sampler<R: RunSampler>(
-    op: &'static str,
-    low: f64,
-    high: f64,
-    dtype: DType,
-    run: R,
-) -> Result<R::Out, RngError> {
-    check_float(op, dtype)?;
-    uniform_range(op, low, high, dtype)?;
-    run_float_sampler(op, UniformRange { low, high }, dtype, run)
-}
-
-/// `uniform`'s interval `[low, high)`, checked by `uniform_range`.
-#[derive(Clone, Copy)]
-pub(crate) struct UniformRange {
-    pub(crate) low: f64,
-    pub(crate) high: f64,
+    float_tensor_::<UniformRange>("uniform_", t, (low, high), generator)
 }
 
 /// The uniform sampler writing `T`: f32 / f16 / bf16 use one word per element, computed
@@ -98,12 +72,12 @@ impl<T: NarrowFloat> PerWordSampler for Uniform<T> {
     }
     #[inline(always)]
     fn element(&self, word: u32) -> T {
-        let UniformRange { low, high } = self.params;
+        let (low, high) = self.params.bounds();
         T::round_from_f32(scale_uniform_f32(T::unit(word), low as f32, high as f32))
     }
     #[cfg(feature = "cuda")]
     fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
-        let UniformRange { low, high } = self.params;
+        let (low, high) = self.params.bounds();
         kernels::launch::uniform_call(T::DTYPE, low, high).map(Some)
     }
 }
@@ -111,7 +85,7 @@ impl<T: NarrowFloat> PerWordSampler for Uniform<T> {
 impl Uniform<f64> {
     #[inline(always)]
     fn element_of(&self, w0: u32, w1: u32) -> f64 {
-        let UniformRange { low, high } = self.params;
+        let (low, high) = self.params.bounds();
         scale_uniform_f64(uniform_f64(w0, w1), low, high)
     }
 }
@@ -135,7 +109,7 @@ impl Sampler for Uniform<f64> {
     }
     #[cfg(feature = "cuda")]
     fn cuda_kernel(&mut self) -> kernels::Result<Option<kernels::KernelCall<'_>>> {
-        let UniformRange { low, high } = self.params;
+        let (low, high) = self.params.bounds();
         kernels::launch::uniform_call(DType::F64, low, high).map(Some)
     }
 }
@@ -143,5 +117,5 @@ impl Sampler for Uniform<f64> {
 #[cfg(test)]
 pub(crate) mod samplers {
     //! The samplers, for the SIMD-versus-scalar tests.
-    pub(crate) use super::{Uniform, UniformRange};
+    pub(crate) use super::Uniform;
 }
