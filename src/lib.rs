@@ -11,8 +11,11 @@ pub use nn_mini;
 pub use rng_gen;
 pub use tensor_core;
 
-/// The names most programs need.
+/// The names most programs need, and the traits whose methods they call (a layer's
+/// `forward` / `parameters`, a trainer's `losses` / `step_count`).
 pub mod prelude {
+    pub use nn_mini::train::TrainingRun;
+    pub use nn_mini::Module;
     pub use tensor_core::{bf16, f16, DType, Device, Tensor, TensorError};
 }
 
