@@ -252,13 +252,8 @@ impl Engine for MpiGroup {
 
     fn run_all_gather(&self, args: AllGather<'_>) -> Result<()> {
         const OP: &str = "all_gather";
-        let AllGather {
-            output,
-            input,
-            counts,
-            ..
-        } = args;
-        let (byte_counts, displs) = byte_partition(OP, output.dtype(), counts)?;
+        let (output, input) = (args.output, args.input);
+        let (byte_counts, displs) = byte_partition(OP, output.dtype(), args.counts)?;
         let handles = self.world(OP)?;
         *output = with_element!(output.dtype(), T => {
             let len = output.elem_count() * std::mem::size_of::<T>();
@@ -273,15 +268,9 @@ impl Engine for MpiGroup {
 
     fn run_all_to_all(&self, args: AllToAll<'_>) -> Result<()> {
         const OP: &str = "all_to_all";
-        let AllToAll {
-            output,
-            input,
-            output_counts,
-            input_counts,
-            ..
-        } = args;
-        let (send_counts, send_displs) = byte_partition(OP, input.dtype(), input_counts)?;
-        let (recv_counts, recv_displs) = byte_partition(OP, output.dtype(), output_counts)?;
+        let (output, input) = (args.output, args.input);
+        let (send_counts, send_displs) = byte_partition(OP, input.dtype(), args.input_counts)?;
+        let (recv_counts, recv_displs) = byte_partition(OP, output.dtype(), args.output_counts)?;
         let handles = self.world(OP)?;
         *output = with_element!(output.dtype(), T => {
             let len = output.elem_count() * std::mem::size_of::<T>();

@@ -306,12 +306,7 @@ impl Engine for NcclGroup {
     }
 
     fn run_all_gather(&self, args: AllGather<'_>) -> Result<()> {
-        let AllGather {
-            output,
-            input,
-            counts,
-            ..
-        } = args;
+        let (output, input, counts) = (args.output, args.input, args.counts);
         let (rank, world) = (self.info.rank, self.info.world_size);
         let size = input.dtype().size_in_bytes();
         let even = counts.iter().all(|&c| c == counts[0]);
@@ -355,13 +350,8 @@ impl Engine for NcclGroup {
     }
 
     fn run_all_to_all(&self, args: AllToAll<'_>) -> Result<()> {
-        let AllToAll {
-            output,
-            input,
-            output_counts,
-            input_counts,
-            ..
-        } = args;
+        let (output, input) = (args.output, args.input);
+        let (input_counts, output_counts) = (args.input_counts, args.output_counts);
         let size = input.dtype().size_in_bytes();
         let (send_starts, recv_starts) = (offsets(input_counts), offsets(output_counts));
         *output = self.out_of_place(

@@ -263,16 +263,11 @@ impl Engine for ThreadGroup {
     }
 
     fn run_all_gather(&self, args: AllGather<'_>) -> Result<()> {
-        let AllGather {
-            output,
-            input,
-            counts,
-            ..
-        } = args;
-        let args = Args::Gather {
-            counts: counts.to_vec(),
+        let counts = Args::Gather {
+            counts: args.counts.to_vec(),
         };
-        let round = self.exchange("all_gather", input.clone(), args)?;
+        let round = self.exchange("all_gather", args.input.clone(), counts)?;
+        let output = args.output;
         *output = with_element!(output.dtype(), T => {
             let mut values = Vec::with_capacity(output.elem_count());
             for post in &round.posts {
@@ -284,18 +279,12 @@ impl Engine for ThreadGroup {
     }
 
     fn run_all_to_all(&self, args: AllToAll<'_>) -> Result<()> {
-        let AllToAll {
-            output,
-            input,
-            output_counts,
-            input_counts,
-            ..
-        } = args;
-        let args = Args::AllToAll {
-            output_counts: output_counts.to_vec(),
-            input_counts: input_counts.to_vec(),
+        let counts = Args::AllToAll {
+            output_counts: args.output_counts.to_vec(),
+            input_counts: args.input_counts.to_vec(),
         };
-        let round = self.exchange("all_to_all", input.clone(), args)?;
+        let round = self.exchange("all_to_all", args.input.clone(), counts)?;
+        let output = args.output;
         *output = with_element!(output.dtype(), T => like(output, gather_addressed::<T>(&round, self.info.rank)?)?);
         Ok(())
     }
