@@ -286,3 +286,84 @@ fn check_counts(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rank 1 of 2 on the CPU: checks need only a [`GroupInfo`], no running group.
+    const RANK_1_OF_2: GroupInfo = GroupInfo {
+        rank: 1,
+        world_size: 2,
+        backend: Backend::Threads,
+        device: Device::Cpu,
+    };
+
+    fn cpu(values: Vec<f32>) -> Tensor {
+        let n = values.len();
+        Tensor::from_vec(values, &[n], Device::Cpu).unwrap()
+    }
+
+    /// The message of an `InvalidArgument` from `op`.
+    fn refusal<T: std::fmt::Debug>(op: &str, result: Result<T>) -> String {
+        match result {
+            Err(DistError::InvalidArgument { op: got, message }) if got == op => message,
+            other => panic!("expected {op} to refuse, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sums_name_their_dtype_and_refuse_the_others() {
+        let mut t = cpu(vec![1.0; 3]);
+        assert_eq!(
+            Sum::check(&mut t, RANK_1_OF_2).unwrap().dtype,
+            SumDtype::F32
+        );
+        let mut bytes = Tensor::from_vec(vec![1u8; 3], &[3], Device::Cpu).unwrap();
+        let message = refusal("all_reduce", Sum::check(&mut bytes, RANK_1_OF_2));
+        assert_eq!(message, "cannot sum dtype u8; supported: f32, f64, i64");
+    }
+
+    #[test]
+    fn a_tensor_on_another_device_is_refused_before_anything_moves() {
+        let gpu = GroupInfo {
+            device: Device::Cuda(0),
+            ..RANK_1_OF_2
+        };
+        let mut t = cpu(vec![1.0; 3]);
+        let message = refusal("broadcast", Broadcast::check(&mut t, 0, gpu));
+        assert!(message.starts_with("tensor is on cpu"), "{message}");
+        let message = refusal("broadcast", Broadcast::check(&mut t, 2, RANK_1_OF_2));
+        assert_eq!(message, "source rank 2 is not in 0..2");
+    }
+
+    #[test]
+    fn counts_must_fit_the_world_the_tensors_and_this_rank() {
+        let (mut out, input) = (cpu(vec![0.0; 5]), cpu(vec![1.0; 2]));
+        assert!(AllGather::check(&mut out, &input, &[3, 2], RANK_1_OF_2).is_ok());
+        let message = refusal(
+            "all_gather",
+            AllGather::check(&mut out, &input, &[2, 3], RANK_1_OF_2),
+        );
+        assert_eq!(
+            message,
+            "counts[1] = 3 but this rank's input has 2 elements"
+        );
+        let message = refusal(
+            "all_to_all",
+            AllToAll::check(&mut out, &input, &[5, 0], &[usize::MAX, 3], RANK_1_OF_2),
+        );
+        assert_eq!(
+            message,
+            format!("input_counts [{}, 3] overflows", usize::MAX)
+        );
+        let message = refusal(
+            "all_to_all",
+            AllToAll::check(&mut out, &input, &[5], &[1, 1], RANK_1_OF_2),
+        );
+        assert_eq!(
+            message,
+            "output_counts has 1 entries, expected one per rank (2)"
+        );
+    }
+}
