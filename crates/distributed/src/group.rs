@@ -3,8 +3,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use tensor_core::{DType, Device, Tensor};
+use tensor_core::{Device, Tensor};
 
+use crate::engine::{AllGather, AllToAll, Broadcast, Engine, Sum};
 use crate::{DistError, Result};
 
 /// Which engine moves the data. Names follow `torch.distributed`'s backend strings.
@@ -69,32 +70,56 @@ pub enum ReduceOp {
 /// and (NCCL) the topology. For sums that do not depend on the world size, use
 /// [`crate::ddp`]'s invariant mode, built from [`all_to_all`](Self::all_to_all) and
 /// [`all_gather`](Self::all_gather).
-pub trait ProcessGroup: Send + Sync {
+///
+/// **Checks once, then moves.** Every method is provided: it checks this rank's
+/// arguments (the same checks, with the same errors, for every backend) and then hands
+/// them, as a struct that only a passed check can build, to the backend's `Engine` (the
+/// crate-private half that moves data, like a c10d `Backend` behind PyTorch's
+/// `ProcessGroup`). So no backend can skip a check or word it differently. The trait is
+/// sealed: `ThreadGroup`, `MpiGroup` and `NcclGroup` are its implementations.
+pub trait ProcessGroup: Send + Sync + Engine {
     /// This process's (or thread's) rank, `0..world_size`.
-    fn rank(&self) -> usize;
+    fn rank(&self) -> usize {
+        self.info().rank
+    }
 
     /// Number of ranks.
-    fn world_size(&self) -> usize;
+    fn world_size(&self) -> usize {
+        self.info().world_size
+    }
 
     /// The engine.
-    fn backend(&self) -> Backend;
+    fn backend(&self) -> Backend {
+        self.info().backend
+    }
 
     /// The device whose tensors the collectives move: the CPU for threads and MPI, the
     /// rank's GPU for NCCL.
-    fn device(&self) -> Device;
+    fn device(&self) -> Device {
+        self.info().device
+    }
 
     /// Replaces `tensor` on every rank with the element-wise reduction of every rank's
     /// `tensor` (same dtype and element count everywhere). Dtypes: f32, f64, i64.
-    fn all_reduce(&self, tensor: &mut Tensor, op: ReduceOp) -> Result<()>;
+    fn all_reduce(&self, tensor: &mut Tensor, op: ReduceOp) -> Result<()> {
+        let args = Sum::check(tensor, self.info())?;
+        match op {
+            ReduceOp::Sum => self.run_sum(args),
+        }
+    }
 
     /// Replaces `tensor` on every rank with rank `src`'s (same dtype and element count
     /// everywhere). Any dtype.
-    fn broadcast(&self, tensor: &mut Tensor, src: usize) -> Result<()>;
+    fn broadcast(&self, tensor: &mut Tensor, src: usize) -> Result<()> {
+        self.run_broadcast(Broadcast::check(tensor, src, self.info())?)
+    }
 
     /// Sets `output` to every rank's `input`, concatenated in rank order. `counts[q]` is
     /// the element count of rank `q`'s input (they may differ, and be zero), the same
     /// list on every rank; `output` must hold their sum. Any dtype.
-    fn all_gather(&self, output: &mut Tensor, input: &Tensor, counts: &[usize]) -> Result<()>;
+    fn all_gather(&self, output: &mut Tensor, input: &Tensor, counts: &[usize]) -> Result<()> {
+        self.run_all_gather(AllGather::check(output, input, counts, self.info())?)
+    }
 
     /// `torch.distributed.all_to_all_single` with split sizes: rank `r` sends elements
     /// `input_counts[..q].sum() ..` (`input_counts[q]` of them) of `input` to rank `q`,
@@ -107,11 +132,19 @@ pub trait ProcessGroup: Send + Sync {
         input: &Tensor,
         output_counts: &[usize],
         input_counts: &[usize],
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let args = AllToAll::check(output, input, output_counts, input_counts, self.info())?;
+        self.run_all_to_all(args)
+    }
 
     /// Returns once every rank has called it.
-    fn barrier(&self) -> Result<()>;
+    fn barrier(&self) -> Result<()> {
+        self.run_barrier()
+    }
 }
+
+/// Every backend is a process group: the methods above are its whole public face.
+impl<G: Engine> ProcessGroup for G {}
 
 /// Splits `n` elements into `parts` runs as evenly as possible, the longer runs first
 /// (`[3, 3, 2, 2]` for 10 into 4): how gradient buffers are chunked between ranks.
@@ -135,149 +168,6 @@ pub fn offsets(counts: &[usize]) -> Vec<usize> {
             Some(start)
         })
         .collect()
-}
-
-/// Checks shared by every backend. They run before any data moves, on each rank, so a
-/// bad argument is reported by the rank that passed it.
-pub(crate) mod check {
-    use super::*;
-
-    /// `tensor` is contiguous and on `device`.
-    pub(crate) fn tensor(op: &'static str, what: &str, t: &Tensor, device: Device) -> Result<()> {
-        if t.device() != device {
-            return Err(DistError::invalid(
-                op,
-                format!(
-                    "{what} is on {}, this backend moves tensors on {device}",
-                    t.device()
-                ),
-            ));
-        }
-        if !t.is_contiguous() {
-            return Err(DistError::invalid(
-                op,
-                format!("{what} must be contiguous (call .contiguous() first)"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// `src` is a rank.
-    pub(crate) fn root(op: &'static str, src: usize, world: usize) -> Result<()> {
-        if src >= world {
-            return Err(DistError::invalid(
-                op,
-                format!("source rank {src} is not in 0..{world}"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// The dtypes `all_reduce` sums.
-    pub(crate) fn reducible(op: &'static str, dtype: DType) -> Result<()> {
-        match dtype {
-            DType::F32 | DType::F64 | DType::I64 => Ok(()),
-            other => Err(DistError::invalid(
-                op,
-                format!("cannot sum dtype {other}; supported: f32, f64, i64"),
-            )),
-        }
-    }
-
-    /// `counts` has one entry per rank and sums to `total` without overflow.
-    pub(crate) fn counts(
-        op: &'static str,
-        what: &str,
-        counts: &[usize],
-        world: usize,
-        total: usize,
-    ) -> Result<()> {
-        if counts.len() != world {
-            return Err(DistError::invalid(
-                op,
-                format!(
-                    "{what} has {} entries, expected one per rank ({world})",
-                    counts.len()
-                ),
-            ));
-        }
-        let sum = counts
-            .iter()
-            .try_fold(0usize, |acc, &c| acc.checked_add(c))
-            .ok_or_else(|| DistError::invalid(op, format!("{what} {counts:?} overflows")))?;
-        if sum != total {
-            return Err(DistError::invalid(
-                op,
-                format!("{what} {counts:?} sum to {sum}, but the tensor has {total} elements"),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Input and output agree in dtype.
-    pub(crate) fn same_dtype(op: &'static str, output: &Tensor, input: &Tensor) -> Result<()> {
-        if output.dtype() != input.dtype() {
-            return Err(DistError::invalid(
-                op,
-                format!(
-                    "output is {} but input is {}; they must match",
-                    output.dtype(),
-                    input.dtype()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// The arguments of `all_gather` on this rank.
-    pub(crate) fn all_gather(
-        output: &Tensor,
-        input: &Tensor,
-        counts: &[usize],
-        rank: usize,
-        world: usize,
-        device: Device,
-    ) -> Result<()> {
-        const OP: &str = "all_gather";
-        tensor(OP, "output", output, device)?;
-        tensor(OP, "input", input, device)?;
-        same_dtype(OP, output, input)?;
-        self::counts(OP, "counts", counts, world, output.elem_count())?;
-        if counts[rank] != input.elem_count() {
-            return Err(DistError::invalid(
-                OP,
-                format!(
-                    "counts[{rank}] = {} but this rank's input has {} elements",
-                    counts[rank],
-                    input.elem_count()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// The arguments of `all_to_all` on this rank.
-    pub(crate) fn all_to_all(
-        output: &Tensor,
-        input: &Tensor,
-        output_counts: &[usize],
-        input_counts: &[usize],
-        world: usize,
-        device: Device,
-    ) -> Result<()> {
-        const OP: &str = "all_to_all";
-        tensor(OP, "output", output, device)?;
-        tensor(OP, "input", input, device)?;
-        same_dtype(OP, output, input)?;
-        counts(
-            OP,
-            "output_counts",
-            output_counts,
-            world,
-            output.elem_count(),
-        )?;
-        counts(OP, "input_counts", input_counts, world, input.elem_count())
-    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,28 @@ macro_rules! with_element {
 }
 pub(crate) use with_element;
 
+/// Runs `$body` with `$t` bound to the Rust element type of `$dtype`, a
+/// [`SumDtype`](crate::engine::SumDtype): [`with_element`] for the dtypes that sum.
+macro_rules! with_summable {
+    ($dtype:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            $crate::engine::SumDtype::F32 => {
+                type $t = f32;
+                $body
+            }
+            $crate::engine::SumDtype::F64 => {
+                type $t = f64;
+                $body
+            }
+            $crate::engine::SumDtype::I64 => {
+                type $t = i64;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_summable;
+
 /// The element types `all_reduce` sums, with the addition it uses (wrapping for
 /// integers, so an overflow never panics).
 pub(crate) trait Summable: Element {

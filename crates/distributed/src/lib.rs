@@ -40,6 +40,7 @@
 
 mod collective_timeout;
 pub mod ddp;
+mod engine;
 mod env_var;
 mod error;
 mod group;

@@ -31,11 +31,12 @@ use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use mpi::{Count, Threading};
-use tensor_core::{bf16, f16, DType, Device, Element, Tensor};
+use tensor_core::{bf16, f16, DType, Device, Element};
 
-use crate::group::{check, offsets};
-use crate::host::{like, with_element};
-use crate::{Backend, DistError, ProcessGroup, ReduceOp, Result};
+use crate::engine::{AllGather, AllToAll, Broadcast, Engine, GroupInfo, Sum};
+use crate::group::offsets;
+use crate::host::{like, with_element, with_summable};
+use crate::{Backend, DistError, Result};
 
 /// Plain-old-data view of the element types MPI moves as bytes (`f16`, `bf16` and
 /// `bool` have no MPI datatype of their own).
@@ -89,8 +90,7 @@ unsafe impl Send for Handles {}
 /// One per process: MPI can be initialised once, and dropping the group finalises it.
 pub struct MpiGroup {
     handles: Mutex<Handles>,
-    rank: usize,
-    world_size: usize,
+    info: GroupInfo,
     /// Set when MPI gave less than `MPI_THREAD_SERIALIZED`: the only thread allowed in.
     only_thread: Option<ThreadId>,
 }
@@ -98,8 +98,8 @@ pub struct MpiGroup {
 impl std::fmt::Debug for MpiGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MpiGroup")
-            .field("rank", &self.rank)
-            .field("world_size", &self.world_size)
+            .field("rank", &self.info.rank)
+            .field("world_size", &self.info.world_size)
             .finish()
     }
 }
@@ -119,8 +119,12 @@ impl MpiGroup {
         let (rank, size) = (world.rank(), world.size());
         let serialized = matches!(provided, Threading::Serialized | Threading::Multiple);
         Ok(MpiGroup {
-            rank: usize::try_from(rank).expect("MPI ranks are non-negative"),
-            world_size: usize::try_from(size).expect("MPI sizes are positive"),
+            info: GroupInfo {
+                rank: usize::try_from(rank).expect("MPI ranks are non-negative"),
+                world_size: usize::try_from(size).expect("MPI sizes are positive"),
+                backend: Backend::Mpi,
+                device: Device::Cpu,
+            },
             handles: Mutex::new(Handles {
                 world,
                 _universe: universe,
@@ -214,42 +218,24 @@ where
     out
 }
 
-impl ProcessGroup for MpiGroup {
-    fn rank(&self) -> usize {
-        self.rank
+impl Engine for MpiGroup {
+    fn info(&self) -> GroupInfo {
+        self.info
     }
 
-    fn world_size(&self) -> usize {
-        self.world_size
-    }
-
-    fn device(&self) -> Device {
-        Device::Cpu
-    }
-
-    fn backend(&self) -> Backend {
-        Backend::Mpi
-    }
-
-    fn all_reduce(&self, tensor: &mut Tensor, op: ReduceOp) -> Result<()> {
+    fn run_sum(&self, args: Sum<'_>) -> Result<()> {
         const OP: &str = "all_reduce";
-        check::tensor(OP, "tensor", tensor, Device::Cpu)?;
-        check::reducible(OP, tensor.dtype())?;
+        let Sum { tensor, dtype, .. } = args;
         count(OP, tensor.elem_count())?;
-        let ReduceOp::Sum = op;
         let handles = self.world(OP)?;
-        *tensor = match tensor.dtype() {
-            DType::F32 => like(tensor, sum(&handles.world, tensor.as_slice::<f32>()?))?,
-            DType::F64 => like(tensor, sum(&handles.world, tensor.as_slice::<f64>()?))?,
-            _ => like(tensor, sum(&handles.world, tensor.as_slice::<i64>()?))?,
-        };
+        *tensor =
+            with_summable!(dtype, T => like(tensor, sum(&handles.world, tensor.as_slice::<T>()?))?);
         Ok(())
     }
 
-    fn broadcast(&self, tensor: &mut Tensor, src: usize) -> Result<()> {
+    fn run_broadcast(&self, args: Broadcast<'_>) -> Result<()> {
         const OP: &str = "broadcast";
-        check::tensor(OP, "tensor", tensor, Device::Cpu)?;
-        check::root(OP, src, self.world_size)?;
+        let Broadcast { tensor, src, .. } = args;
         count(OP, tensor.elem_count() * tensor.dtype().size_in_bytes())?;
         let handles = self.world(OP)?;
         let root = handles.world.process_at_rank(src as Count);
@@ -264,17 +250,10 @@ impl ProcessGroup for MpiGroup {
         Ok(())
     }
 
-    fn all_gather(&self, output: &mut Tensor, input: &Tensor, counts: &[usize]) -> Result<()> {
+    fn run_all_gather(&self, args: AllGather<'_>) -> Result<()> {
         const OP: &str = "all_gather";
-        check::all_gather(
-            output,
-            input,
-            counts,
-            self.rank,
-            self.world_size,
-            Device::Cpu,
-        )?;
-        let (byte_counts, displs) = byte_partition(OP, output.dtype(), counts)?;
+        let (output, input) = (args.output, args.input);
+        let (byte_counts, displs) = byte_partition(OP, output.dtype(), args.counts)?;
         let handles = self.world(OP)?;
         *output = with_element!(output.dtype(), T => {
             let len = output.elem_count() * std::mem::size_of::<T>();
@@ -287,25 +266,11 @@ impl ProcessGroup for MpiGroup {
         Ok(())
     }
 
-    fn all_to_all(
-        &self,
-        output: &mut Tensor,
-        input: &Tensor,
-        output_counts: &[usize],
-        input_counts: &[usize],
-    ) -> Result<()> {
+    fn run_all_to_all(&self, args: AllToAll<'_>) -> Result<()> {
         const OP: &str = "all_to_all";
-        let world = self.world_size;
-        check::all_to_all(
-            output,
-            input,
-            output_counts,
-            input_counts,
-            world,
-            Device::Cpu,
-        )?;
-        let (send_counts, send_displs) = byte_partition(OP, input.dtype(), input_counts)?;
-        let (recv_counts, recv_displs) = byte_partition(OP, output.dtype(), output_counts)?;
+        let (output, input) = (args.output, args.input);
+        let (send_counts, send_displs) = byte_partition(OP, input.dtype(), args.input_counts)?;
+        let (recv_counts, recv_displs) = byte_partition(OP, output.dtype(), args.output_counts)?;
         let handles = self.world(OP)?;
         *output = with_element!(output.dtype(), T => {
             let len = output.elem_count() * std::mem::size_of::<T>();
@@ -319,7 +284,7 @@ impl ProcessGroup for MpiGroup {
         Ok(())
     }
 
-    fn barrier(&self) -> Result<()> {
+    fn run_barrier(&self) -> Result<()> {
         self.world("barrier")?.world.barrier();
         Ok(())
     }

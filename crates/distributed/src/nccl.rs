@@ -42,9 +42,10 @@ use cudarc::nccl::{result, sys};
 use tensor_core::cuda::CudaStorage;
 use tensor_core::{DType, Device, Storage, Tensor};
 
-use crate::group::{check, offsets};
+use crate::engine::{AllGather, AllToAll, Broadcast, Engine, GroupInfo, Sum, SumDtype};
+use crate::group::offsets;
 use crate::rendezvous::{fetch, JobToken, RendezvousServer};
-use crate::{Backend, DistError, LaunchEnv, ProcessGroup, ReduceOp, Result, DEFAULT_TIMEOUT};
+use crate::{Backend, DistError, LaunchEnv, Result, DEFAULT_TIMEOUT};
 pub use library::{is_nccl_available, nccl_version, unique_id};
 use library::{nccl_error, require_library};
 use watchdog::{CommHandle, Watchdog};
@@ -58,17 +59,17 @@ pub struct NcclGroup {
     /// Owns the communicator and aborts it when a collective overruns.
     watchdog: Watchdog,
     stream: Arc<CudaStream>,
-    rank: usize,
-    world_size: usize,
+    /// Its device is `Device::Cuda(ordinal)`.
+    info: GroupInfo,
     ordinal: usize,
 }
 
 impl std::fmt::Debug for NcclGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NcclGroup")
-            .field("rank", &self.rank)
-            .field("world_size", &self.world_size)
-            .field("device", &Device::Cuda(self.ordinal))
+            .field("rank", &self.info.rank)
+            .field("world_size", &self.info.world_size)
+            .field("device", &self.info.device)
             .finish()
     }
 }
@@ -154,8 +155,12 @@ impl NcclGroup {
             sequence: Mutex::new(0),
             watchdog: Watchdog::start(CommHandle(comm), DEFAULT_TIMEOUT)?,
             stream,
-            rank,
-            world_size,
+            info: GroupInfo {
+                rank,
+                world_size,
+                backend: Backend::Nccl,
+                device: Device::Cuda(ordinal),
+            },
             ordinal,
         })
     }
@@ -197,19 +202,20 @@ impl NcclGroup {
 fn storage(t: &Tensor) -> &CudaStorage {
     match t.storage() {
         Storage::Cuda(s) => s,
-        _ => unreachable!("check::tensor put it on a CUDA device"),
+        _ => unreachable!("the engine's checks put it on this rank's GPU"),
     }
 }
 
-/// NCCL's datatype for the element bytes of `dtype` (movement moves bytes).
-fn reduce_type(dtype: DType) -> sys::ncclDataType_t {
+/// NCCL's datatype for summing `dtype`.
+fn reduce_type(dtype: SumDtype) -> sys::ncclDataType_t {
     match dtype {
-        DType::F32 => sys::ncclDataType_t::ncclFloat32,
-        DType::F64 => sys::ncclDataType_t::ncclFloat64,
-        _ => sys::ncclDataType_t::ncclInt64,
+        SumDtype::F32 => sys::ncclDataType_t::ncclFloat32,
+        SumDtype::F64 => sys::ncclDataType_t::ncclFloat64,
+        SumDtype::I64 => sys::ncclDataType_t::ncclInt64,
     }
 }
 
+/// NCCL's datatype for the collectives that only move data: they move bytes.
 const BYTES: sys::ncclDataType_t = sys::ncclDataType_t::ncclUint8;
 
 impl NcclGroup {
@@ -240,8 +246,8 @@ impl NcclGroup {
     }
 
     /// `all_reduce` (sum) reported as collective `op` (the barrier is one).
-    fn sum_as(&self, op: &'static str, tensor: &mut Tensor) -> Result<()> {
-        let (n, dtype) = (tensor.elem_count(), tensor.dtype());
+    fn sum_as(&self, op: &'static str, tensor: &mut Tensor, dtype: SumDtype) -> Result<()> {
+        let n = tensor.elem_count();
         *tensor = self.out_of_place(op, tensor, n, tensor.dims(), |comm, send, recv, stream| {
             // SAFETY: both buffers hold n elements of dtype on this rank's device.
             unsafe {
@@ -262,39 +268,20 @@ impl NcclGroup {
     }
 }
 
-impl ProcessGroup for NcclGroup {
-    fn rank(&self) -> usize {
-        self.rank
+impl Engine for NcclGroup {
+    fn info(&self) -> GroupInfo {
+        self.info
     }
 
-    fn world_size(&self) -> usize {
-        self.world_size
+    fn run_sum(&self, args: Sum<'_>) -> Result<()> {
+        self.sum_as("all_reduce", args.tensor, args.dtype)
     }
 
-    fn backend(&self) -> Backend {
-        Backend::Nccl
-    }
-
-    /// The GPU this rank drives (`LOCAL_RANK`).
-    fn device(&self) -> Device {
-        Device::Cuda(self.ordinal)
-    }
-
-    fn all_reduce(&self, tensor: &mut Tensor, op: ReduceOp) -> Result<()> {
-        const OP: &str = "all_reduce";
-        check::tensor(OP, "tensor", tensor, self.device())?;
-        check::reducible(OP, tensor.dtype())?;
-        let ReduceOp::Sum = op;
-        self.sum_as(OP, tensor)
-    }
-
-    fn broadcast(&self, tensor: &mut Tensor, src: usize) -> Result<()> {
-        const OP: &str = "broadcast";
-        check::tensor(OP, "tensor", tensor, self.device())?;
-        check::root(OP, src, self.world_size)?;
+    fn run_broadcast(&self, args: Broadcast<'_>) -> Result<()> {
+        let Broadcast { tensor, src, .. } = args;
         let bytes = tensor.elem_count() * tensor.dtype().size_in_bytes();
         *tensor = self.out_of_place(
-            OP,
+            "broadcast",
             tensor,
             tensor.elem_count(),
             tensor.dims(),
@@ -318,9 +305,9 @@ impl ProcessGroup for NcclGroup {
         Ok(())
     }
 
-    fn all_gather(&self, output: &mut Tensor, input: &Tensor, counts: &[usize]) -> Result<()> {
-        let world = self.world_size;
-        check::all_gather(output, input, counts, self.rank, world, self.device())?;
+    fn run_all_gather(&self, args: AllGather<'_>) -> Result<()> {
+        let (output, input, counts) = (args.output, args.input, args.counts);
+        let (rank, world) = (self.info.rank, self.info.world_size);
         let size = input.dtype().size_in_bytes();
         let even = counts.iter().all(|&c| c == counts[0]);
         let starts = offsets(counts);
@@ -345,7 +332,7 @@ impl ProcessGroup for NcclGroup {
                     .map(drop)
                     .map_err(nccl_error("ncclAllGather"));
                 }
-                let sends = vec![counts[self.rank]; world];
+                let sends = vec![counts[rank]; world];
                 grouped_exchange(
                     &self.watchdog,
                     stream,
@@ -362,22 +349,9 @@ impl ProcessGroup for NcclGroup {
         Ok(())
     }
 
-    fn all_to_all(
-        &self,
-        output: &mut Tensor,
-        input: &Tensor,
-        output_counts: &[usize],
-        input_counts: &[usize],
-    ) -> Result<()> {
-        let world = self.world_size;
-        check::all_to_all(
-            output,
-            input,
-            output_counts,
-            input_counts,
-            world,
-            self.device(),
-        )?;
+    fn run_all_to_all(&self, args: AllToAll<'_>) -> Result<()> {
+        let (output, input) = (args.output, args.input);
+        let (input_counts, output_counts) = (args.input_counts, args.output_counts);
         let size = input.dtype().size_in_bytes();
         let (send_starts, recv_starts) = (offsets(input_counts), offsets(output_counts));
         *output = self.out_of_place(
@@ -402,10 +376,10 @@ impl ProcessGroup for NcclGroup {
         Ok(())
     }
 
-    fn barrier(&self) -> Result<()> {
+    fn run_barrier(&self) -> Result<()> {
         // A one-element sum, waited for like every collective.
-        let mut one = Tensor::zeros(&[1], DType::F32, self.device())?;
-        self.sum_as("barrier", &mut one)
+        let mut one = Tensor::zeros(&[1], DType::F32, self.info.device)?;
+        self.sum_as("barrier", &mut one, SumDtype::F32)
     }
 }
 

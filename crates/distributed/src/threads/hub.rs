@@ -125,10 +125,6 @@ impl Hub {
         }
     }
 
-    pub(crate) fn world(&self) -> usize {
-        self.world
-    }
-
     /// The state, recovered if a panicking rank poisoned the lock: every update below
     /// leaves it consistent before anything can panic.
     fn lock(&self) -> MutexGuard<'_, State> {

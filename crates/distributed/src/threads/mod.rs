@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use tensor_core::{Device, Tensor};
 
-use crate::group::{check, offsets};
-use crate::host::{add_assign, like, with_element, Summable};
-use crate::{Backend, DistError, ProcessGroup, ReduceOp, Result, DEFAULT_TIMEOUT};
+use crate::engine::{AllGather, AllToAll, Broadcast, Engine, GroupInfo, Sum};
+use crate::group::offsets;
+use crate::host::{add_assign, like, with_element, with_summable, Summable};
+use crate::{Backend, DistError, Result, DEFAULT_TIMEOUT};
 use hub::{Args, Hub, Post, Round};
 
 /// One rank of a group of threads. Create all ranks with [`ThreadGroup::new`] and move
@@ -31,7 +32,7 @@ use hub::{Args, Hub, Post, Round};
 /// ranks that did not arrive. After either, the group is broken and every later call fails.
 #[derive(Debug)]
 pub struct ThreadGroup {
-    rank: usize,
+    info: GroupInfo,
     hub: Arc<Hub>,
     timeout: Duration,
     /// Collectives this rank has called (its round number).
@@ -50,7 +51,12 @@ impl ThreadGroup {
         let hub = Arc::new(Hub::new(world_size));
         Ok((0..world_size)
             .map(|rank| ThreadGroup {
-                rank,
+                info: GroupInfo {
+                    rank,
+                    world_size,
+                    backend: Backend::Threads,
+                    device: Device::Cpu,
+                },
                 hub: Arc::clone(&hub),
                 timeout: DEFAULT_TIMEOUT,
                 calls: AtomicU64::new(0),
@@ -92,7 +98,7 @@ impl ThreadGroup {
                 .into_iter()
                 .map(|group| {
                     let body = &body;
-                    let rank = group.rank;
+                    let rank = group.info.rank;
                     scope.spawn(move || {
                         catch_unwind(AssertUnwindSafe(|| body(group))).unwrap_or_else(|payload| {
                             Err(DistError::RankPanicked {
@@ -114,9 +120,9 @@ impl ThreadGroup {
     /// Posts this rank's part of a collective and waits for the round.
     fn exchange(&self, op: &'static str, data: Tensor, args: Args) -> Result<Arc<Round>> {
         let call = self.calls.fetch_add(1, Ordering::Relaxed);
-        let round = self
-            .hub
-            .exchange(self.rank, call, Post { op, data, args }, self.timeout)?;
+        let round =
+            self.hub
+                .exchange(self.info.rank, call, Post { op, data, args }, self.timeout)?;
         agree(op, &round)?;
         Ok(round)
     }
@@ -124,7 +130,7 @@ impl ThreadGroup {
 
 impl Drop for ThreadGroup {
     fn drop(&mut self) {
-        self.hub.leave(self.rank);
+        self.hub.leave(self.info.rank);
     }
 }
 
@@ -237,54 +243,31 @@ fn gather_addressed<T: tensor_core::Element>(round: &Round, rank: usize) -> Resu
     Ok(out)
 }
 
-impl ProcessGroup for ThreadGroup {
-    fn rank(&self) -> usize {
-        self.rank
+impl Engine for ThreadGroup {
+    fn info(&self) -> GroupInfo {
+        self.info
     }
 
-    fn world_size(&self) -> usize {
-        self.hub.world()
-    }
-
-    fn device(&self) -> Device {
-        Device::Cpu
-    }
-
-    fn backend(&self) -> Backend {
-        Backend::Threads
-    }
-
-    fn all_reduce(&self, tensor: &mut Tensor, op: ReduceOp) -> Result<()> {
-        const OP: &str = "all_reduce";
-        check::tensor(OP, "tensor", tensor, Device::Cpu)?;
-        check::reducible(OP, tensor.dtype())?;
-        let ReduceOp::Sum = op;
-        let round = self.exchange(OP, tensor.clone(), Args::Reduce)?;
-        *tensor = match tensor.dtype() {
-            tensor_core::DType::F32 => like(tensor, sum_posts::<f32>(&round)?)?,
-            tensor_core::DType::F64 => like(tensor, sum_posts::<f64>(&round)?)?,
-            _ => like(tensor, sum_posts::<i64>(&round)?)?,
-        };
+    fn run_sum(&self, args: Sum<'_>) -> Result<()> {
+        let Sum { tensor, dtype, .. } = args;
+        let round = self.exchange("all_reduce", tensor.clone(), Args::Reduce)?;
+        *tensor = with_summable!(dtype, T => like(tensor, sum_posts::<T>(&round)?)?);
         Ok(())
     }
 
-    fn broadcast(&self, tensor: &mut Tensor, src: usize) -> Result<()> {
-        const OP: &str = "broadcast";
-        check::tensor(OP, "tensor", tensor, Device::Cpu)?;
-        check::root(OP, src, self.world_size())?;
-        let round = self.exchange(OP, tensor.clone(), Args::Broadcast { src })?;
+    fn run_broadcast(&self, args: Broadcast<'_>) -> Result<()> {
+        let Broadcast { tensor, src, .. } = args;
+        let round = self.exchange("broadcast", tensor.clone(), Args::Broadcast { src })?;
         *tensor = round.posts[src].data.reshape(tensor.dims())?;
         Ok(())
     }
 
-    fn all_gather(&self, output: &mut Tensor, input: &Tensor, counts: &[usize]) -> Result<()> {
-        const OP: &str = "all_gather";
-        let world = self.world_size();
-        check::all_gather(output, input, counts, self.rank, world, Device::Cpu)?;
-        let args = Args::Gather {
-            counts: counts.to_vec(),
+    fn run_all_gather(&self, args: AllGather<'_>) -> Result<()> {
+        let counts = Args::Gather {
+            counts: args.counts.to_vec(),
         };
-        let round = self.exchange(OP, input.clone(), args)?;
+        let round = self.exchange("all_gather", args.input.clone(), counts)?;
+        let output = args.output;
         *output = with_element!(output.dtype(), T => {
             let mut values = Vec::with_capacity(output.elem_count());
             for post in &round.posts {
@@ -295,33 +278,18 @@ impl ProcessGroup for ThreadGroup {
         Ok(())
     }
 
-    fn all_to_all(
-        &self,
-        output: &mut Tensor,
-        input: &Tensor,
-        output_counts: &[usize],
-        input_counts: &[usize],
-    ) -> Result<()> {
-        const OP: &str = "all_to_all";
-        let world = self.world_size();
-        check::all_to_all(
-            output,
-            input,
-            output_counts,
-            input_counts,
-            world,
-            Device::Cpu,
-        )?;
-        let args = Args::AllToAll {
-            output_counts: output_counts.to_vec(),
-            input_counts: input_counts.to_vec(),
+    fn run_all_to_all(&self, args: AllToAll<'_>) -> Result<()> {
+        let counts = Args::AllToAll {
+            output_counts: args.output_counts.to_vec(),
+            input_counts: args.input_counts.to_vec(),
         };
-        let round = self.exchange(OP, input.clone(), args)?;
-        *output = with_element!(output.dtype(), T => like(output, gather_addressed::<T>(&round, self.rank)?)?);
+        let round = self.exchange("all_to_all", args.input.clone(), counts)?;
+        let output = args.output;
+        *output = with_element!(output.dtype(), T => like(output, gather_addressed::<T>(&round, self.info.rank)?)?);
         Ok(())
     }
 
-    fn barrier(&self) -> Result<()> {
+    fn run_barrier(&self) -> Result<()> {
         let empty = Tensor::from_vec(Vec::<u8>::new(), &[0], Device::Cpu)?;
         self.exchange("barrier", empty, Args::Barrier).map(drop)
     }
