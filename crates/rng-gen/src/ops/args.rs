@@ -6,7 +6,6 @@
 use half::{bf16, f16};
 use tensor_core::{DType, Device, Shape};
 
-use super::float_sampler::FloatParams;
 use crate::registry::{check_device, default_generator};
 use crate::{Generator, RngError};
 
@@ -48,6 +47,18 @@ fn dtype_max(dtype: DType) -> f64 {
         DType::F32 => f64::from(f32::MAX),
         _ => f64::MAX,
     }
+}
+
+/// A float op's two parameters, checked for a dtype and device.
+pub(crate) trait FloatParams: Copy + Sized {
+    /// The parameters `(a, b)` (as the caller gave them, in f64) after checking them and
+    /// `dtype` for the op `op` on `device`: the only way to make a `Self`.
+    fn checked(
+        op: &'static str,
+        params: (f64, f64),
+        dtype: DType,
+        device: Device,
+    ) -> Result<Self, RngError>;
 }
 
 /// `uniform`'s interval `[low, high)`, checked: finite, non-empty and representable in

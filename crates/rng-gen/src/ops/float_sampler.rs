@@ -7,7 +7,7 @@
 //! has a body of its own (other words per element, f64 arithmetic). What every one of
 //! those samplers holds is the same: the op's name and its checked parameters. So
 //! [`FloatSampler`] holds them once, each op writes only its parameter type (a
-//! [`FloatParams`], in `args.rs` next to its check) and its [`Sampler`] bodies, and
+//! [`FloatParams`], in `args.rs` next to the checks) and its [`Sampler`] bodies, and
 //! [`float_tensor`] / [`float_tensor_`] run every public form of both ops: the same
 //! order of checks (shape, dtype, parameters), and [`FloatOp::sample`] mapping the
 //! dtype to the sampler, so the two ops cannot come to disagree on what they accept.
@@ -17,24 +17,12 @@ use std::marker::PhantomData;
 use half::{bf16, f16};
 use tensor_core::{DType, Device, Tensor};
 
-use super::args::FLOAT_DTYPES;
+use super::args::{FloatParams, FLOAT_DTYPES};
 use super::pipeline::{IntoTensor, NewTensor, RunSampler};
 use super::sampler::Sampler;
 #[cfg(doc)]
 use super::NarrowFloat;
 use crate::{Generator, RngError};
-
-/// A float op's two parameters, checked for a dtype and device.
-pub(crate) trait FloatParams: Copy + Sized {
-    /// The parameters `(a, b)` (as the caller gave them, in f64) after checking them and
-    /// `dtype` for the op `op` on `device`: the only way to make a `Self`.
-    fn checked(
-        op: &'static str,
-        params: (f64, f64),
-        dtype: DType,
-        device: Device,
-    ) -> Result<Self, RngError>;
-}
 
 /// The allocating form of a float op (`rand`, `uniform`, `randn`, `normal`): checks the
 /// shape, then `dtype` and the parameters, all before the generator is touched, then

@@ -13,13 +13,13 @@ use std::sync::atomic::AtomicU32;
 use half::{bf16, f16};
 use tensor_core::{DType, Device, Element};
 
+use super::args::FloatParams;
 use super::args::{MeanStd, UniformRange};
 use super::bernoulli::samplers::Bernoulli;
 use super::bits::samplers::bits;
 use super::cpu_fill::{fill_with, CHUNK_WORDS};
 use super::dropout::mask::{clear_tail, mask_len};
 use super::dropout::samplers::{DropoutFloat, DropoutForward, MaskOut};
-use super::float_sampler::FloatParams;
 use super::normal::samplers::Normal;
 use super::randint::samplers::randint;
 use super::randperm::samplers::draws;
