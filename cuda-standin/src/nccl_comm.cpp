@@ -137,7 +137,9 @@ NcclResult sticky(const Comm& c, const char* call) {
 
 // Closes a communicator no call holds any more: after an abort (no Bye: peers see it
 // gone) or a destroy (Bye first). A process that runs the hub then waits briefly until
-// the hub has handed out what it queued, so peers get the results of the last collective.
+// the hub has read all this rank wrote and handed out what it queued, so peers get the
+// last collective's results and sends (a real NCCL rank's last send is not lost when
+// the process exits after its stream finished).
 NcclResult release(Comm* c, const char* call, bool bye) {
     {
         std::lock_guard<std::mutex> g(live_lock);
@@ -155,7 +157,7 @@ NcclResult release(Comm* c, const char* call, bool bye) {
         write_frame(c->fd, Kind::Bye, c->rank, 0, nullptr, 0, Waiter{-1, Clock::now() + std::chrono::seconds(5)});
     }
     close(c->fd);
-    drain_hub(c->key, Clock::now() + std::chrono::seconds(10));
+    drain_hub(c->key, c->rank, Clock::now() + std::chrono::seconds(10));
     close(c->wake_fd);
     // The object itself stays allocated (emptied): a later call with this handle, such
     // as a second abort, then finds it not live instead of finding a newer communicator
