@@ -3,14 +3,17 @@
 //!
 //! [`ProcessGroup`](crate::ProcessGroup) is the half users call. Its collectives check
 //! their arguments here, once for every backend, and hand the engine an argument struct
-//! ([`Sum`], [`Broadcast`], [`AllGather`], [`AllToAll`]) that only these checks can
-//! build (each has a private field). An engine that holds one therefore knows the
-//! checks passed; none of the threads, MPI and NCCL backends repeats or can forget them.
+//! ([`Sum`], [`Broadcast`], [`AllGather`], [`AllToAll`]) that only these checks build
+//! (each is `#[non_exhaustive]`, so no other crate can make one). An engine that holds
+//! one therefore knows the checks passed; none of the threads, MPI and NCCL backends
+//! repeats or can forget them.
 //! PyTorch's c10d is split the same way (`ProcessGroup` in front of a `Backend`).
 //!
-//! The module is private and [`Engine`] is `pub` only so that `ProcessGroup` may name it
-//! as its supertrait: code outside the crate can neither implement nor call it, which
-//! seals `ProcessGroup` to the backends built here.
+//! A backend written outside ditto (another transport, a test double) implements
+//! [`Engine`] the same way and gets [`ProcessGroup`](crate::ProcessGroup), with its
+//! checks, from the blanket impl: it reports itself as [`Backend::Custom`], and since it
+//! can receive the argument structs but not build them, it cannot be handed arguments
+//! that skipped a check either (`crates/distributed/tests/custom_backend.rs` is one).
 
 use tensor_core::{DType, Device, Tensor};
 
@@ -68,29 +71,30 @@ pub enum SumDtype {
 /// Checked `all_reduce` arguments: `tensor` is contiguous, on the group's device, of
 /// a dtype that sums.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Sum<'a> {
     /// The tensor every rank's values are summed into.
     pub tensor: &'a mut Tensor,
     /// Its dtype.
     pub dtype: SumDtype,
-    _checked: (),
 }
 
 /// Checked `broadcast` arguments: `tensor` is contiguous and on the group's device,
 /// `src` is a rank.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Broadcast<'a> {
     /// Replaced by rank `src`'s value.
     pub tensor: &'a mut Tensor,
     /// The rank whose value every rank receives.
     pub src: usize,
-    _checked: (),
 }
 
 /// Checked `all_gather` arguments: both tensors contiguous, on the group's device, of
 /// one dtype; `counts` has one entry per rank, sums to `output`'s elements, and this
 /// rank's entry is `input`'s.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct AllGather<'a> {
     /// Receives every rank's input, in rank order.
     pub output: &'a mut Tensor,
@@ -98,12 +102,12 @@ pub struct AllGather<'a> {
     pub input: &'a Tensor,
     /// Every rank's element count.
     pub counts: &'a [usize],
-    _checked: (),
 }
 
 /// Checked `all_to_all` arguments: both tensors contiguous, on the group's device, of
 /// one dtype; each count list has one entry per rank and sums to its tensor's elements.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct AllToAll<'a> {
     /// Receives `output_counts[q]` elements from each rank `q`, in rank order.
     pub output: &'a mut Tensor,
@@ -113,7 +117,6 @@ pub struct AllToAll<'a> {
     pub output_counts: &'a [usize],
     /// Elements sent to each rank.
     pub input_counts: &'a [usize],
-    _checked: (),
 }
 
 impl<'a> Sum<'a> {
@@ -132,11 +135,7 @@ impl<'a> Sum<'a> {
                 ))
             }
         };
-        Ok(Sum {
-            tensor,
-            dtype,
-            _checked: (),
-        })
+        Ok(Sum { tensor, dtype })
     }
 }
 
@@ -151,11 +150,7 @@ impl<'a> Broadcast<'a> {
                 format!("source rank {src} is not in 0..{}", info.world_size),
             ));
         }
-        Ok(Broadcast {
-            tensor,
-            src,
-            _checked: (),
-        })
+        Ok(Broadcast { tensor, src })
     }
 }
 
@@ -185,7 +180,6 @@ impl<'a> AllGather<'a> {
             output,
             input,
             counts,
-            _checked: (),
         })
     }
 }
@@ -215,7 +209,6 @@ impl<'a> AllToAll<'a> {
             input,
             output_counts,
             input_counts,
-            _checked: (),
         })
     }
 }

@@ -17,6 +17,9 @@ pub enum Backend {
     Mpi,
     /// One process per GPU over NCCL (feature `nccl`).
     Nccl,
+    /// A backend written outside ditto (an [`Engine`](crate::engine::Engine) of another
+    /// crate), by its name.
+    Custom(&'static str),
 }
 
 impl fmt::Display for Backend {
@@ -25,6 +28,7 @@ impl fmt::Display for Backend {
             Backend::Threads => "threads",
             Backend::Mpi => "mpi",
             Backend::Nccl => "nccl",
+            Backend::Custom(name) => name,
         })
     }
 }
@@ -73,10 +77,11 @@ pub enum ReduceOp {
 ///
 /// **Checks once, then moves.** Every method is provided: it checks this rank's
 /// arguments (the same checks, with the same errors, for every backend) and then hands
-/// them, as a struct that only a passed check can build, to the backend's `Engine` (the
-/// crate-private half that moves data, like a c10d `Backend` behind PyTorch's
-/// `ProcessGroup`). So no backend can skip a check or word it differently. The trait is
-/// sealed: `ThreadGroup`, `MpiGroup` and `NcclGroup` are its implementations.
+/// them, as a struct that only a passed check can build, to the backend's
+/// [`Engine`](crate::engine::Engine) (the half that moves data, like a c10d `Backend`
+/// behind PyTorch's `ProcessGroup`). So no backend can skip a check or word it
+/// differently. Every `Engine` is a `ProcessGroup` (a blanket impl): a new backend,
+/// in ditto or in another crate, implements `Engine`.
 pub trait ProcessGroup: Send + Sync + Engine {
     /// This process's (or thread's) rank, `0..world_size`.
     fn rank(&self) -> usize {

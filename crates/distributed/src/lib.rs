@@ -21,6 +21,7 @@
 //! | `init_process_group("nccl")` under `torchrun` | `NcclGroup::from_env` (feature `nccl`), [`rendezvous`] for the id |
 //! | `torch.distributed.is_nccl_available()` | [`is_nccl_available`] |
 //! | `all_reduce`, `broadcast`, `all_gather`, `all_to_all_single`, `barrier` | [`ProcessGroup`] |
+//! | a c10d `Backend` (`register_backend`) | an [`engine::Engine`]; every engine is a [`ProcessGroup`] |
 //! | `DistributedDataParallel` | [`DistributedDataParallel`] ([`ddp`]) |
 //! | `DistributedSampler` + `set_epoch` | [`nn_mini::data::DistributedSampler`], epoch from the loader |
 //!
@@ -40,7 +41,7 @@
 
 mod collective_timeout;
 pub mod ddp;
-mod engine;
+pub mod engine;
 mod env_var;
 mod error;
 mod group;
