@@ -137,9 +137,8 @@ NcclResult sticky(const Comm& c, const char* call) {
 
 // Closes a communicator no call holds any more: after an abort (no Bye: peers see it
 // gone) or a destroy (Bye first). A process that runs the hub then waits briefly until
-// the hub has read all this rank wrote and handed out what it queued, so peers get the
-// last collective's results and sends (a real NCCL rank's last send is not lost when
-// the process exits after its stream finished).
+// the other ranks have left too and the hub has handed out what it queued, so peers get
+// the last collective's results and sends (see drain_hub).
 NcclResult release(Comm* c, const char* call, bool bye) {
     {
         std::lock_guard<std::mutex> g(live_lock);
@@ -157,7 +156,7 @@ NcclResult release(Comm* c, const char* call, bool bye) {
         write_frame(c->fd, Kind::Bye, c->rank, 0, nullptr, 0, Waiter{-1, Clock::now() + std::chrono::seconds(5)});
     }
     close(c->fd);
-    drain_hub(c->key, c->rank, Clock::now() + std::chrono::seconds(10));
+    drain_hub(c->key, Clock::now() + std::chrono::seconds(10));
     close(c->wake_fd);
     // The object itself stays allocated (emptied): a later call with this handle, such
     // as a second abort, then finds it not live instead of finding a newer communicator

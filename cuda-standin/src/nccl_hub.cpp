@@ -326,7 +326,7 @@ uint16_t start_hub(uint64_t key, std::string* why) {
     return ntohs(addr.sin_port);
 }
 
-void drain_hub(uint64_t key, int rank, Clock::time_point deadline) {
+void drain_hub(uint64_t key, Clock::time_point deadline) {
     std::shared_ptr<Hub> hub;
     {
         std::lock_guard<std::mutex> g(hubs_lock);
@@ -335,14 +335,11 @@ void drain_hub(uint64_t key, int rank, Clock::time_point deadline) {
     }
     if (!hub) return;
     std::unique_lock<std::mutex> g(hub->lock);
-    // First the hub must have read to the end of this rank's connection: a frame the
-    // rank wrote last (the send of a final all_gather) may still sit unread in the
-    // socket, and if this process exits before the hub forwards it, the peer waits for
-    // it until its timeout. Then everything queued must be written out.
     hub->drained.wait_until(g, deadline, [&] {
-        const bool read_to_end = rank < 0 || rank >= int(hub->members.size()) || !hub->members[rank] ||
-                                 hub->members[rank]->closed;
-        return read_to_end && hub->queued == 0;
+        for (const auto& m : hub->members) {
+            if (m && !m->closed) return false;
+        }
+        return hub->queued == 0;
     });
 }
 

@@ -22,10 +22,13 @@ namespace standin::nccl {
 // safety valve if some never did, and ends when every rank has left.
 uint16_t start_hub(uint64_t key, std::string* why);
 
-// If this process runs the hub of `key`: waits (until `deadline`) until the hub has read
-// rank `rank`'s connection to its end (the caller closed it) and every frame queued for
-// the ranks has been written, so that a process leaving right after its last collective
-// takes neither its own last sends nor its peers' results with it.
-void drain_hub(uint64_t key, int rank, std::chrono::steady_clock::time_point deadline);
+// If this process runs the hub of `key`: waits (until `deadline`) until every rank's
+// connection has ended (the caller closed its own) and every frame queued for the ranks
+// has been written. The hub lives in this process, so leaving earlier would take with it
+// the frames still on their way to slower peers: this rank's last sends, unread in the
+// socket, and, because closing a socket with unread input resets the connection, what a
+// peer had received but not yet read. A real NCCL rank that leaves after its stream
+// finished takes nothing from its peers.
+void drain_hub(uint64_t key, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace standin::nccl
