@@ -32,12 +32,10 @@ if ! [[ "$grace" =~ ^[0-9]+$ ]]; then
   exit 2
 fi
 
-# A port nothing listens on now: the kernel picks it for a socket bound to port 0. Rank 0
-# binds it a moment later; like torchrun's own choice, another program could take it in
-# between, in which case rank 0 reports the address in use.
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# A port nothing listens on now (scripts/free_port.sh). Rank 0 binds it a moment later;
+# like torchrun's own choice, another program could take it in between, in which case
+# rank 0 reports the address in use.
+source "$(dirname "$0")/free_port.sh"
 master_addr="${MASTER_ADDR:-127.0.0.1}"
 master_port="${MASTER_PORT:-$(free_port)}"
 

@@ -21,7 +21,8 @@ work="$(mktemp -d)"
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+source "$(dirname "$0")/free_port.sh"
+port="$(free_port)"
 export MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 LOCAL_WORLD_SIZE=2
 for rank in 0 1; do
   RANK=$rank LOCAL_RANK=$rank "$ddp" --backend nccl --seed 7 --invariant --steps 1000000 \

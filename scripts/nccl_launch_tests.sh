@@ -87,7 +87,8 @@ echo "a 4-process checkpoint resumed on 2 processes: steps 51..100 byte-identica
 # job's own rank 1 is held back until the stranger has been refused, because on a loaded
 # machine it could otherwise win the race to the master, the job would form without
 # the stranger ever knocking, and the test would prove nothing.
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+source "$ROOT/scripts/free_port.sh"
+port="$(free_port)"
 (
   for _ in $(seq 400); do
     if exec 3<>"/dev/tcp/127.0.0.1/$port"; then

@@ -11,8 +11,9 @@ demo="${CARGO_TARGET_DIR:-$(pwd)/target}/release/examples/rendezvous_demo"
 work="$(mktemp -d)"
 trap 'kill "${master:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 
-# A free loopback port, found by binding port 0.
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# A free loopback port.
+source scripts/free_port.sh
+port="$(free_port)"
 export MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2
 export DITTO_JOB_ID="demo-$$" DITTO_RENDEZVOUS_SECRET="not-on-the-wire-$RANDOM$RANDOM"
 
