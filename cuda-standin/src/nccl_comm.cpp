@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -136,9 +137,8 @@ NcclResult sticky(const Comm& c, const char* call) {
 }
 
 // Closes a communicator no call holds any more: after an abort (no Bye: peers see it
-// gone) or a destroy (Bye first). A process that runs the hub then waits briefly until
-// the other ranks have left too and the hub has handed out what it queued, so peers get
-// the last collective's results and sends (see drain_hub).
+// gone) or a destroy (Bye first). It returns at once, as NCCL's do: a process that runs
+// the hub keeps it for the slower ranks until it exits (see at_exit).
 NcclResult release(Comm* c, const char* call, bool bye) {
     {
         std::lock_guard<std::mutex> g(live_lock);
@@ -156,7 +156,6 @@ NcclResult release(Comm* c, const char* call, bool bye) {
         write_frame(c->fd, Kind::Bye, c->rank, 0, nullptr, 0, Waiter{-1, Clock::now() + std::chrono::seconds(5)});
     }
     close(c->fd);
-    drain_hub(c->key, Clock::now() + std::chrono::seconds(10));
     close(c->wake_fd);
     // The object itself stays allocated (emptied): a later call with this handle, such
     // as a second abort, then finds it not live instead of finding a newer communicator
@@ -165,6 +164,18 @@ NcclResult release(Comm* c, const char* call, bool bye) {
     c->results.clear();
     c->mailboxes.clear();
     return ncclSuccess;
+}
+
+// Run by exit() in a process that started a hub: what the kernel is about to do to this
+// process's communicators that were never destroyed (end their connections) is done
+// first, then the process waits, at most 10 s, until its hubs have seen every rank leave
+// and have written out what they queued (see drain_hubs).
+void at_exit() {
+    {
+        std::lock_guard<std::mutex> g(live_lock);
+        for (Comm* c : live) shutdown(c->fd, SHUT_RDWR);
+    }
+    drain_hubs(Clock::now() + std::chrono::seconds(10));
 }
 
 }  // namespace
@@ -181,6 +192,8 @@ NcclResult make_unique_id(char id[128]) {
     std::string why;
     body.port = start_hub(body.key, &why);
     if (body.port == 0) return fail(ncclSystemError, "ncclGetUniqueId", "cannot start the bootstrap hub: " + why);
+    static std::once_flag exit_hook;
+    std::call_once(exit_hook, [] { std::atexit(at_exit); });
     body.pid = int32_t(getpid());
     std::memset(id, 0, 128);
     std::memcpy(id, &body, sizeof body);

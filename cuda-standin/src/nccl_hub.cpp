@@ -326,21 +326,23 @@ uint16_t start_hub(uint64_t key, std::string* why) {
     return ntohs(addr.sin_port);
 }
 
-void drain_hub(uint64_t key, Clock::time_point deadline) {
-    std::shared_ptr<Hub> hub;
+void drain_hubs(Clock::time_point deadline) {
+    std::vector<std::shared_ptr<Hub>> running;
     {
         std::lock_guard<std::mutex> g(hubs_lock);
-        auto it = hubs.find(key);
-        if (it != hubs.end()) hub = it->second.lock();
-    }
-    if (!hub) return;
-    std::unique_lock<std::mutex> g(hub->lock);
-    hub->drained.wait_until(g, deadline, [&] {
-        for (const auto& m : hub->members) {
-            if (m && !m->closed) return false;
+        for (auto& entry : hubs) {
+            if (auto hub = entry.second.lock()) running.push_back(hub);
         }
-        return hub->queued == 0;
-    });
+    }
+    for (const auto& hub : running) {
+        std::unique_lock<std::mutex> g(hub->lock);
+        hub->drained.wait_until(g, deadline, [&] {
+            for (const auto& m : hub->members) {
+                if (m && !m->closed) return false;
+            }
+            return hub->queued == 0;
+        });
+    }
 }
 
 }  // namespace standin::nccl

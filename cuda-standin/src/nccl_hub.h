@@ -22,13 +22,13 @@ namespace standin::nccl {
 // safety valve if some never did, and ends when every rank has left.
 uint16_t start_hub(uint64_t key, std::string* why);
 
-// If this process runs the hub of `key`: waits (until `deadline`) until every rank's
-// connection has ended (the caller closed its own) and every frame queued for the ranks
-// has been written. The hub lives in this process, so leaving earlier would take with it
-// the frames still on their way to slower peers: this rank's last sends, unread in the
-// socket, and, because closing a socket with unread input resets the connection, what a
-// peer had received but not yet read. A real NCCL rank that leaves after its stream
-// finished takes nothing from its peers.
-void drain_hub(uint64_t key, std::chrono::steady_clock::time_point deadline);
+// Waits (until `deadline`) until every hub this process runs has seen every rank leave
+// and has written out every frame it queued; called when the process exits. A hub lives
+// in the process that made the unique id (rank 0's), so that process exiting earlier
+// would take with it the frames still on their way to slower peers: its own last sends,
+// unread at the hub, and, because closing a socket with unread input resets the
+// connection, what a peer had received but not yet read. A real NCCL rank that exits
+// after its stream finished takes nothing from its peers.
+void drain_hubs(std::chrono::steady_clock::time_point deadline);
 
 }  // namespace standin::nccl
