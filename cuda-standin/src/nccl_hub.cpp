@@ -86,7 +86,7 @@ bool spawn(F f) {
 }
 
 // Under h.lock. Nothing is queued for a rank whose connection ended: its writer may have
-// finished, and the frame would count as undelivered for ever (see drain_hub).
+// finished, and the frame would count as undelivered for ever (see drain_hubs).
 void enqueue(Hub& h, Member& m, Outgoing o) {
     if (m.broken || m.closed) return;
     m.queue.push_back(std::move(o));

@@ -225,7 +225,7 @@ impl Engine for MpiGroup {
 
     fn run_sum(&self, args: Sum<'_>) -> Result<()> {
         const OP: &str = "all_reduce";
-        let Sum { tensor, dtype, .. } = args;
+        let Sum { tensor, dtype } = args;
         count(OP, tensor.elem_count())?;
         let handles = self.world(OP)?;
         *tensor =
@@ -235,7 +235,7 @@ impl Engine for MpiGroup {
 
     fn run_broadcast(&self, args: Broadcast<'_>) -> Result<()> {
         const OP: &str = "broadcast";
-        let Broadcast { tensor, src, .. } = args;
+        let Broadcast { tensor, src } = args;
         count(OP, tensor.elem_count() * tensor.dtype().size_in_bytes())?;
         let handles = self.world(OP)?;
         let root = handles.world.process_at_rank(src as Count);

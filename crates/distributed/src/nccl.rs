@@ -278,7 +278,7 @@ impl Engine for NcclGroup {
     }
 
     fn run_broadcast(&self, args: Broadcast<'_>) -> Result<()> {
-        let Broadcast { tensor, src, .. } = args;
+        let Broadcast { tensor, src } = args;
         let bytes = tensor.elem_count() * tensor.dtype().size_in_bytes();
         *tensor = self.out_of_place(
             "broadcast",

@@ -249,14 +249,14 @@ impl Engine for ThreadGroup {
     }
 
     fn run_sum(&self, args: Sum<'_>) -> Result<()> {
-        let Sum { tensor, dtype, .. } = args;
+        let Sum { tensor, dtype } = args;
         let round = self.exchange("all_reduce", tensor.clone(), Args::Reduce)?;
         *tensor = with_summable!(dtype, T => like(tensor, sum_posts::<T>(&round)?)?);
         Ok(())
     }
 
     fn run_broadcast(&self, args: Broadcast<'_>) -> Result<()> {
-        let Broadcast { tensor, src, .. } = args;
+        let Broadcast { tensor, src } = args;
         let round = self.exchange("broadcast", tensor.clone(), Args::Broadcast { src })?;
         *tensor = round.posts[src].data.reshape(tensor.dims())?;
         Ok(())

@@ -50,8 +50,8 @@ pub(crate) fn float_tensor_<P: FloatOp>(
     params: (f64, f64),
     generator: Option<&Generator>,
 ) -> Result<(), RngError> {
-    let params = P::checked(op, params, t.dtype(), t.device())?;
     let dtype = t.dtype();
+    let params = P::checked(op, params, dtype, t.device())?;
     params
         .sample(op, dtype, IntoTensor::reserving(t, generator))
         .map(|_| ())
