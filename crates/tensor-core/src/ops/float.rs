@@ -25,6 +25,10 @@ pub(crate) trait Float:
     fn portable_exp(self) -> Self;
     /// ln(x) under portable arithmetic, as [`Float::portable_exp`].
     fn portable_ln(self) -> Self;
+    /// tanh(x) (libm).
+    fn tanh(self) -> Self;
+    /// tanh(x) under portable arithmetic, as [`Float::portable_exp`].
+    fn portable_tanh(self) -> Self;
     /// `ln(total)` of a positive f64 sum in this dtype: under portable arithmetic f32
     /// uses [`crate::portable::math::log_of_sum`]; otherwise (and for f64) f64 libm,
     /// rounded once.
@@ -48,6 +52,9 @@ macro_rules! portable {
     (f64, log_of_sum, $x:expr) => {
         f64::ln($x)
     };
+    (f64, tanh, $x:expr) => {
+        f64::tanh($x)
+    };
 }
 
 macro_rules! float {
@@ -62,6 +69,12 @@ macro_rules! float {
             }
             fn portable_ln(self) -> Self {
                 portable!($t, log, self)
+            }
+            fn tanh(self) -> Self {
+                <$t>::tanh(self)
+            }
+            fn portable_tanh(self) -> Self {
+                portable!($t, tanh, self)
             }
             fn ln_of_sum(total: f64, portable: bool) -> Self {
                 if portable {

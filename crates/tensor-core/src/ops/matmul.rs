@@ -28,13 +28,33 @@
 //! CUDA.
 
 use crate::creation::try_filled;
-use crate::{Element, Result, Shape, Tensor, TensorError};
+use crate::portable::matmul::{Operand, PortableElement};
+use crate::{Element, Result, Tensor, TensorError};
 
-/// `dst (m x n) = lhs (m x k) * rhs (k x n)` for views into `a` and `b`.
-fn gemm_into<T: Element + Default>(lhs: &Tensor, rhs: &Tensor, a: &[T], b: &[T]) -> Result<Vec<T>> {
-    let (m, k, n) = (lhs.dims()[0], lhs.dims()[1], rhs.dims()[1]);
-    let count = Shape::new(&[m, n])?.elem_count();
-    let mut dst = try_filled(count, T::default(), T::DTYPE)?;
+/// f32 or f64: what a CPU product needs of its element (gemm's and the portable
+/// kernels' element, read from and stored into CPU storage).
+pub(crate) trait ProductElement: Element + Default + PortableElement {
+    /// The whole CPU buffer behind `t`, or a dtype error.
+    fn slice_of(t: &Tensor) -> Result<&[Self]> {
+        Self::slice(t.cpu_storage()?).ok_or(TensorError::DTypeMismatch {
+            op: "matmul",
+            expected: <Self as Element>::DTYPE,
+            got: t.dtype(),
+        })
+    }
+}
+
+impl ProductElement for f32 {}
+impl ProductElement for f64 {}
+
+/// `dst (m x n) = a (m x k) * b (k x n)` with gemm.
+fn gemm_into<T: ProductElement>(a: Operand<'_, T>, b: Operand<'_, T>) -> Result<Vec<T>> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let count = m.checked_mul(n).ok_or(TensorError::InvalidArgument {
+        op: "matmul",
+        message: format!("{m} x {n} output elements overflow usize"),
+    })?;
+    let mut dst = try_filled(count, T::default(), <T as Element>::DTYPE)?;
     if m == 0 || n == 0 {
         return Ok(dst);
     }
@@ -43,8 +63,8 @@ fn gemm_into<T: Element + Default>(lhs: &Tensor, rhs: &Tensor, a: &[T], b: &[T])
     let stride = |s: usize| s as isize;
     let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
     // SAFETY: every index gemm forms is `offset + i * row_stride + j * col_stride` with
-    // `i`, `j` inside the view's dims, which the view guarantees lies inside `a` / `b`;
-    // `dst` is a fresh row-major m x n buffer. T is f32 or f64 (checked by the caller).
+    // `i`, `j` inside the operand's dims, which its view guarantees lies inside its
+    // buffer; `dst` is a fresh row-major m x n buffer.
     unsafe {
         gemm::gemm(
             m,
@@ -54,12 +74,12 @@ fn gemm_into<T: Element + Default>(lhs: &Tensor, rhs: &Tensor, a: &[T], b: &[T])
             1,
             stride(n),
             false,
-            a.as_ptr().add(lhs.storage_offset()),
-            stride(lhs.strides()[1]),
-            stride(lhs.strides()[0]),
-            b.as_ptr().add(rhs.storage_offset()),
-            stride(rhs.strides()[1]),
-            stride(rhs.strides()[0]),
+            a.data.as_ptr().add(a.offset),
+            stride(a.col_stride),
+            stride(a.row_stride),
+            b.data.as_ptr().add(b.offset),
+            stride(b.col_stride),
+            stride(b.row_stride),
             zero,
             one,
             false,
@@ -71,35 +91,56 @@ fn gemm_into<T: Element + Default>(lhs: &Tensor, rhs: &Tensor, a: &[T], b: &[T])
     Ok(dst)
 }
 
-/// `lhs * rhs` with the portable kernels: the views are read through their strides.
-fn portable_into<T: crate::portable::matmul::PortableElement>(
-    lhs: &Tensor,
-    rhs: &Tensor,
-    a: &[T],
-    b: &[T],
+/// `a * b` for 2-D operands read through their strides: gemm, or ditto's portable
+/// kernels under portable arithmetic. Every CPU product (2-D, and each entry of a
+/// batched one) is this call.
+pub(crate) fn product_2d<T: ProductElement>(
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    portable: bool,
 ) -> Result<Vec<T>> {
-    use crate::portable::matmul::{matmul, Operand};
-    let operand = |t: &Tensor, data| Operand {
+    if portable {
+        crate::portable::matmul::matmul(a, b)
+    } else {
+        gemm_into(a, b)
+    }
+}
+
+/// A 2-D CPU tensor as an operand over its storage.
+fn operand<'a, T>(t: &Tensor, data: &'a [T]) -> Operand<'a, T> {
+    Operand {
         data,
         offset: t.storage_offset(),
         rows: t.dims()[0],
         cols: t.dims()[1],
         row_stride: t.strides()[0],
         col_stride: t.strides()[1],
-    };
-    matmul(operand(lhs, a), operand(rhs, b))
+    }
 }
 
 impl Tensor {
-    /// Matrix product of `(m, k)` and `(k, n)` tensors, giving a contiguous `(m, n)`
-    /// tensor. Both must be 2-D, on one device, and share an f32 / f64 dtype. On CUDA
-    /// this is cuBLAS (see the `ops::cuda` matmul docs for what that means for
-    /// reproducibility across GPU models).
+    /// Matrix product. Of `(m, k)` and `(k, n)` tensors, a contiguous `(m, n)` tensor;
+    /// of two tensors of the same rank above 2, `[..., m, k]` and `[..., k, n]` with the
+    /// same leading (batch) dimensions, the product of each pair of matrices, a
+    /// contiguous `[..., m, n]` tensor (PyTorch's `matmul` without broadcasting; see
+    /// `ops/batched_matmul.rs`). Both must be on one device and share an f32 / f64
+    /// dtype. On CUDA this is cuBLAS (see the `ops::cuda` matmul docs for what that
+    /// means for reproducibility across GPU models), or ditto's portable kernel under
+    /// portable arithmetic.
     #[track_caller]
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
         audited!("matmul", [self, rhs], {
             const OP: &str = "matmul";
             self.require_compatible(OP, rhs)?;
+            if self.rank() > 2 {
+                let dims = super::batched_matmul::batched_dims(OP, self, rhs)?;
+                on_cuda!(self => super::cuda::batched_matmul(self, rhs, &dims));
+                self.require_cpu(OP)?;
+                let portable = crate::are_portable_arithmetic_enabled();
+                return with_float_dtype!(self.dtype(), OP, T => {
+                    super::batched_matmul::batched_matmul_cpu::<T>(self, rhs, &dims, portable)
+                });
+            }
             for t in [self, rhs] {
                 if t.rank() != 2 {
                     return Err(TensorError::RankMismatch {
@@ -119,14 +160,10 @@ impl Tensor {
             on_cuda!(self => super::cuda::matmul(self, rhs));
             self.require_cpu(OP)?;
             let dims = [self.dims()[0], rhs.dims()[1]];
+            let portable = crate::are_portable_arithmetic_enabled();
             with_float_dtype!(self.dtype(), OP, T => {
-                let a = T::slice(self.cpu_storage()?).expect("dtype checked");
-                let b = T::slice(rhs.cpu_storage()?).expect("dtype checked");
-                let out = if crate::are_portable_arithmetic_enabled() {
-                    portable_into::<T>(self, rhs, a, b)?
-                } else {
-                    gemm_into::<T>(self, rhs, a, b)?
-                };
+                let (a, b) = (T::slice_of(self)?, T::slice_of(rhs)?);
+                let out = product_2d(operand(self, a), operand(rhs, b), portable)?;
                 Tensor::from_cpu_storage(T::into_storage(out), &dims)
             })
         })

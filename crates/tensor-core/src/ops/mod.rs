@@ -29,17 +29,22 @@
 //! nearest) before use, so `x * s` in f32 means `x * (s as f32)`.
 
 pub(crate) mod accumulate;
+pub(crate) mod adamw;
 mod arrival_order;
+pub(crate) mod batched_matmul;
 pub(crate) mod binary;
+mod causal_softmax;
 mod class_index;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 mod float;
 pub(crate) mod fused_sgd;
+pub(crate) mod gelu;
 mod grouped;
 pub(crate) mod index_add;
 mod inplace;
 pub(crate) mod kernel_layout;
+pub(crate) mod layer_norm;
 mod matmul;
 pub(crate) mod reduce;
 mod slice_scatter;
@@ -52,6 +57,7 @@ mod fast_path_tests;
 
 pub(crate) use float::Float;
 
+pub use adamw::AdamWStep;
 pub use fused_sgd::SgdMomentumStep;
 pub use grouped::INDEX_ADD_GROUP;
 pub use index_add::scatter_add_atomic_cpu;

@@ -15,6 +15,9 @@
 //! development VM): `exp` at most 0.910 ulp, `log` at most 0.835 ulp, and the CUDA
 //! header compiled for the host equal to these on every input.
 
+// `tanh` (GELU's tanh approximation) and the `expm1` it is built on, in a file of their own.
+pub use super::hyperbolic::{expm1, tanh};
+
 /// ln(2) split for Cody-Waite reduction in `exp`: `EXP_LN2_HI` has trailing zero bits,
 /// so `k * EXP_LN2_HI` is exact for every `|k| <= 150` that occurs.
 const EXP_LN2_HI: f32 = f32::from_bits(0x3f31_7200); // 6.9314575195e-01

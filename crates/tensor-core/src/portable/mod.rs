@@ -18,6 +18,7 @@
 //! [`use_deterministic_algorithms`](crate::use_deterministic_algorithms) the switch is
 //! global: set it once at the start of a program, not from concurrently running tests.
 
+mod hyperbolic;
 pub mod math;
 pub mod matmul;
 

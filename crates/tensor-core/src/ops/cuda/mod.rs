@@ -20,6 +20,7 @@ mod layout;
 mod matmul;
 mod portable_matmul;
 mod reduce;
+mod transformer;
 
 pub(crate) use accumulate::{index_add, scatter_add};
 pub(crate) use class_index::{gather_index, one_hot};
@@ -28,6 +29,10 @@ pub(crate) use fused_sgd::sgd_momentum_step_;
 pub(crate) use layout::{contiguous, write_into};
 pub(crate) use matmul::matmul;
 pub(crate) use reduce::{log_softmax, max_dim, sum_dim, SumKind};
+pub(crate) use transformer::{
+    adamw_step_, batched_matmul, causal_softmax, causal_softmax_backward, gelu_tanh, layer_norm,
+    layer_norm_backward,
+};
 
 use cudarc::driver::{CudaFunction, CudaStream, CudaView, LaunchArgs, LaunchConfig};
 
