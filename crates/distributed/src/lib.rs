@@ -68,7 +68,9 @@ pub use mpi::MpiGroup;
 #[cfg(feature = "nccl")]
 pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
 pub use threads::ThreadGroup;
-pub use trainer::{DdpTrainer, MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
+pub use trainer::{
+    DdpLoop, DdpTrainer, GptDdpTrainer, MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY,
+};
 
 /// True when the NCCL library can be loaded. Always false in a build without the
 /// `nccl` feature (like `torch.distributed.is_nccl_available()` in a build without

@@ -118,6 +118,21 @@ pub enum NnError {
         /// Whether this process has it on.
         current: bool,
     },
+    /// A training step produced a loss or gradient norm that is NaN or infinite: the
+    /// run has diverged (most often the learning rate is too high) and every later step
+    /// would only carry the NaN on. Reported at the first step it appeared.
+    #[error(
+        "step {step}: the {what} is {value}, not a finite number (the first non-finite {what} \
+         of the run); the run has diverged, most often because the learning rate is too high"
+    )]
+    NonFinite {
+        /// The step (1-based) whose loss or gradients were not finite.
+        step: u64,
+        /// `loss` or `gradient norm`.
+        what: &'static str,
+        /// The value.
+        value: f64,
+    },
     /// An I/O error outside checkpoints (e.g. writing a loss file).
     #[error("{context}: {source}")]
     Io {

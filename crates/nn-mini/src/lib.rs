@@ -40,9 +40,10 @@ mod module;
 
 pub mod checkpoint;
 pub mod data;
+pub mod gpt;
 mod layers;
 mod loss;
-mod optim;
+pub mod optim;
 pub mod train;
 
 pub use checkpoint::{Checkpoint, CheckpointError};
@@ -50,7 +51,9 @@ pub use data::{Batch, DataLoader, Dataset, LoaderState, Sample, SampleRng};
 pub use error::{NnError, Result};
 pub use global_rows::GlobalRows;
 pub use grad_row_groups::GradRowGroups;
-pub use layers::{Dropout, Embedding, Linear, ReLU, Sequential};
+pub use layers::{Dropout, Embedding, Gelu, LayerNorm, Linear, ReLU, Sequential};
 pub use loss::{cross_entropy, cross_entropy_with, mse_loss, ClassTargets};
 pub use module::{Module, Parameter};
-pub use optim::{Sgd, SgdConfig};
+pub use optim::{
+    clip_grad_norm_, AdamW, AdamWConfig, AdamWState, Optimizer, Sgd, SgdConfig, WarmupCosine,
+};

@@ -361,3 +361,135 @@ fn backward_params_accumulates_the_same_gradients() {
         "the saved forward was consumed"
     );
 }
+
+// ---- the GPT's layers (issue 30) ----
+
+use nn_mini::gpt::{Block, CausalSelfAttention, Gpt, GptConfig, Mlp};
+use nn_mini::{Gelu, LayerNorm};
+
+/// An f64 `Linear` `[out, in]` with a bias, drawn from generator `seed`.
+fn linear(inp: usize, out: usize, seed: u64) -> Linear {
+    Linear::with_options(inp, out, true, DType::F64, &generator(seed)).unwrap()
+}
+
+#[test]
+fn layer_norm_backward_matches_finite_differences() {
+    let weight = uniform(&[6], 0.5, 1.5, 30);
+    let bias = uniform(&[6], -0.5, 0.5, 31);
+    let mut layer = LayerNorm::from_tensors(weight, Some(bias), 1e-5).unwrap();
+    check_module(&mut layer, &uniform(&[2, 3, 6], -2.0, 2.0, 32), &|| {});
+    let names: Vec<String> = layer.named_parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["weight", "bias"]);
+}
+
+#[test]
+fn gelu_backward_matches_finite_differences() {
+    check_module(&mut Gelu::tanh(), &uniform(&[4, 5], -4.0, 4.0, 33), &|| {});
+}
+
+#[test]
+fn causal_self_attention_backward_matches_finite_differences() {
+    let drop = generator(34);
+    let start = drop.key();
+    let (width, heads) = (8, 2);
+    let mut attn = CausalSelfAttention::new(
+        linear(width, 3 * width, 35),
+        linear(width, width, 36),
+        heads,
+        0.2,
+        &drop,
+    )
+    .unwrap();
+    let x = uniform(&[2, 5, width], -1.0, 1.0, 37);
+    check_module(&mut attn, &x, &|| drop.set_key(start));
+    // The output at position t depends on positions <= t only (the mask is causal).
+    let mut y = |x: &Tensor| {
+        drop.set_key(start);
+        values(&attn.forward(x, false).unwrap())
+    };
+    let base = y(&x);
+    let later = with_element(&x, 4 * width + 3, 0.5); // row 0, position 4
+    let changed = y(&later);
+    assert_eq!(&base[..4 * width], &changed[..4 * width]);
+    assert_ne!(&base[4 * width..5 * width], &changed[4 * width..5 * width]);
+    assert!(CausalSelfAttention::new(linear(8, 24, 1), linear(8, 8, 2), 3, 0.0, &drop).is_err());
+}
+
+#[test]
+fn mlp_and_block_backward_match_finite_differences() {
+    let drop = generator(38);
+    let start = drop.key();
+    let width = 4;
+    let mut mlp = Mlp::new(linear(width, 4 * width, 39), linear(4 * width, width, 40), 0.25, &drop).unwrap();
+    check_module(&mut mlp, &uniform(&[2, 3, width], -1.0, 1.0, 41), &|| drop.set_key(start));
+    let ln = || LayerNorm::with_options(width, true, 1e-5, DType::F64, Device::Cpu).unwrap();
+    let attn = CausalSelfAttention::new(linear(width, 3 * width, 42), linear(width, width, 43), 2, 0.25, &drop).unwrap();
+    let mlp = Mlp::new(linear(width, 4 * width, 44), linear(4 * width, width, 45), 0.25, &drop).unwrap();
+    let mut block = Block::new(ln(), attn, ln(), mlp);
+    let names: Vec<String> = block.named_parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+            "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+            "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
+        ]
+    );
+    check_module(&mut block, &uniform(&[2, 3, width], -1.0, 1.0, 46), &|| drop.set_key(start));
+}
+
+/// Every parameter gradient of a model over token indices (no input gradient to check).
+fn check_token_model(model: &mut dyn Module, tokens: &Tensor, reset: &dyn Fn()) {
+    reset();
+    let y = model.forward(tokens, true).unwrap();
+    let r = uniform(y.dims(), -1.0, 1.0, 98);
+    model.zero_grad();
+    model.backward(&r).unwrap();
+    let grads: Vec<(String, Vec<f64>)> = model
+        .named_parameters()
+        .into_iter()
+        .map(|(n, p)| (n, values(p.grad.as_ref().expect("backward set a gradient"))))
+        .collect();
+    for (k, (name, grad)) in grads.iter().enumerate() {
+        // Every element of the small tensors, a stride through the larger ones.
+        let step = (grad.len() / 12).max(1);
+        for i in (0..grad.len()).step_by(step) {
+            let original = model.parameters()[k].value.clone();
+            let mut eval = |delta: f64| {
+                model.parameters_mut()[k].value = with_element(&original, i, delta);
+                objective(model, tokens, &r, reset)
+            };
+            let numeric = (eval(H) - eval(-H)) / (2.0 * H);
+            model.parameters_mut()[k].value = original;
+            assert_close(grad[i], numeric, &format!("d/d{name}[{i}]"));
+        }
+    }
+}
+
+#[test]
+fn gpt_backward_matches_finite_differences_with_the_head_tied() {
+    let config = GptConfig {
+        vocab_size: 7,
+        block_size: 6,
+        n_layer: 2,
+        n_head: 2,
+        n_embd: 4,
+        dropout: 0.2,
+    };
+    let drop = generator(47);
+    let start = drop.key();
+    let mut gpt = Gpt::with_dtype(&config, DType::F64, &generator(48), &drop).unwrap();
+    let shapes = config.parameter_shapes();
+    let named: Vec<(String, Vec<usize>)> = gpt
+        .named_parameters()
+        .into_iter()
+        .map(|(n, p)| (n, p.value.dims().to_vec()))
+        .collect();
+    assert_eq!(named, shapes);
+    assert_eq!(named[0].0, "transformer.wte.weight");
+    let tokens = Tensor::from_vec(vec![1i64, 5, 0, 6, 2, 2, 3, 0, 1, 4], &[2, 5], Device::Cpu).unwrap();
+    check_token_model(&mut gpt, &tokens, &|| drop.set_key(start));
+    let too_long = Tensor::zeros(&[1, 7], DType::I64, Device::Cpu).unwrap();
+    let err = gpt.forward(&too_long, false).unwrap_err().to_string();
+    assert!(err.contains("does not fit the position table of block_size 6"), "{err}");
+}

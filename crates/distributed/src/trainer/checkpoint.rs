@@ -12,11 +12,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use nn_mini::train::{read_history, TrainConfig, CONFIG_KEY};
+use nn_mini::train::{config_of, read_history, RunConfig};
 use nn_mini::Checkpoint;
 use tensor_core::{Device, Tensor};
 
-use super::DdpTrainer;
+use super::DdpLoop;
 use crate::{DistError, ProcessGroup, ReduceMode, Result};
 
 /// Metadata key of the reduce mode (`fast` or `invariant:<shards>`).
@@ -24,7 +24,7 @@ pub const MODE_KEY: &str = "ddp.mode";
 /// Metadata key of the world size that wrote the checkpoint (informational).
 pub const WORLD_SIZE_KEY: &str = "ddp.world_size";
 
-impl DdpTrainer {
+impl<C: RunConfig> DdpLoop<C> {
     /// Everything needed to continue on any rank. The same on every rank; not a
     /// collective.
     pub fn checkpoint(&self) -> Result<Checkpoint> {
@@ -56,7 +56,7 @@ impl DdpTrainer {
     }
 
     /// The configuration and reduce mode stored in a checkpoint.
-    pub fn config_of(ck: &Checkpoint) -> Result<(TrainConfig, ReduceMode)> {
+    pub fn config_of(ck: &Checkpoint) -> Result<(C, ReduceMode)> {
         if ck.metadata(MODE_KEY).is_none() {
             return Err(DistError::Nn(
                 nn_mini::CheckpointError::Inconsistent {
@@ -70,7 +70,7 @@ impl DdpTrainer {
                 .into(),
             ));
         }
-        let config = TrainConfig::from_json(ck.require_metadata(CONFIG_KEY)?)?;
+        let config = config_of::<C>(ck)?;
         let mode = ck.require_metadata(MODE_KEY)?.parse()?;
         Ok((config, mode))
     }
@@ -83,9 +83,22 @@ impl DdpTrainer {
         group: Arc<dyn ProcessGroup>,
         num_workers: Option<usize>,
     ) -> Result<Self> {
+        DdpLoop::resume_with(path, group, |config: &mut C| {
+            let workers = num_workers.unwrap_or(config.num_workers());
+            config.place(config.device(), workers);
+        })
+    }
+
+    /// [`resume`](Self::resume) with the saved configuration passed through `adjust`
+    /// first (see [`from_checkpoint_with`](Self::from_checkpoint_with)).
+    pub fn resume_with(
+        path: impl AsRef<Path>,
+        group: Arc<dyn ProcessGroup>,
+        adjust: impl FnOnce(&mut C),
+    ) -> Result<Self> {
         let bytes = broadcast_file(&*group, path.as_ref())?;
         let ck = Checkpoint::from_bytes(&bytes)?;
-        DdpTrainer::from_checkpoint(&ck, group, num_workers)
+        DdpLoop::from_checkpoint_with(&ck, group, adjust)
     }
 
     /// Rebuilds the saved run on this rank of `group`, whose world size may differ from
@@ -100,11 +113,27 @@ impl DdpTrainer {
         group: Arc<dyn ProcessGroup>,
         num_workers: Option<usize>,
     ) -> Result<Self> {
-        let (mut config, mode) = DdpTrainer::config_of(ck)?;
-        config.num_workers = num_workers.unwrap_or(config.num_workers);
-        config.device = group.device();
+        DdpLoop::from_checkpoint_with(ck, group, |config: &mut C| {
+            let workers = num_workers.unwrap_or(config.num_workers());
+            config.place(config.device(), workers);
+        })
+    }
+
+    /// [`from_checkpoint`](Self::from_checkpoint) with the saved configuration passed
+    /// through `adjust` first, for the settings a kind of run lets a resume change (the
+    /// worker count; where a GPT run finds its text). The device is the group's
+    /// whatever `adjust` does.
+    pub fn from_checkpoint_with(
+        ck: &Checkpoint,
+        group: Arc<dyn ProcessGroup>,
+        adjust: impl FnOnce(&mut C),
+    ) -> Result<Self> {
+        let (mut config, mode) = DdpLoop::<C>::config_of(ck)?;
+        adjust(&mut config);
+        let workers = config.num_workers();
+        config.place(group.device(), workers);
         let history = read_history(ck, &config)?;
-        let mut trainer = DdpTrainer::new(config, mode, group)?;
+        let mut trainer = DdpLoop::new(config, mode, group)?;
         trainer
             .state
             .restore(ck, trainer.ddp.module_mut(), history)?;

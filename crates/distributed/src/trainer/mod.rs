@@ -1,8 +1,10 @@
-//! `DdpTrainer`: the training loop of `examples/train_resume.rs`, data parallel.
+//! `DdpLoop`: the training loops of `examples/train_resume.rs` and
+//! `examples/train_gpt.rs`, data parallel ([`DdpTrainer`] for the MLP, [`GptDdpTrainer`]
+//! for the GPT).
 //!
-//! The same run as [`nn_mini::train::Trainer`] (model, data, every random number derived
-//! from the seed as described there), with each global batch of `batch_size` rows spread
-//! over the ranks of a [`ProcessGroup`]:
+//! The same run as [`nn_mini::train::TrainLoop`] (model, data, every random number
+//! derived from the seed as described there), with each global batch of `batch_size`
+//! rows spread over the ranks of a [`ProcessGroup`]:
 //!
 //! - each rank's loader loads its share through a [`DistributedSampler`], so the ranks
 //!   together load the single process's batches, and local row `j` of rank `r` is
@@ -10,14 +12,15 @@
 //! - the model is wrapped in [`DistributedDataParallel`]: parameters start from rank 0's,
 //!   dropout draws each row at its global position, gradients are summed in the chosen
 //!   [`ReduceMode`];
-//! - every rank takes the same SGD step, so models, optimiser buffers and generators stay
+//! - every rank takes the same update (the run's [`RunConfig::update`]: SGD, or for the
+//!   GPT clipping, the schedule and AdamW), so models, optimiser buffers and generators stay
 //!   identical on all ranks, and a checkpoint (written once, by rank 0) holds what every
 //!   rank needs. In invariant mode it resumes on another world size with the same curve.
 //!
-//! At world size 1 in fast mode the run is the single-process [`Trainer`]'s, bit for bit
-//! (the weights `rows / batch` are exactly 1 and a one-rank sum is the identity).
+//! At world size 1 in fast mode the run is the single-process [`TrainLoop`]'s, bit for
+//! bit (the weights `rows / batch` are exactly 1 and a one-rank sum is the identity).
 //!
-//! [`Trainer`]: nn_mini::train::Trainer
+//! [`TrainLoop`]: nn_mini::train::TrainLoop
 
 mod checkpoint;
 
@@ -26,8 +29,8 @@ pub use checkpoint::{MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
 use std::sync::Arc;
 
 use nn_mini::data::DistributedSampler;
-use nn_mini::train::{FreshRun, RunState, TrainConfig, TrainingRun};
-use nn_mini::{cross_entropy, Sequential};
+use nn_mini::gpt::GptTrainConfig;
+use nn_mini::train::{FreshRun, RunConfig, RunState, TrainConfig, TrainingRun};
 use tensor_core::DType;
 
 use crate::ddp::tree;
@@ -39,14 +42,14 @@ use crate::{
 /// number per epoch (so positions, and checkpoints, carry over between world sizes) and,
 /// in invariant mode, no padding (PyTorch pads an epoch that does not divide by the
 /// world size with repeated samples, which a single process does not see).
-fn check_epoch_layout(
-    config: &TrainConfig,
+fn check_epoch_layout<C: RunConfig>(
+    config: &C,
     sampler: &DistributedSampler,
     mode: ReduceMode,
 ) -> Result<()> {
-    let (n, world) = (config.dataset_size, sampler.num_replicas());
-    let single = n.div_ceil(config.batch_size);
-    let sharded = sampler.num_samples(n).div_ceil(config.batch_size / world);
+    let (n, world, batch) = (config.samples_per_epoch(), sampler.num_replicas(), config.batch_size());
+    let single = n.div_ceil(batch);
+    let sharded = sampler.num_samples(n).div_ceil(batch / world);
     let padded = !n.is_multiple_of(world) && matches!(mode, ReduceMode::Invariant { .. });
     if single != sharded || padded {
         return Err(DistError::invalid(
@@ -60,26 +63,34 @@ fn check_epoch_layout(
     Ok(())
 }
 
-/// A data parallel training run on one rank. Its step count, losses, configuration
-/// (`batch_size` is the global batch), loader (this rank's share) and dropout generator
-/// (in lockstep on every rank) are read through [`TrainingRun`]
-/// (`use nn_mini::train::TrainingRun`).
-pub struct DdpTrainer {
+/// The MLP run of `train_resume`, data parallel ([`TrainConfig`]).
+pub type DdpTrainer = DdpLoop<TrainConfig>;
+
+/// The GPT run of `train_gpt`, data parallel ([`GptTrainConfig`]).
+pub type GptDdpTrainer = DdpLoop<GptTrainConfig>;
+
+/// A data parallel training run of any kind ([`RunConfig`]) on one rank. Its step
+/// count, losses, configuration (`batch_size` is the global batch), loader (this rank's
+/// share) and dropout generator (in lockstep on every rank) are read through
+/// [`TrainingRun`] (`use nn_mini::train::TrainingRun`).
+pub struct DdpLoop<C: RunConfig> {
     mode: ReduceMode,
-    ddp: DistributedDataParallel<Sequential>,
+    ddp: DistributedDataParallel<C::Model>,
     /// Everything else of the run, the same on every rank but the loader's share.
-    state: RunState,
+    state: RunState<C>,
 }
 
-impl TrainingRun for DdpTrainer {
-    fn run_state(&self) -> &RunState {
+impl<C: RunConfig> TrainingRun for DdpLoop<C> {
+    type Config = C;
+
+    fn run_state(&self) -> &RunState<C> {
         &self.state
     }
 }
 
-impl std::fmt::Debug for DdpTrainer {
+impl<C: RunConfig> std::fmt::Debug for DdpLoop<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DdpTrainer")
+        f.debug_struct("DdpLoop")
             .field("config", self.config())
             .field("mode", &self.mode)
             .field("rank", &self.ddp.group().rank())
@@ -89,25 +100,21 @@ impl std::fmt::Debug for DdpTrainer {
     }
 }
 
-impl DdpTrainer {
+impl<C: RunConfig> DdpLoop<C> {
     /// A fresh run at step 0 on this rank. A collective: every rank of `group` calls it
-    /// with the same configuration. `config.batch_size` is the global batch; it must
-    /// divide by the world size, and in invariant mode the world size must be a power
-    /// of two dividing the micro-shard count.
-    pub fn new(
-        config: TrainConfig,
-        mode: ReduceMode,
-        group: Arc<dyn ProcessGroup>,
-    ) -> Result<Self> {
+    /// with the same configuration. The configuration's batch size is the global batch;
+    /// it must divide by the world size, and in invariant mode the world size must be a
+    /// power of two dividing the micro-shard count.
+    pub fn new(config: C, mode: ReduceMode, group: Arc<dyn ProcessGroup>) -> Result<Self> {
         const OP: &str = "DdpTrainer::new";
         config.validate()?;
         let (world, rank) = (group.world_size(), group.rank());
-        if !config.batch_size.is_multiple_of(world) {
+        if !config.batch_size().is_multiple_of(world) {
             return Err(DistError::invalid(
                 OP,
                 format!(
                     "the global batch of {} rows does not divide among {world} ranks",
-                    config.batch_size
+                    config.batch_size()
                 ),
             ));
         }
@@ -119,16 +126,16 @@ impl DdpTrainer {
         // The single process's run, its loader cut down to this rank's share.
         let FreshRun { model, state } = FreshRun::new(config, Some(sampler))?;
         let ddp = DistributedDataParallel::new(model, group, DdpConfig::new(mode))?;
-        Ok(DdpTrainer { mode, ddp, state })
+        Ok(DdpLoop { mode, ddp, state })
     }
 
-    /// One step on this rank's rows of the next global batch: forward (dropout on),
-    /// cross-entropy, backward, gradients summed across ranks, SGD. A collective.
-    /// Returns the global batch's loss (the same on every rank), also appended to the
-    /// history.
+    /// One step on this rank's rows of the next global batch: forward (dropout on), the
+    /// run's loss, backward, gradients summed across ranks, the run's update. A
+    /// collective. Returns the global batch's loss (the same on every rank), also
+    /// appended to the history.
     pub fn step(&mut self) -> Result<f32> {
         let batch = self.state.loader_mut().next_batch()?;
-        let device = self.config().device;
+        let device = self.config().device();
         let input = batch.input.to_device(device)?;
         let target = batch.target.to_device(device)?;
         let sampler = *self.loader().sampler().expect("built with a sampler");
@@ -142,9 +149,13 @@ impl DdpTrainer {
             // Every rank loads as many rows as the others (the sampler pads the epoch).
             batch_rows: (batch.indices.len() * sampler.num_replicas()) as u64,
         };
-        let loss = self.ddp.forward_backward(local, cross_entropy)?;
-        self.state.optimizer_mut().step(self.ddp.module_mut())?;
+        let config = self.state.config();
+        let loss = self
+            .ddp
+            .forward_backward(local, |output, target| config.loss(output, target))?;
+        C::update(&mut self.state, self.ddp.module_mut())?;
         let loss = loss.to_dtype(DType::F32)?.to_vec::<f32>()?[0];
+        self.state.config().check_losses(self.step_count() + 1, &[loss])?;
         self.state.count_step();
         self.state.record_losses([loss]);
         Ok(loss)
@@ -164,7 +175,13 @@ impl DdpTrainer {
 
     /// The model replica.
     #[must_use]
-    pub fn model(&self) -> &Sequential {
+    pub fn model(&self) -> &C::Model {
         self.ddp.module()
+    }
+
+    /// The model replica, mutably: to evaluate or sample from it between steps (a
+    /// forward with `train = false` draws nothing and leaves the run unchanged).
+    pub fn model_mut(&mut self) -> &mut C::Model {
+        self.ddp.module_mut()
     }
 }

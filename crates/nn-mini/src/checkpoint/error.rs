@@ -123,6 +123,19 @@ pub enum CheckpointError {
         /// What was expected and what was found.
         reason: String,
     },
+    /// A checkpoint of one kind of run or optimiser resumed as another (an MLP's as a
+    /// GPT's, SGD's state into AdamW): the entry and both kinds are named.
+    #[error("checkpoint entry {name:?} says this is a checkpoint of the {what} {saved:?}; it cannot resume as the {what} {expected:?}")]
+    KindMismatch {
+        /// The metadata key (`train.model`, `optim.kind`).
+        name: String,
+        /// What kind of thing differs: `model` or `optimiser`.
+        what: &'static str,
+        /// The kind the checkpoint holds.
+        saved: String,
+        /// The kind being restored.
+        expected: String,
+    },
     /// A generator state that fails its own checks, or a generator (device) that cannot
     /// be saved or restored; the generator error is the source.
     #[error("checkpoint entry {name:?}: {source}")]

@@ -17,6 +17,7 @@ mod digest;
 mod error;
 mod file;
 pub mod format;
+mod optimizer;
 mod parts;
 mod stale;
 

@@ -83,6 +83,12 @@ impl Embedding {
         &self.weight
     }
 
+    /// The table, mutably: for a model that uses it twice, like a GPT whose output head
+    /// is tied to its token embedding and adds the head's gradient into the table's.
+    pub fn weight_mut(&mut self) -> &mut Parameter {
+        &mut self.weight
+    }
+
     /// The input's indices, checked against the table, as `usize`.
     fn indices(&self, input: &Tensor) -> Result<Vec<usize>> {
         if input.dtype() != DType::I64 {

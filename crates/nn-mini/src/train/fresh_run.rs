@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use rng_gen::{fold_in, Generator, Key};
 
-use super::{GaussianClusters, RunState, TrainConfig};
+use super::{GaussianClusters, RunConfig, RunState, TrainConfig};
 use crate::data::DistributedSampler;
 use crate::{DataLoader, Dropout, Linear, ReLU, Result, Sequential, Sgd, SgdConfig};
 
@@ -27,59 +27,79 @@ pub const LOADER_DOMAIN: u64 = 2;
 pub const DATA_DOMAIN: u64 = 3;
 
 /// A run at step 0, built from its configuration alone.
-pub struct FreshRun {
-    /// [`build_mlp`]'s model, initialised from the `INIT_DOMAIN` stream.
-    pub model: Sequential,
-    /// The rest of the run: the configuration; SGD with its learning rate, momentum and
-    /// weight decay; the loader of the synthetic dataset (`DATA_DOMAIN`), shuffled from
-    /// the `LOADER_DOMAIN` key; the generator the dropout layers draw from
-    /// (`DROPOUT_DOMAIN`).
-    pub state: RunState,
+pub struct FreshRun<C: RunConfig = TrainConfig> {
+    /// The model, initialised from the `INIT_DOMAIN` stream.
+    pub model: C::Model,
+    /// The rest of the run: the configuration, the optimiser, the loader (shuffled or
+    /// sampled from the `LOADER_DOMAIN` key) and the generator the dropout layers draw
+    /// from (`DROPOUT_DOMAIN`).
+    pub state: RunState<C>,
 }
 
-impl FreshRun {
-    /// Builds the run `config` describes (after [`TrainConfig::validate`]). Draws only
-    /// from generators derived from `config.seed`, never from the process-wide default
-    /// generators, so two runs in one process do not disturb each other. With `shard`,
-    /// the loader loads one rank's share of every batch of `config.batch_size` rows
-    /// (`batch_size / num_replicas` of them); without it, the whole batch.
-    pub fn new(config: TrainConfig, shard: Option<DistributedSampler>) -> Result<FreshRun> {
+impl<C: RunConfig> FreshRun<C> {
+    /// Builds the run `config` describes (after [`RunConfig::validate`]). Draws only
+    /// from generators derived from the configuration's seed, never from the
+    /// process-wide default generators, so two runs in one process do not disturb each
+    /// other. With `shard`, the loader loads one rank's share of every batch of
+    /// `batch_size` rows (`batch_size / num_replicas` of them); without it, the whole
+    /// batch.
+    pub fn new(config: C, shard: Option<DistributedSampler>) -> Result<FreshRun<C>> {
         config.validate()?;
-        let run = Key::new(config.seed);
-        let device = config.device;
-        let init = Generator::from_key(device, fold_in(run, INIT_DOMAIN));
-        let dropout_generator = Generator::from_key(device, fold_in(run, DROPOUT_DOMAIN));
-        let model = build_mlp(&config.layers, config.dropout, &init, &dropout_generator)?;
-        let optimizer = Sgd::new(
-            SgdConfig::new(config.lr)
-                .momentum(config.momentum)
-                .weight_decay(config.weight_decay),
-        )?;
-        let classes = *config
-            .layers
-            .last()
-            .expect("validated: at least two widths");
-        let dataset = GaussianClusters::new(
-            fold_in(run, DATA_DOMAIN),
-            config.dataset_size,
-            config.layers[0],
-            classes,
-        )?;
-        let ranks = shard.as_ref().map_or(1, DistributedSampler::num_replicas);
-        let mut loader = DataLoader::builder(Arc::new(dataset))
-            .batch_size(config.batch_size / ranks)
-            .shuffle(true)
-            .num_workers(config.num_workers)
-            .key(fold_in(run, LOADER_DOMAIN));
-        if let Some(sampler) = shard {
-            loader = loader.sampler(sampler);
-        }
-        let loader = loader.build()?;
-        Ok(FreshRun {
-            model,
-            state: RunState::fresh(config, optimizer, loader, dropout_generator),
-        })
+        config.build(shard)
     }
+}
+
+/// The MLP run of `train_resume` ([`TrainConfig`]): [`build_mlp`]'s model, SGD with the
+/// configuration's learning rate, momentum and weight decay, and the loader of the
+/// synthetic dataset (`DATA_DOMAIN`), shuffled from the `LOADER_DOMAIN` key.
+pub(super) fn build_mlp_run(config: TrainConfig, shard: Option<DistributedSampler>) -> Result<FreshRun> {
+    let run = Key::new(config.seed);
+    let device = config.device;
+    let init = Generator::from_key(device, fold_in(run, INIT_DOMAIN));
+    let dropout_generator = Generator::from_key(device, fold_in(run, DROPOUT_DOMAIN));
+    let model = build_mlp(&config.layers, config.dropout, &init, &dropout_generator)?;
+    let optimizer = Sgd::new(
+        SgdConfig::new(config.lr)
+            .momentum(config.momentum)
+            .weight_decay(config.weight_decay),
+    )?;
+    let classes = *config
+        .layers
+        .last()
+        .expect("validated: at least two widths");
+    let dataset = GaussianClusters::new(
+        fold_in(run, DATA_DOMAIN),
+        config.dataset_size,
+        config.layers[0],
+        classes,
+    )?;
+    let loader = sharded_loader(Arc::new(dataset), &config, shard, true, run)?;
+    Ok(FreshRun {
+        model,
+        state: RunState::fresh(config, optimizer.into(), loader, dropout_generator),
+    })
+}
+
+/// The loader of a run over `dataset`: batches of the configuration's batch size (this
+/// rank's share of it with `shard`), shuffled or not, keyed by `fold_in(run,
+/// LOADER_DOMAIN)`.
+pub fn sharded_loader<C: RunConfig>(
+    dataset: Arc<dyn crate::Dataset>,
+    config: &C,
+    shard: Option<DistributedSampler>,
+    shuffle: bool,
+    run: Key,
+) -> Result<DataLoader> {
+    let ranks = shard.as_ref().map_or(1, DistributedSampler::num_replicas);
+    let mut loader = DataLoader::builder(dataset)
+        .batch_size(config.batch_size() / ranks)
+        .shuffle(shuffle)
+        .num_workers(config.num_workers())
+        .key(fold_in(run, LOADER_DOMAIN));
+    if let Some(sampler) = shard {
+        loader = loader.sampler(sampler);
+    }
+    loader.build()
 }
 
 /// `Linear, ReLU, Dropout` for each hidden width, then a final `Linear`: the layout of

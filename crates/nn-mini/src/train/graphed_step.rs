@@ -21,7 +21,7 @@
 use rng_gen::graph::Graph;
 use tensor_core::{DType, Device, Tensor};
 
-use crate::{cross_entropy_with, ClassTargets, Module, Result, Sequential, Sgd};
+use crate::{cross_entropy_with, ClassTargets, Module, Optimizer, Result};
 
 /// The captured step and the buffers it reads and writes.
 pub(crate) struct GraphedStep {
@@ -39,8 +39,8 @@ impl GraphedStep {
     /// replay trains on this batch.
     pub(crate) fn capture(
         device: Device,
-        model: &mut Sequential,
-        optimizer: &mut Sgd,
+        model: &mut dyn Module,
+        optimizer: &mut Optimizer,
         (input, target): (&Tensor, &Tensor),
         classes: usize,
     ) -> Result<Self> {

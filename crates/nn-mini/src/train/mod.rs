@@ -20,17 +20,23 @@ mod config;
 mod fresh_run;
 #[cfg(feature = "cuda")]
 mod graphed_step;
+mod mlp_run;
 mod pending_losses;
+mod run_config;
 mod run_state;
 mod synthetic;
 mod trainer;
 
 pub use config::TrainConfig;
-pub use fresh_run::{build_mlp, FreshRun, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN, LOADER_DOMAIN};
+pub use fresh_run::{
+    build_mlp, sharded_loader, FreshRun, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN, LOADER_DOMAIN,
+};
 pub use pending_losses::LOSS_SLOTS;
+pub use run_config::RunConfig;
 pub use run_state::{
-    check_arithmetic, check_model_shapes, default_generator_devices, read_history, RunState,
-    TrainingRun, ARITHMETIC_KEY, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, STEP,
+    check_arithmetic, check_model_kind, check_model_shapes, config_of, default_generator_devices,
+    read_history, RunState, TrainingRun, ARITHMETIC_KEY, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES,
+    MODEL_KEY, OPTIM_PREFIX, STEP,
 };
 pub use synthetic::GaussianClusters;
-pub use trainer::Trainer;
+pub use trainer::{TrainLoop, Trainer};

@@ -1,6 +1,7 @@
 //! A training run's state besides its model, owned, read, saved and restored in one
-//! place for every training loop over [`build_mlp`](super::build_mlp)'s model: the
-//! single-process [`Trainer`](super::Trainer) and `distributed`'s data parallel trainer.
+//! place for every training loop and every kind of run ([`RunConfig`]): the
+//! single-process [`TrainLoop`](super::TrainLoop) and `distributed`'s data parallel
+//! trainer, over the MLP of `train_resume` or the GPT of `train_gpt`.
 //!
 //! Both loops keep the same state next to their model (configuration, optimiser,
 //! dropout generator, loader, step, loss history), answer the same questions about it
@@ -14,13 +15,19 @@
 use rng_gen::{Generator, Key};
 use tensor_core::{are_portable_arithmetic_enabled, DType, Device, Tensor};
 
-use super::TrainConfig;
+use super::{RunConfig, TrainConfig};
 use crate::checkpoint::default_cuda_rng_name;
 use crate::data::LoaderState;
-use crate::{Checkpoint, CheckpointError, DataLoader, Module, NnError, Result, Sequential, Sgd};
+use crate::{Checkpoint, CheckpointError, DataLoader, Module, NnError, Optimizer, Result};
 
 /// Checkpoint metadata key of the run's [`TrainConfig`] (JSON).
 pub const CONFIG_KEY: &str = "train.config";
+/// Checkpoint metadata key of the kind of model the run trains ([`RunConfig::MODEL_KIND`]:
+/// `"mlp"`, `"gpt"`). Absent in checkpoints written before it existed, which hold the
+/// MLP.
+pub const MODEL_KEY: &str = "train.model";
+/// Checkpoint name prefix of the optimiser's entries.
+pub const OPTIM_PREFIX: &str = "optim.";
 /// Checkpoint metadata key of the arithmetic the run used: `"portable"` or `"default"`
 /// (`tensor_core::use_portable_arithmetic`, docs/contract.md §14). Absent in checkpoints
 /// written before it existed, which resume under either.
@@ -39,9 +46,9 @@ pub const DROPOUT_RNG: &str = "dropout";
 /// steps completed and their losses. Built at step 0 by [`FreshRun::new`](super::FreshRun::new);
 /// read through [`TrainingRun`], which it implements too.
 #[derive(Debug)]
-pub struct RunState {
-    config: TrainConfig,
-    optimizer: Sgd,
+pub struct RunState<C: RunConfig = TrainConfig> {
+    config: C,
+    optimizer: Optimizer,
     loader: DataLoader,
     dropout_generator: Generator,
     step: u64,
@@ -50,11 +57,12 @@ pub struct RunState {
     losses: Vec<f32>,
 }
 
-impl RunState {
-    /// A run at step 0 with these parts.
-    pub(super) fn fresh(
-        config: TrainConfig,
-        optimizer: Sgd,
+impl<C: RunConfig> RunState<C> {
+    /// A run at step 0 with these parts (what [`RunConfig::build`] returns, in a
+    /// [`FreshRun`](super::FreshRun)).
+    pub fn fresh(
+        config: C,
+        optimizer: Optimizer,
         loader: DataLoader,
         dropout_generator: Generator,
     ) -> Self {
@@ -74,8 +82,14 @@ impl RunState {
     }
 
     /// The optimiser, to step the model.
-    pub fn optimizer_mut(&mut self) -> &mut Sgd {
+    pub fn optimizer_mut(&mut self) -> &mut Optimizer {
         &mut self.optimizer
+    }
+
+    /// The optimiser.
+    #[must_use]
+    pub fn optimizer(&self) -> &Optimizer {
+        &self.optimizer
     }
 
     /// Counts one more completed step (its loss is recorded by
@@ -92,21 +106,22 @@ impl RunState {
         &self.losses[from..]
     }
 
-    /// The checkpoint of the run with `model`: parameters (`model.*`), momentum buffers
-    /// (`optim.*`), the dropout generator and the default generators of the devices in
+    /// The checkpoint of the run with `model`: parameters (`model.*`), the optimiser and
+    /// its state (`optim.*`), the dropout generator and the default generators of the devices in
     /// use (`rng.*`), the loader state in the run's terms (`loader.state`, with the
     /// configuration's batch size, so that a data parallel run of any world size can
     /// resume it), the step (`train.step`), the loss history (`train.loss_history`: the
-    /// recorded losses, then `unread_losses`) and the configuration (`train.config`).
-    /// Callers add their own metadata (a data parallel run adds its reduce mode).
-    pub fn checkpoint(&self, model: &Sequential, unread_losses: &[f32]) -> Result<Checkpoint> {
+    /// recorded losses, then `unread_losses`), the configuration (`train.config`) and
+    /// the kind of model (`train.model`). Callers add their own metadata (a data
+    /// parallel run adds its reduce mode).
+    pub fn checkpoint(&self, model: &dyn Module, unread_losses: &[f32]) -> Result<Checkpoint> {
         let mut ck = Checkpoint::new();
         ck.put_module("model.", model)?;
-        ck.put_sgd("optim.", &self.optimizer)?;
+        ck.put_optimizer(OPTIM_PREFIX, &self.optimizer)?;
         ck.put_generators(&[(DROPOUT_RNG, &self.dropout_generator)])?;
-        ck.put_default_generators(&default_generator_devices(self.config.device))?;
+        ck.put_default_generators(&default_generator_devices(self.config.device()))?;
         let loader = LoaderState {
-            batch_size: self.config.batch_size as u64,
+            batch_size: self.config.batch_size() as u64,
             ..self.loader.state()?
         };
         ck.insert_bytes(LOADER, &loader.to_bytes())?;
@@ -118,6 +133,7 @@ impl RunState {
         let count = losses.len();
         ck.insert(LOSSES, &Tensor::from_vec(losses, &[count], Device::Cpu)?)?;
         ck.set_metadata(CONFIG_KEY, self.config.to_json())?;
+        ck.set_metadata(MODEL_KEY, C::MODEL_KIND)?;
         ck.set_metadata(
             ARITHMETIC_KEY,
             arithmetic_name(are_portable_arithmetic_enabled()),
@@ -128,24 +144,26 @@ impl RunState {
     /// Restores a freshly built run of the checkpoint's configuration (this state and
     /// its `model`) to where `ck` left it, given `ck`'s [`read_history`]. Checks first
     /// that the saved loader has this run's key and batch size and sits where the step
-    /// leaves it, and that the momentum buffers match the model and the step; then
-    /// restores parameters, momentum buffers, the dropout generator, the default
+    /// leaves it, and that the optimiser is the saved one with the state the step
+    /// leaves (SGD's momentum buffers, AdamW's moments); then restores parameters, the
+    /// optimiser's state, the dropout generator, the default
     /// generators of the devices the run uses, the loader position (onto this loader's
     /// share of each batch), the step and the loss history. Nothing is changed if one of
     /// those checks fails.
     pub fn restore(
         &mut self,
         ck: &Checkpoint,
-        model: &mut Sequential,
+        model: &mut dyn Module,
         (step, losses): (u64, Vec<f32>),
     ) -> Result<()> {
         let saved = ck.loader_state(LOADER)?;
         check_loader_state(&saved, ExpectedLoader::of_run(self), step)?;
-        check_momentum_buffers(ck, &self.config, model, step)?;
+        let names: Vec<String> = model.named_parameters().into_iter().map(|(n, _)| n).collect();
+        ck.check_optimizer_state(OPTIM_PREFIX, &self.optimizer, &names, step)?;
         ck.restore_module("model.", model)?;
-        ck.restore_sgd("optim.", &mut self.optimizer, model)?;
+        ck.restore_optimizer(OPTIM_PREFIX, &mut self.optimizer, model)?;
         ck.restore_generators(&[(DROPOUT_RNG, &self.dropout_generator)])?;
-        restore_default_generators(ck, self.config.device)?;
+        restore_default_generators(ck, self.config.device())?;
         // Saved in the run's terms; this loader may load one rank's share of a batch.
         let mine = LoaderState {
             batch_size: self.loader.state()?.batch_size,
@@ -163,8 +181,11 @@ impl RunState {
 /// What a caller can read of a training run, the same for every trainer (in scope with
 /// `use nn_mini::train::TrainingRun`): each trainer only says where its [`RunState`] is.
 pub trait TrainingRun {
+    /// The kind of run: its configuration.
+    type Config: RunConfig;
+
     /// The run's state besides its model.
-    fn run_state(&self) -> &RunState;
+    fn run_state(&self) -> &RunState<Self::Config>;
 
     /// Steps completed.
     #[must_use]
@@ -184,7 +205,7 @@ pub trait TrainingRun {
     /// The run's configuration (for a data parallel run, `batch_size` is the global
     /// batch).
     #[must_use]
-    fn config(&self) -> &TrainConfig {
+    fn config(&self) -> &Self::Config {
         &self.run_state().config
     }
 
@@ -203,17 +224,44 @@ pub trait TrainingRun {
     }
 }
 
-impl TrainingRun for RunState {
-    fn run_state(&self) -> &RunState {
+impl<C: RunConfig> TrainingRun for RunState<C> {
+    type Config = C;
+
+    fn run_state(&self) -> &RunState<C> {
         self
     }
+}
+
+/// The configuration stored in a checkpoint, after checking that it is a checkpoint of
+/// this kind of run (`train.model`; [`CheckpointError::KindMismatch`] naming both
+/// kinds otherwise).
+pub fn config_of<C: RunConfig>(ck: &Checkpoint) -> Result<C> {
+    check_model_kind::<C>(ck)?;
+    C::from_json(ck.require_metadata(CONFIG_KEY)?)
+}
+
+/// Errors unless `ck` holds a run of `C`'s kind of model (one without `train.model`
+/// holds the MLP, the only model then).
+pub fn check_model_kind<C: RunConfig>(ck: &Checkpoint) -> Result<()> {
+    let saved = ck.metadata(MODEL_KEY).unwrap_or(TrainConfig::MODEL_KIND);
+    if saved != C::MODEL_KIND {
+        return Err(CheckpointError::KindMismatch {
+            name: MODEL_KEY.into(),
+            what: "model",
+            saved: saved.to_string(),
+            expected: C::MODEL_KIND.to_string(),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// The step count and loss history of `ck`, after checking what can be checked before
 /// anything is built: the model tensors' shapes against `config` (so an edited
 /// configuration cannot make the caller allocate a huge model), a non-negative step,
 /// and one loss per step.
-pub fn read_history(ck: &Checkpoint, config: &TrainConfig) -> Result<(u64, Vec<f32>)> {
+pub fn read_history<C: RunConfig>(ck: &Checkpoint, config: &C) -> Result<(u64, Vec<f32>)> {
+    check_model_kind::<C>(ck)?;
     check_model_shapes(ck, config)?;
     check_arithmetic(ck)?;
     let step = ck.tensor_like(STEP, &[], DType::I64)?.to_scalar::<i64>()?;
@@ -269,7 +317,7 @@ pub fn check_arithmetic(ck: &Checkpoint) -> Result<()> {
 /// configuration edited to describe a huge model fails here instead of allocating.
 /// (Public so that other training loops over the same model, like `distributed`'s, check
 /// their checkpoints the same way.)
-pub fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
+pub fn check_model_shapes<C: RunConfig>(ck: &Checkpoint, config: &C) -> Result<()> {
     config.validate()?;
     let expected = config.parameter_shapes();
     for (name, dims) in &expected {
@@ -280,8 +328,7 @@ pub fn check_model_shapes(ck: &Checkpoint, config: &TrainConfig) -> Result<()> {
         return Err(CheckpointError::Inconsistent {
             name: CONFIG_KEY.into(),
             reason: format!(
-                "layers {:?} make {} parameter tensors, the checkpoint holds {stored} model.* tensors",
-                config.layers,
+                "the configuration makes {} parameter tensors, the checkpoint holds {stored} model.* tensors",
                 expected.len()
             ),
         }
@@ -380,12 +427,12 @@ impl ExpectedLoader {
     /// batches per epoch of its loader, and the configuration's batch size, which for a
     /// data parallel run (whose loader loads one rank's share) is the global batch, the
     /// size its checkpoint stores.
-    fn of_run(run: &RunState) -> Self {
+    fn of_run<C: RunConfig>(run: &RunState<C>) -> Self {
         ExpectedLoader {
             key: run.loader.key(),
-            batch_size: run.config.batch_size as u64,
+            batch_size: run.config.batch_size() as u64,
             per_epoch: run.loader.batches_per_epoch() as u64,
-            seed: run.config.seed,
+            seed: run.config.seed(),
         }
     }
 }
@@ -413,47 +460,6 @@ fn check_loader_state(saved: &LoaderState, expected: ExpectedLoader, step: u64) 
              per epoch the loader is at epoch {epoch}, batch {position}",
             saved.epoch, saved.position
         ))
-        .into());
-    }
-    Ok(())
-}
-
-/// Every step updates every parameter, so after the first step each one has a
-/// momentum buffer (when momentum is on) and before it none has.
-fn check_momentum_buffers(
-    ck: &Checkpoint,
-    config: &TrainConfig,
-    model: &Sequential,
-    step: u64,
-) -> Result<()> {
-    let key = "optim.momentum_buffers";
-    let listed: Vec<String> = serde_json::from_str(ck.require_metadata(key)?)
-        .map_err(|e| invalid_entry(key, e.to_string()))?;
-    let mut listed: Vec<&str> = listed.iter().map(String::as_str).collect();
-    listed.sort_unstable();
-    let parameters: Vec<String> = model
-        .named_parameters()
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect();
-    let mut expected = if step > 0 && config.momentum != 0.0 {
-        parameters.clone()
-    } else {
-        Vec::new()
-    };
-    expected.sort_unstable();
-    if listed != expected {
-        return Err(CheckpointError::Inconsistent {
-            name: key.into(),
-            reason: format!(
-                "{} momentum buffers {listed:?} are listed, but after {step} steps with \
-                 momentum {} the model's {} parameters have {} buffers {expected:?}",
-                listed.len(),
-                config.momentum,
-                parameters.len(),
-                expected.len()
-            ),
-        }
         .into());
     }
     Ok(())

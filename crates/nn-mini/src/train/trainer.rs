@@ -1,4 +1,8 @@
-//! `Trainer`: the training loop of `examples/train_resume.rs`, resumable bit for bit.
+//! `TrainLoop`: the single-process training loop of `examples/train_resume.rs` (the
+//! MLP, [`Trainer`]) and `examples/train_gpt.rs` (the GPT, [`GptTrainer`]), resumable
+//! bit for bit.
+//!
+//! [`GptTrainer`]: crate::gpt::GptTrainer
 
 use std::path::Path;
 
@@ -7,20 +11,25 @@ use tensor_core::{DType, Device};
 #[cfg(feature = "cuda")]
 use super::graphed_step::GraphedStep;
 use super::pending_losses::PendingLosses;
-use super::run_state::{read_history, CONFIG_KEY};
-use super::{FreshRun, RunState, TrainConfig, TrainingRun};
-use crate::{cross_entropy, Checkpoint, Module, Result, Sequential};
+use super::run_state::{config_of, read_history};
+use super::{FreshRun, RunConfig, RunState, TrainConfig, TrainingRun};
+use crate::{Checkpoint, Module, Result};
 
-/// A whole training run: model, optimiser, data loader, dropout generator, step counter
-/// and loss history. [`step`](Self::step) runs one SGD step; [`checkpoint`](Self::checkpoint)
-/// captures all of it; [`from_checkpoint`](Self::from_checkpoint) rebuilds a trainer whose
-/// next step is bit-identical to the one the saved trainer would have run. Its step
-/// count, losses, configuration, loader and dropout generator are read through
-/// [`TrainingRun`] (`use nn_mini::train::TrainingRun`).
-pub struct Trainer {
-    model: Sequential,
+/// The MLP run of `train_resume` ([`TrainConfig`]).
+pub type Trainer = TrainLoop<TrainConfig>;
+
+/// A whole training run of any kind ([`RunConfig`]): model, optimiser, data loader,
+/// dropout generator, step counter and loss history. [`step`](Self::step) runs one
+/// training step; [`checkpoint`](Self::checkpoint) captures all of it;
+/// [`from_checkpoint`](Self::from_checkpoint) rebuilds a loop whose next step is
+/// bit-identical to the one the saved loop would have run. Its step count, losses,
+/// configuration, loader and dropout generator are read through [`TrainingRun`] (`use
+/// nn_mini::train::TrainingRun`). Use it through its kinds: [`Trainer`] (the MLP) and
+/// [`GptTrainer`](crate::gpt::GptTrainer).
+pub struct TrainLoop<C: RunConfig> {
+    model: C::Model,
     /// Everything else of the run; its losses are those read to the host.
-    state: RunState,
+    state: RunState<C>,
     /// Losses of the latest steps, still on the device.
     pending: PendingLosses,
     /// Whether steps run as a replayed CUDA graph ([`Trainer::set_cuda_graph`]).
@@ -30,27 +39,29 @@ pub struct Trainer {
     graphed: Vec<GraphedStep>,
 }
 
-impl std::fmt::Debug for Trainer {
+impl<C: RunConfig> std::fmt::Debug for TrainLoop<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Trainer")
+        f.debug_struct("TrainLoop")
             .field("config", self.config())
             .field("step", &self.step_count())
             .finish()
     }
 }
 
-impl TrainingRun for Trainer {
-    fn run_state(&self) -> &RunState {
+impl<C: RunConfig> TrainingRun for TrainLoop<C> {
+    type Config = C;
+
+    fn run_state(&self) -> &RunState<C> {
         &self.state
     }
 }
 
-impl Trainer {
-    /// A fresh run at step 0 ([`FreshRun::new`]: everything from `config.seed`, nothing
-    /// from the process-wide default generators).
-    pub fn new(config: TrainConfig) -> Result<Self> {
+impl<C: RunConfig> TrainLoop<C> {
+    /// A fresh run at step 0 ([`FreshRun::new`]: everything from the configuration's
+    /// seed, nothing from the process-wide default generators).
+    pub fn new(config: C) -> Result<Self> {
         let FreshRun { model, state } = FreshRun::new(config, None)?;
-        Ok(Trainer {
+        Ok(TrainLoop {
             model,
             state,
             pending: PendingLosses::default(),
@@ -60,9 +71,10 @@ impl Trainer {
         })
     }
 
-    /// One step: next batch, forward (dropout on), cross-entropy, backward, SGD update.
-    /// Returns the batch loss, which is also appended to the history. Reading the loss
-    /// waits for the device; [`step_deferred`](Self::step_deferred) does not.
+    /// One step: next batch, forward (dropout on), the run's loss, backward, the run's
+    /// update (an optimiser step; see [`RunConfig::update`]). Returns the batch loss,
+    /// which is also appended to the history. Reading the loss waits for the device;
+    /// [`step_deferred`](Self::step_deferred) does not.
     pub fn step(&mut self) -> Result<f32> {
         self.step_deferred()?;
         let read = self.read_losses()?;
@@ -78,7 +90,7 @@ impl Trainer {
             self.read_losses()?;
         }
         let batch = self.state.loader_mut().next_batch()?;
-        let device = self.config().device;
+        let device = self.config().device();
         if self.use_cuda_graph && (self.has_graphs() || self.step_count() > 0) {
             return self.step_graphed(&batch.input, &batch.target);
         }
@@ -87,10 +99,10 @@ impl Trainer {
         // once (the step's second and last upload).
         let target = batch.target;
         self.model.zero_grad();
-        let logits = self.model.forward(&input, true)?;
-        let (loss, grad) = cross_entropy(&logits, &target)?;
+        let output = self.model.forward(&input, true)?;
+        let (loss, grad) = self.state.config().loss(&output, &target)?;
         self.model.backward_params(&grad)?;
-        self.state.optimizer_mut().step(&mut self.model)?;
+        C::update(&mut self.state, &mut self.model)?;
         self.pending.push(&loss.to_dtype(DType::F32)?)?;
         self.state.count_step();
         Ok(())
@@ -100,13 +112,24 @@ impl Trainer {
     /// step is captured at the first step once the optimizer's state exists (after one
     /// eager step of a fresh run; at once after a resume), then replayed: one graph
     /// launch per step, the losses bit-identical to eager steps (see
-    /// `train::graphed_step`). Errors on a CPU run.
+    /// `train::graphed_step`). Errors on a CPU run, and for a kind of run whose step a
+    /// graph cannot hold ([`RunConfig::graph_classes`]).
     pub fn set_cuda_graph(&mut self, on: bool) -> Result<()> {
-        let device = self.config().device;
+        let device = self.config().device();
         if on && !device.is_cuda() {
             return Err(crate::NnError::invalid(
                 "Trainer::set_cuda_graph",
                 format!("CUDA graphs need a CUDA device, the run is on {device}"),
+            ));
+        }
+        if on && self.config().graph_classes().is_none() {
+            return Err(crate::NnError::invalid(
+                "Trainer::set_cuda_graph",
+                format!(
+                    "a {} run's step does more than a graph holds (work on the host between \
+                     its backward and its update); train it eagerly",
+                    C::MODEL_KIND
+                ),
             ));
         }
         self.use_cuda_graph = on;
@@ -155,13 +178,15 @@ impl Trainer {
                 step
             }
             None => {
-                let classes = *self
-                    .config()
-                    .layers
-                    .last()
-                    .expect("validated: at least two widths");
+                let config = self.config();
+                let classes = config.graph_classes().ok_or_else(|| {
+                    crate::NnError::invalid(
+                        "TrainLoop::set_cuda_graph",
+                        format!("a {} run's step cannot be captured as a CUDA graph", C::MODEL_KIND),
+                    )
+                })?;
                 let captured = GraphedStep::capture(
-                    self.config().device,
+                    config.device(),
                     &mut self.model,
                     self.state.optimizer_mut(),
                     (input, target),
@@ -179,8 +204,12 @@ impl Trainer {
 
     /// Reads the losses of the steps run since the last read to the host, in one copy,
     /// appends them to [`losses`](TrainingRun::losses) and returns them (oldest first).
+    /// A run that stops on a non-finite loss ([`RunConfig::check_losses`]) errors here,
+    /// naming the first step whose loss was not finite.
     pub fn read_losses(&mut self) -> Result<&[f32]> {
         let read = self.pending.take()?;
+        let first = self.state.losses().len() as u64 + 1;
+        self.state.config().check_losses(first, &read)?;
         Ok(self.state.record_losses(read))
     }
 
@@ -192,12 +221,18 @@ impl Trainer {
 
     /// The model.
     #[must_use]
-    pub fn model(&self) -> &Sequential {
+    pub fn model(&self) -> &C::Model {
         &self.model
     }
 
-    /// Everything needed to continue: parameters (`model.*`), momentum buffers
-    /// (`optim.*`), the dropout generator and the default generators of the devices in
+    /// The model, mutably: to evaluate or sample from it between steps (a forward
+    /// with `train = false` draws nothing and leaves the run unchanged).
+    pub fn model_mut(&mut self) -> &mut C::Model {
+        &mut self.model
+    }
+
+    /// Everything needed to continue: parameters (`model.*`), the optimiser and its
+    /// state (`optim.*`), the dropout generator and the default generators of the devices in
     /// use (`rng.*`), the loader position (`loader.state`), the step (`train.step`), the
     /// loss history (`train.loss_history`) and the configuration (`train.config`).
     pub fn checkpoint(&self) -> Result<Checkpoint> {
@@ -212,13 +247,14 @@ impl Trainer {
 
     /// The configuration stored in a checkpoint (to inspect or adjust before
     /// [`from_checkpoint`](Self::from_checkpoint)).
-    pub fn config_of(ck: &Checkpoint) -> Result<TrainConfig> {
-        TrainConfig::from_json(ck.require_metadata(CONFIG_KEY)?)
+    /// Errors (naming both kinds) when `ck` is not a checkpoint of this kind of run.
+    pub fn config_of(ck: &Checkpoint) -> Result<C> {
+        config_of::<C>(ck)
     }
 
     /// Rebuilds the saved run. `num_workers` and `device`, when given, replace the saved
     /// ones (neither changes results); every other setting comes from the checkpoint.
-    /// Restores parameters, momentum buffers, the dropout generator, the default
+    /// Restores parameters, the optimiser's state, the dropout generator, the default
     /// generators of the devices the run uses (the CPU, and its GPU on a CUDA run), the
     /// loader position, the step and the loss history.
     ///
@@ -226,8 +262,8 @@ impl Trainer {
     /// tensors' shapes against the configuration's layers (a crafted `layers` cannot make
     /// it allocate a huge model), the loss history's length against the step, the loader
     /// state's key against the one the configuration's seed derives and its position
-    /// against the step, and the momentum buffers against the model's parameters (all of
-    /// them once a step has run, none before). Each mismatch is a
+    /// against the step, and the optimiser's kind and state against the model's
+    /// parameters (all of them once a step has run, none before). Each mismatch is a
     /// [`CheckpointError::Inconsistent`](crate::CheckpointError::Inconsistent) (or the shape / missing-tensor error) naming
     /// the entry.
     pub fn from_checkpoint(
@@ -235,11 +271,21 @@ impl Trainer {
         num_workers: Option<usize>,
         device: Option<Device>,
     ) -> Result<Self> {
-        let mut config = Trainer::config_of(ck)?;
-        config.num_workers = num_workers.unwrap_or(config.num_workers);
-        config.device = device.unwrap_or(config.device);
+        TrainLoop::from_checkpoint_with(ck, |config: &mut C| {
+            let workers = num_workers.unwrap_or(config.num_workers());
+            config.place(device.unwrap_or(config.device()), workers);
+        })
+    }
+
+    /// [`from_checkpoint`](Self::from_checkpoint) with the saved configuration passed
+    /// through `adjust` first, for the settings a kind of run lets a resume change (the
+    /// device and worker count of every run, where a GPT run finds its text); the
+    /// checks that follow hold the adjusted configuration to the checkpoint.
+    pub fn from_checkpoint_with(ck: &Checkpoint, adjust: impl FnOnce(&mut C)) -> Result<Self> {
+        let mut config = config_of::<C>(ck)?;
+        adjust(&mut config);
         let history = read_history(ck, &config)?;
-        let mut trainer = Trainer::new(config)?;
+        let mut trainer = TrainLoop::new(config)?;
         trainer.state.restore(ck, &mut trainer.model, history)?;
         Ok(trainer)
     }
@@ -250,6 +296,6 @@ impl Trainer {
         num_workers: Option<usize>,
         device: Option<Device>,
     ) -> Result<Self> {
-        Trainer::from_checkpoint(&Checkpoint::load(path)?, num_workers, device)
+        TrainLoop::from_checkpoint(&Checkpoint::load(path)?, num_workers, device)
     }
 }

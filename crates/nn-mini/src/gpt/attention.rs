@@ -1,0 +1,179 @@
+//! `CausalSelfAttention`: GPT-2's multi-head self-attention with a causal mask, nanoGPT's
+//! layout and names (`c_attn`, `c_proj`, `attn_dropout`, `resid_dropout`).
+
+use rng_gen::Generator;
+use tensor_core::Tensor;
+
+use super::block::three_dims;
+use super::prefixed;
+use crate::{Dropout, GlobalRows, Linear, Module, NnError, Parameter, Result};
+
+/// What backward needs of a training forward: the heads' queries, keys and values
+/// (`[batch, heads, t, head width]` views), the attention probabilities before and
+/// after dropout, and the input dims.
+#[derive(Debug)]
+struct Saved {
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    probs: Tensor,
+    dropped: Tensor,
+    dims: [usize; 3],
+}
+
+/// Multi-head causal self-attention over `[batch, t, width]`:
+///
+/// ```text
+/// q, k, v = split(c_attn(x))                      width -> 3 width, then heads
+/// p = causal_softmax(q k^T, scale 1/sqrt(head width))    [batch, heads, t, t]
+/// y = c_proj(merge_heads(attn_dropout(p) v))
+/// out = resid_dropout(y)
+/// ```
+///
+/// The attention dropout masks the probabilities `[batch, heads, t, t]`, one Philox mask
+/// per global batch like any [`Dropout`]: its rows are the batch's rows, so a data
+/// parallel rank draws each of its sequences' masks at the sequence's global position.
+/// Backward runs the same products transposed (the `matmul` of batched views, no
+/// copies of the transposes) and [`Tensor::causal_softmax_backward`].
+#[derive(Debug)]
+pub struct CausalSelfAttention {
+    c_attn: Linear,
+    c_proj: Linear,
+    attn_dropout: Dropout,
+    resid_dropout: Dropout,
+    heads: usize,
+    saved: Option<Saved>,
+}
+
+impl CausalSelfAttention {
+    /// The layer from its two projections (`c_attn`: `[3 width, width]`, `c_proj`:
+    /// `[width, width]`, as PyTorch's `Linear` stores them), `heads` heads (dividing
+    /// the width), and dropout `p` on the probabilities and on the output, drawn from
+    /// `dropout_generator`.
+    pub fn new(
+        c_attn: Linear,
+        c_proj: Linear,
+        heads: usize,
+        p: f64,
+        dropout_generator: &Generator,
+    ) -> Result<Self> {
+        let width = c_proj.weight().value.dims()[0];
+        let attn_dims = c_attn.weight().value.dims().to_vec();
+        let proj_dims = c_proj.weight().value.dims().to_vec();
+        if heads == 0 || !width.is_multiple_of(heads) {
+            return Err(NnError::invalid(
+                "CausalSelfAttention::new",
+                format!("{heads} heads do not divide the width {width}; expected a divisor of it"),
+            ));
+        }
+        if attn_dims != [3 * width, width] || proj_dims != [width, width] {
+            return Err(NnError::invalid(
+                "CausalSelfAttention::new",
+                format!(
+                    "c_attn must be [3 width, width] and c_proj [width, width], got {attn_dims:?} and {proj_dims:?}"
+                ),
+            ));
+        }
+        Ok(CausalSelfAttention {
+            c_attn,
+            c_proj,
+            attn_dropout: Dropout::new(p, dropout_generator)?,
+            resid_dropout: Dropout::new(p, dropout_generator)?,
+            heads,
+            saved: None,
+        })
+    }
+
+    /// `[batch * t, width]` rows of one of q, k, v as `[batch, heads, t, head width]`
+    /// (a copy to `[batch, t, heads, head width]`, then a transposed view).
+    fn heads_of(&self, rows: &Tensor, [b, t, c]: [usize; 3]) -> Result<Tensor> {
+        let d = c / self.heads;
+        Ok(rows.reshape(&[b, t, self.heads, d])?.transpose(1, 2)?)
+    }
+
+    /// `[batch, heads, t, head width]` back to `[batch * t, width]` rows.
+    fn merge_heads(y: &Tensor, [b, t, c]: [usize; 3]) -> Result<Tensor> {
+        Ok(y.transpose(1, 2)?.reshape(&[b * t, c])?)
+    }
+}
+
+impl Module for CausalSelfAttention {
+    fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
+        let dims @ [b, t, c] = three_dims("CausalSelfAttention::forward", input)?;
+        let qkv = self.c_attn.forward(&input.reshape(&[b * t, c])?, train)?;
+        let q = self.heads_of(&qkv.narrow(1, 0, c)?, dims)?;
+        let k = self.heads_of(&qkv.narrow(1, c, c)?, dims)?;
+        let v = self.heads_of(&qkv.narrow(1, 2 * c, c)?, dims)?;
+        let scale = 1.0 / ((c / self.heads) as f64).sqrt();
+        let probs = q.matmul(&k.transpose(2, 3)?)?.causal_softmax(scale)?;
+        let dropped = self.attn_dropout.forward(&probs, train)?;
+        let y = Self::merge_heads(&dropped.matmul(&v)?, dims)?;
+        let out = self.c_proj.forward(&y, train)?.reshape(&[b, t, c])?;
+        let out = self.resid_dropout.forward(&out, train)?;
+        self.saved = train.then_some(Saved {
+            q,
+            k,
+            v,
+            probs,
+            dropped,
+            dims,
+        });
+        Ok(out)
+    }
+
+    fn backward(&mut self, grad_output: &Tensor) -> Result<Tensor> {
+        let Saved {
+            q,
+            k,
+            v,
+            probs,
+            dropped,
+            dims,
+        } = self.saved.take().ok_or(NnError::BackwardWithoutForward {
+            layer: "CausalSelfAttention",
+        })?;
+        let [b, t, c] = dims;
+        let g = self.resid_dropout.backward(grad_output)?;
+        let g = self.c_proj.backward(&g.reshape(&[b * t, c])?)?;
+        let dy = self.heads_of(&g, dims)?;
+        let d_dropped = dy.matmul(&v.transpose(2, 3)?)?;
+        let dv = dropped.transpose(2, 3)?.matmul(&dy)?;
+        let d_probs = self.attn_dropout.backward(&d_dropped)?;
+        let scale = 1.0 / ((c / self.heads) as f64).sqrt();
+        let d_scores = Tensor::causal_softmax_backward(&d_probs, &probs, scale)?;
+        let dq = d_scores.matmul(&k)?;
+        let dk = d_scores.transpose(2, 3)?.matmul(&q)?;
+        let rows = |h: &Tensor| Self::merge_heads(h, dims);
+        let d_qkv = Tensor::cat(&[rows(&dq)?, rows(&dk)?, rows(&dv)?], 1)?;
+        Ok(self.c_attn.backward(&d_qkv)?.reshape(&[b, t, c])?)
+    }
+
+    fn set_global_rows(&mut self, rows: Option<&GlobalRows>) {
+        self.attn_dropout.set_global_rows(rows);
+        self.resid_dropout.set_global_rows(rows);
+    }
+
+    fn parameters(&self) -> Vec<&Parameter> {
+        let mut params = self.c_attn.parameters();
+        params.extend(self.c_proj.parameters());
+        params
+    }
+
+    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
+        let mut params = self.c_attn.parameters_mut();
+        params.extend(self.c_proj.parameters_mut());
+        params
+    }
+
+    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
+        let mut params = prefixed("c_attn.", self.c_attn.named_parameters());
+        params.extend(prefixed("c_proj.", self.c_proj.named_parameters()));
+        params
+    }
+
+    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
+        let mut params = prefixed("c_attn.", self.c_attn.named_parameters_mut());
+        params.extend(prefixed("c_proj.", self.c_proj.named_parameters_mut()));
+        params
+    }
+}

@@ -1,0 +1,172 @@
+//! GPT-2's transformer block (pre-LayerNorm, residual connections) and its MLP, with
+//! nanoGPT's names (`ln_1`, `attn`, `ln_2`, `mlp.c_fc`, `mlp.c_proj`).
+
+use rng_gen::Generator;
+use tensor_core::Tensor;
+
+use super::{prefixed, CausalSelfAttention};
+use crate::{Dropout, Gelu, GlobalRows, LayerNorm, Linear, Module, NnError, Parameter, Result};
+
+/// `dropout(c_proj(gelu(c_fc(x))))` over `[batch, t, width]`, the hidden layer 4 times
+/// the width (nanoGPT's `MLP`).
+#[derive(Debug)]
+pub struct Mlp {
+    c_fc: Linear,
+    gelu: Gelu,
+    c_proj: Linear,
+    dropout: Dropout,
+    dims: Option<[usize; 3]>,
+}
+
+impl Mlp {
+    /// The MLP from its two layers (`c_fc`: `[hidden, width]`, `c_proj`: `[width,
+    /// hidden]`) with dropout `p` on its output, drawn from `dropout_generator`.
+    pub fn new(c_fc: Linear, c_proj: Linear, p: f64, dropout_generator: &Generator) -> Result<Self> {
+        let (fc, proj) = (c_fc.weight().value.dims(), c_proj.weight().value.dims());
+        if fc[0] != proj[1] || fc[1] != proj[0] {
+            return Err(NnError::invalid(
+                "Mlp::new",
+                format!("c_fc {fc:?} and c_proj {proj:?} do not chain: expected [hidden, width] and [width, hidden]"),
+            ));
+        }
+        Ok(Mlp {
+            c_fc,
+            gelu: Gelu::tanh(),
+            c_proj,
+            dropout: Dropout::new(p, dropout_generator)?,
+            dims: None,
+        })
+    }
+}
+
+impl Module for Mlp {
+    fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
+        let [b, t, c] = three_dims("Mlp::forward", input)?;
+        let h = self.c_fc.forward(&input.reshape(&[b * t, c])?, train)?;
+        let h = self.gelu.forward(&h, train)?;
+        let out = self.c_proj.forward(&h, train)?.reshape(&[b, t, c])?;
+        self.dims = train.then_some([b, t, c]);
+        self.dropout.forward(&out, train)
+    }
+
+    fn backward(&mut self, grad_output: &Tensor) -> Result<Tensor> {
+        let [b, t, c] = self
+            .dims
+            .take()
+            .ok_or(NnError::BackwardWithoutForward { layer: "Mlp" })?;
+        let g = self.dropout.backward(grad_output)?;
+        let g = self.c_proj.backward(&g.reshape(&[b * t, c])?)?;
+        let g = self.gelu.backward(&g)?;
+        Ok(self.c_fc.backward(&g)?.reshape(&[b, t, c])?)
+    }
+
+    fn set_global_rows(&mut self, rows: Option<&GlobalRows>) {
+        self.dropout.set_global_rows(rows);
+    }
+
+    fn parameters(&self) -> Vec<&Parameter> {
+        let mut params = self.c_fc.parameters();
+        params.extend(self.c_proj.parameters());
+        params
+    }
+
+    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
+        let mut params = self.c_fc.parameters_mut();
+        params.extend(self.c_proj.parameters_mut());
+        params
+    }
+
+    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
+        let mut params = prefixed("c_fc.", self.c_fc.named_parameters());
+        params.extend(prefixed("c_proj.", self.c_proj.named_parameters()));
+        params
+    }
+
+    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
+        let mut params = prefixed("c_fc.", self.c_fc.named_parameters_mut());
+        params.extend(prefixed("c_proj.", self.c_proj.named_parameters_mut()));
+        params
+    }
+}
+
+/// The `[batch, t, width]` dims of a block's input.
+pub(super) fn three_dims(op: &'static str, x: &Tensor) -> Result<[usize; 3]> {
+    match *x.dims() {
+        [b, t, c] => Ok([b, t, c]),
+        _ => Err(NnError::invalid(
+            op,
+            format!("expected a [batch, t, width] input, got {:?}", x.dims()),
+        )),
+    }
+}
+
+/// `x + attn(ln_1(x))`, then `h + mlp(ln_2(h))`: a pre-LayerNorm residual block.
+#[derive(Debug)]
+pub struct Block {
+    ln_1: LayerNorm,
+    attn: CausalSelfAttention,
+    ln_2: LayerNorm,
+    mlp: Mlp,
+}
+
+impl Block {
+    /// The block from its four parts.
+    #[must_use]
+    pub fn new(ln_1: LayerNorm, attn: CausalSelfAttention, ln_2: LayerNorm, mlp: Mlp) -> Self {
+        Block {
+            ln_1,
+            attn,
+            ln_2,
+            mlp,
+        }
+    }
+}
+
+impl Module for Block {
+    fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
+        let a = self.attn.forward(&self.ln_1.forward(input, train)?, train)?;
+        let h = input.add(&a)?;
+        let m = self.mlp.forward(&self.ln_2.forward(&h, train)?, train)?;
+        Ok(h.add(&m)?)
+    }
+
+    /// The residual sums pass the gradient through unchanged and add each branch's.
+    fn backward(&mut self, grad_output: &Tensor) -> Result<Tensor> {
+        let through_mlp = self.ln_2.backward(&self.mlp.backward(grad_output)?)?;
+        let grad_h = grad_output.add(&through_mlp)?;
+        let through_attn = self.ln_1.backward(&self.attn.backward(&grad_h)?)?;
+        Ok(grad_h.add(&through_attn)?)
+    }
+
+    fn set_global_rows(&mut self, rows: Option<&GlobalRows>) {
+        self.attn.set_global_rows(rows);
+        self.mlp.set_global_rows(rows);
+    }
+
+    fn parameters(&self) -> Vec<&Parameter> {
+        self.named_parameters().into_iter().map(|(_, p)| p).collect()
+    }
+
+    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
+        self.named_parameters_mut()
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect()
+    }
+
+    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
+        let mut params = prefixed("ln_1.", self.ln_1.named_parameters());
+        params.extend(prefixed("attn.", self.attn.named_parameters()));
+        params.extend(prefixed("ln_2.", self.ln_2.named_parameters()));
+        params.extend(prefixed("mlp.", self.mlp.named_parameters()));
+        params
+    }
+
+    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
+        let mut params = prefixed("ln_1.", self.ln_1.named_parameters_mut());
+        params.extend(prefixed("attn.", self.attn.named_parameters_mut()));
+        params.extend(prefixed("ln_2.", self.ln_2.named_parameters_mut()));
+        params.extend(prefixed("mlp.", self.mlp.named_parameters_mut()));
+        params
+    }
+}

@@ -1,0 +1,212 @@
+//! `GptConfig`: the shape of a GPT (nanoGPT's `GPTConfig`), checked before anything is
+//! allocated, and the names and shapes of its parameters.
+
+use serde_json::{json, Value};
+
+use crate::{NnError, Result};
+
+/// The architecture of a [`Gpt`](super::Gpt), with nanoGPT's field names.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GptConfig {
+    /// Tokens in the vocabulary (256 for bytes).
+    pub vocab_size: usize,
+    /// Rows of the position table: the longest sequence the model takes.
+    pub block_size: usize,
+    /// Transformer blocks.
+    pub n_layer: usize,
+    /// Attention heads per block; must divide `n_embd`.
+    pub n_head: usize,
+    /// The width of every token's vector.
+    pub n_embd: usize,
+    /// Dropout probability after the embeddings, on the attention probabilities, and on
+    /// every residual branch.
+    pub dropout: f64,
+}
+
+impl Default for GptConfig {
+    /// The small byte-level GPT of `train_gpt`: 4 layers, 4 heads, width 128, context
+    /// 64, dropout 0.1, 256 tokens (about 0.8 M parameters: it trains on two CPU cores
+    /// in minutes).
+    fn default() -> Self {
+        GptConfig {
+            vocab_size: 256,
+            block_size: 64,
+            n_layer: 4,
+            n_head: 4,
+            n_embd: 128,
+            dropout: 0.1,
+        }
+    }
+}
+
+impl GptConfig {
+    /// The most parameters a configuration may describe: 2^30 (4 GiB of f32, held four
+    /// times over in training: values, gradients, two AdamW moments), checked before
+    /// anything is allocated, so a typo or a crafted checkpoint cannot ask for 10^12
+    /// bytes.
+    pub const MAX_PARAMETERS: u64 = 1 << 30;
+
+    /// Errors on values that cannot make a model, before anything is allocated: a zero
+    /// size, heads that do not divide the width, a dropout outside `[0, 1]`, or more than
+    /// [`MAX_PARAMETERS`](Self::MAX_PARAMETERS) parameters.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |message: String| Err(NnError::invalid("GptConfig", message));
+        let sizes = [
+            ("vocab_size", self.vocab_size),
+            ("block_size", self.block_size),
+            ("n_layer", self.n_layer),
+            ("n_head", self.n_head),
+            ("n_embd", self.n_embd),
+        ];
+        if let Some((name, _)) = sizes.iter().find(|(_, v)| *v == 0) {
+            return bad(format!("{name} must be positive, got 0"));
+        }
+        if !self.n_embd.is_multiple_of(self.n_head) {
+            return bad(format!(
+                "n_head {} does not divide n_embd {}: each head takes n_embd / n_head \
+                 channels, so expected a divisor of {}",
+                self.n_head, self.n_embd, self.n_embd
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.dropout) {
+            return bad(format!("dropout must be in [0, 1], got {}", self.dropout));
+        }
+        match self.parameter_count() {
+            Some(n) if n <= Self::MAX_PARAMETERS => Ok(()),
+            count => bad(format!(
+                "the model would have {} parameters, more than the limit of {} (GptConfig::MAX_PARAMETERS)",
+                count.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+                Self::MAX_PARAMETERS
+            )),
+        }
+    }
+
+    /// The names and dims of the parameters, in the model's order (nanoGPT's
+    /// `named_parameters()`; `lm_head.weight` is `transformer.wte.weight`, listed
+    /// once), computed without building the model.
+    #[must_use]
+    pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let (c, hidden) = (self.n_embd, 4 * self.n_embd);
+        let mut shapes = vec![
+            ("transformer.wte.weight".to_string(), vec![self.vocab_size, c]),
+            ("transformer.wpe.weight".to_string(), vec![self.block_size, c]),
+        ];
+        for layer in 0..self.n_layer {
+            let block = |name: &str| format!("transformer.h.{layer}.{name}");
+            shapes.extend([
+                (block("ln_1.weight"), vec![c]),
+                (block("ln_1.bias"), vec![c]),
+                (block("attn.c_attn.weight"), vec![3 * c, c]),
+                (block("attn.c_attn.bias"), vec![3 * c]),
+                (block("attn.c_proj.weight"), vec![c, c]),
+                (block("attn.c_proj.bias"), vec![c]),
+                (block("ln_2.weight"), vec![c]),
+                (block("ln_2.bias"), vec![c]),
+                (block("mlp.c_fc.weight"), vec![hidden, c]),
+                (block("mlp.c_fc.bias"), vec![hidden]),
+                (block("mlp.c_proj.weight"), vec![c, hidden]),
+                (block("mlp.c_proj.bias"), vec![c]),
+            ]);
+        }
+        shapes.push(("transformer.ln_f.weight".to_string(), vec![c]));
+        shapes.push(("transformer.ln_f.bias".to_string(), vec![c]));
+        shapes
+    }
+
+    /// Parameters in all, or `None` when the count overflows `u64`.
+    #[must_use]
+    pub fn parameter_count(&self) -> Option<u64> {
+        let (v, t, l, c) = (
+            self.vocab_size as u64,
+            self.block_size as u64,
+            self.n_layer as u64,
+            self.n_embd as u64,
+        );
+        // Per block: two layer norms, c_attn, c_proj, c_fc, the MLP's c_proj.
+        let per_block = c
+            .checked_mul(c)?
+            .checked_mul(12)?
+            .checked_add(c.checked_mul(13)?)?;
+        v.checked_add(t)?
+            .checked_mul(c)?
+            .checked_add(l.checked_mul(per_block)?)?
+            .checked_add(c.checked_mul(2)?)
+    }
+
+    /// The JSON object stored in checkpoints.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        json!({
+            "vocab_size": self.vocab_size,
+            "block_size": self.block_size,
+            "n_layer": self.n_layer,
+            "n_head": self.n_head,
+            "n_embd": self.n_embd,
+            "dropout": self.dropout,
+        })
+    }
+
+    /// Parses [`to_json`](Self::to_json) output and validates it; errors name the bad
+    /// field.
+    pub fn from_json(v: &Value) -> Result<Self> {
+        let bad = |field: &str| {
+            NnError::invalid(
+                "GptConfig::from_json",
+                format!("field {field:?} is missing or invalid"),
+            )
+        };
+        let size = |f: &str| {
+            v[f].as_u64()
+                .and_then(|x| usize::try_from(x).ok())
+                .ok_or_else(|| bad(f))
+        };
+        let config = GptConfig {
+            vocab_size: size("vocab_size")?,
+            block_size: size("block_size")?,
+            n_layer: size("n_layer")?,
+            n_head: size("n_head")?,
+            n_embd: size("n_embd")?,
+            dropout: v["dropout"].as_f64().ok_or_else(|| bad("dropout"))?,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_shapes_agree() {
+        let config = GptConfig::default();
+        let total: u64 = config
+            .parameter_shapes()
+            .iter()
+            .map(|(_, dims)| dims.iter().product::<usize>() as u64)
+            .sum();
+        assert_eq!(config.parameter_count(), Some(total));
+        assert_eq!(GptConfig::from_json(&config.to_json()).unwrap(), config);
+    }
+
+    #[test]
+    fn bad_shapes_are_refused_before_allocating() {
+        let heads = GptConfig {
+            n_head: 3,
+            ..GptConfig::default()
+        };
+        let err = heads.validate().unwrap_err().to_string();
+        assert!(err.contains("n_head 3 does not divide n_embd 128"), "{err}");
+        let huge = GptConfig {
+            n_embd: 1 << 20,
+            n_head: 1,
+            ..GptConfig::default()
+        };
+        assert!(huge.validate().unwrap_err().to_string().contains("MAX_PARAMETERS"));
+        let zero = GptConfig {
+            n_layer: 0,
+            ..GptConfig::default()
+        };
+        assert!(zero.validate().is_err());
+    }
+}

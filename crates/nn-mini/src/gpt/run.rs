@@ -1,0 +1,163 @@
+//! The GPT run of `train_gpt` as a [`RunConfig`]: [`GptTrainConfig`] builds it (the
+//! model, AdamW without decay on biases, layer norms and embeddings, random windows of
+//! the text), its loss is next-token cross-entropy, and its update clips the gradients,
+//! sets the scheduled learning rate and steps AdamW, stopping on the first non-finite
+//! loss or gradient norm.
+
+use std::sync::Arc;
+
+use rng_gen::{fold_in, Generator, Key};
+use tensor_core::{Device, Tensor};
+
+use super::{Gpt, GptTrainConfig, Text, TextWindows};
+use crate::data::DistributedSampler;
+use crate::train::{
+    sharded_loader, FreshRun, RunConfig, RunState, TrainLoop, TrainingRun, DROPOUT_DOMAIN,
+    INIT_DOMAIN,
+};
+use crate::{clip_grad_norm_, cross_entropy, AdamW, NnError, Result};
+
+/// The GPT run of `train_gpt` ([`GptTrainConfig`]).
+pub type GptTrainer = TrainLoop<GptTrainConfig>;
+
+/// `cross_entropy` of logits `[rows, t, vocab]` against next tokens `[rows, t]`: the
+/// mean over all `rows * t` positions, and its gradient shaped like the logits.
+pub fn token_cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<(Tensor, Tensor)> {
+    let dims = logits.dims().to_vec();
+    let [rows, t, vocab] = dims[..] else {
+        return Err(NnError::invalid(
+            "token_cross_entropy",
+            format!("logits must be [rows, t, vocab], got {dims:?}"),
+        ));
+    };
+    if targets.dims() != [rows, t] {
+        return Err(NnError::invalid(
+            "token_cross_entropy",
+            format!("targets must be [{rows}, {t}], got {:?}", targets.dims()),
+        ));
+    }
+    let flat = logits.reshape(&[rows * t, vocab])?;
+    let (loss, grad) = cross_entropy(&flat, &targets.reshape(&[rows * t])?)?;
+    Ok((loss, grad.reshape(&dims)?))
+}
+
+/// Reads the text of `config.data`, checking it is the recorded one.
+fn read_text(config: &GptTrainConfig) -> Result<Text> {
+    let text = Text::read(&config.data.path)?;
+    if text.bytes().len() as u64 != config.data.len || text.sha256() != config.data.sha256 {
+        return Err(NnError::invalid(
+            "GptTrainConfig",
+            format!(
+                "{} has {} bytes with SHA-256 {}, but the run trains on {} bytes with SHA-256 {}: \
+                 give the run's own text",
+                config.data.path,
+                text.bytes().len(),
+                text.sha256(),
+                config.data.len,
+                config.data.sha256
+            ),
+        ));
+    }
+    Ok(text)
+}
+
+impl RunConfig for GptTrainConfig {
+    type Model = Gpt;
+
+    const MODEL_KIND: &'static str = "gpt";
+
+    fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    fn samples_per_epoch(&self) -> usize {
+        usize::try_from(self.windows()).unwrap_or(usize::MAX)
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn place(&mut self, device: Device, num_workers: usize) {
+        self.device = device;
+        self.num_workers = num_workers;
+    }
+
+    fn num_workers(&self) -> usize {
+        self.num_workers
+    }
+
+    fn validate(&self) -> Result<()> {
+        GptTrainConfig::validate(self)
+    }
+
+    fn to_json(&self) -> String {
+        GptTrainConfig::to_json(self)
+    }
+
+    fn from_json(text: &str) -> Result<Self> {
+        GptTrainConfig::from_json(text)
+    }
+
+    fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        self.model.parameter_shapes()
+    }
+
+    /// The model from the `INIT_DOMAIN` stream, the dropout generator from
+    /// `DROPOUT_DOMAIN`, AdamW, and the loader of the text's windows keyed by
+    /// `LOADER_DOMAIN` (in order: each window's offset is already random).
+    fn build(self, shard: Option<DistributedSampler>) -> Result<FreshRun<Self>> {
+        let run = Key::new(self.seed);
+        let init = Generator::from_key(self.device, fold_in(run, INIT_DOMAIN));
+        let dropout_generator = Generator::from_key(self.device, fold_in(run, DROPOUT_DOMAIN));
+        let model = Gpt::new(&self.model, &init, &dropout_generator)?;
+        let optimizer = AdamW::new(self.optimizer)?.without_decay(model.no_decay_names());
+        let windows = TextWindows::new(read_text(&self)?, self.context, self.samples_per_epoch())?;
+        let loader = sharded_loader(Arc::new(windows), &self, shard, false, run)?;
+        Ok(FreshRun {
+            model,
+            state: RunState::fresh(self, optimizer.into(), loader, dropout_generator),
+        })
+    }
+
+    fn loss(&self, output: &Tensor, target: &Tensor) -> Result<(Tensor, Tensor)> {
+        token_cross_entropy(output, target)
+    }
+
+    /// Clip (stopping on a non-finite norm), the schedule's rate for this step, AdamW.
+    fn update(state: &mut RunState<Self>, model: &mut Gpt) -> Result<()> {
+        let step = state.step_count() + 1;
+        let (clip, schedule) = (state.config().grad_clip, state.config().schedule());
+        if clip > 0.0 {
+            let norm = clip_grad_norm_(model, clip)?;
+            if !norm.is_finite() {
+                return Err(NnError::NonFinite {
+                    step,
+                    what: "gradient norm",
+                    value: norm,
+                });
+            }
+        }
+        let optimizer = state.optimizer_mut();
+        let adamw = optimizer.as_adamw_mut().ok_or_else(|| {
+            NnError::invalid("GptTrainConfig::update", "a GPT run's optimiser is AdamW")
+        })?;
+        adamw.set_lr(schedule.lr_at(step - 1))?;
+        optimizer.step(model)
+    }
+
+    fn check_losses(&self, first: u64, losses: &[f32]) -> Result<()> {
+        match losses.iter().position(|l| !l.is_finite()) {
+            Some(i) => Err(NnError::NonFinite {
+                step: first + i as u64,
+                what: "loss",
+                value: f64::from(losses[i]),
+            }),
+            None => Ok(()),
+        }
+    }
+}

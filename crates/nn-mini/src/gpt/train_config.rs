@@ -1,0 +1,260 @@
+//! `GptTrainConfig`: everything that defines a GPT training run, stored in its
+//! checkpoints.
+
+use serde_json::{json, Value};
+use tensor_core::Device;
+
+use super::GptConfig;
+use crate::{AdamWConfig, NnError, Result, WarmupCosine};
+
+/// The text a run trains on, as its checkpoint records it: where it was read from, and
+/// its length and SHA-256, which a resume checks (the path may change between
+/// machines; the bytes may not).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataSpec {
+    /// The file the bytes come from.
+    pub path: String,
+    /// Its length in bytes.
+    pub len: u64,
+    /// Its SHA-256, 64 lowercase hex digits.
+    pub sha256: String,
+}
+
+/// A GPT training run: the model, the batches, AdamW with a warm-up and cosine
+/// schedule, gradient clipping, and the text. Stored in every checkpoint (as JSON
+/// metadata) so a resume rebuilds exactly the same run; only `num_workers`, `device`
+/// and the data's path may differ on resume.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GptTrainConfig {
+    /// The run seed: every random number of the run derives from it (see
+    /// [`crate::train`]).
+    pub seed: u64,
+    /// The architecture.
+    pub model: GptConfig,
+    /// Tokens per training sequence (at most `model.block_size`).
+    pub context: usize,
+    /// Sequences per (global) batch.
+    pub batch_size: usize,
+    /// AdamW's peak learning rate, betas, eps and weight decay (the decay applies to
+    /// the linear layers' weight matrices only, see [`Gpt::no_decay_names`](super::Gpt::no_decay_names)).
+    pub optimizer: AdamWConfig,
+    /// The schedule's final rate.
+    pub min_lr: f64,
+    /// Steps of linear warm-up.
+    pub warmup: u64,
+    /// The step at which the cosine decay reaches `min_lr`.
+    pub decay_steps: u64,
+    /// The largest global gradient norm; larger gradients are scaled down to it. 0
+    /// turns clipping off.
+    pub grad_clip: f64,
+    /// The text.
+    pub data: DataSpec,
+    /// Loader worker threads (does not change results).
+    pub num_workers: usize,
+    /// Where the model runs.
+    pub device: Device,
+}
+
+impl GptTrainConfig {
+    /// `train_gpt`'s defaults over `data`: the default [`GptConfig`] (4 layers, 4
+    /// heads, width 128, block 64, dropout 0.1), context 64, batches of 16, AdamW lr
+    /// 1e-3 with betas (0.9, 0.95), eps 1e-8 and weight decay 0.1, 100 warm-up steps,
+    /// a cosine decay to 1e-4 at step 2000, clipping at 1.0, seed 0, on the CPU.
+    #[must_use]
+    pub fn new(data: DataSpec) -> Self {
+        GptTrainConfig {
+            seed: 0,
+            model: GptConfig::default(),
+            context: 64,
+            batch_size: 16,
+            optimizer: AdamWConfig::new(1e-3).betas(0.9, 0.95).weight_decay(0.1),
+            min_lr: 1e-4,
+            warmup: 100,
+            decay_steps: 2000,
+            grad_clip: 1.0,
+            data,
+            num_workers: 0,
+            device: Device::Cpu,
+        }
+    }
+
+    /// The learning-rate schedule.
+    #[must_use]
+    pub fn schedule(&self) -> WarmupCosine {
+        WarmupCosine {
+            lr: self.optimizer.lr,
+            min_lr: self.min_lr,
+            warmup: self.warmup,
+            decay_steps: self.decay_steps,
+        }
+    }
+
+    /// Windows (samples) per epoch: as many whole batches as `(len - 1) / context`
+    /// windows fill (the windows that cover the text about once), at least one batch.
+    /// Whole batches, so every epoch divides among any world size that divides the
+    /// batch, as data parallel runs need.
+    #[must_use]
+    pub fn windows(&self) -> u64 {
+        let batch = self.batch_size.max(1) as u64;
+        let cover = self.data.len.saturating_sub(1) / self.context.max(1) as u64;
+        (cover / batch).max(1) * batch
+    }
+
+    /// Errors on values that cannot make a run, before anything is allocated or read:
+    /// the model's own checks, a context of 0 or above the position table, a text
+    /// shorter than a context plus one byte, a batch of 0, the optimiser's and the
+    /// schedule's ranges, a negative clip.
+    pub fn validate(&self) -> Result<()> {
+        self.model.validate()?;
+        let bad = |message: String| Err(NnError::invalid("GptTrainConfig", message));
+        if self.context == 0 || self.context > self.model.block_size {
+            return bad(format!(
+                "context {} does not fit the position table of block_size {}: expected 1 ..= {}",
+                self.context, self.model.block_size, self.model.block_size
+            ));
+        }
+        if self.data.len < self.context as u64 + 1 {
+            return bad(format!(
+                "the text {} has {} bytes, shorter than a context of {} plus the next byte: \
+                 expected at least {} bytes",
+                self.data.path,
+                self.data.len,
+                self.context,
+                self.context + 1
+            ));
+        }
+        if self.batch_size == 0 {
+            return bad("batch_size must be > 0, got 0".into());
+        }
+        crate::AdamW::new(self.optimizer)?;
+        self.schedule().validate()?;
+        if !(self.grad_clip.is_finite() && self.grad_clip >= 0.0) {
+            return bad(format!(
+                "grad_clip must be finite and >= 0 (0: off), got {}",
+                self.grad_clip
+            ));
+        }
+        Ok(())
+    }
+
+    /// The JSON stored in checkpoints.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let o = &self.optimizer;
+        json!({
+            "seed": self.seed.to_string(),
+            "model": self.model.to_json(),
+            "context": self.context,
+            "batch_size": self.batch_size,
+            "lr": o.lr,
+            "betas": [o.betas.0, o.betas.1],
+            "eps": o.eps,
+            "weight_decay": o.weight_decay,
+            "min_lr": self.min_lr,
+            "warmup": self.warmup,
+            "decay_steps": self.decay_steps,
+            "grad_clip": self.grad_clip,
+            "data": {
+                "path": self.data.path,
+                "len": self.data.len,
+                "sha256": self.data.sha256,
+            },
+            "num_workers": self.num_workers,
+            "device": self.device.to_string(),
+        })
+        .to_string()
+    }
+
+    /// Parses [`to_json`](Self::to_json) output and validates it; errors name the bad
+    /// field.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let bad = |field: &str| {
+            NnError::invalid(
+                "GptTrainConfig::from_json",
+                format!("field {field:?} is missing or invalid"),
+            )
+        };
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| NnError::invalid("GptTrainConfig::from_json", e.to_string()))?;
+        let uint = |f: &str| v[f].as_u64().ok_or_else(|| bad(f));
+        let size = |f: &str| uint(f).and_then(|x| usize::try_from(x).map_err(|_| bad(f)));
+        let float = |f: &str| v[f].as_f64().ok_or_else(|| bad(f));
+        let betas = v["betas"]
+            .as_array()
+            .and_then(|b| Some((b.first()?.as_f64()?, b.get(1)?.as_f64()?)))
+            .ok_or_else(|| bad("betas"))?;
+        let data = &v["data"];
+        let config = GptTrainConfig {
+            seed: v["seed"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad("seed"))?,
+            model: GptConfig::from_json(&v["model"])?,
+            context: size("context")?,
+            batch_size: size("batch_size")?,
+            optimizer: AdamWConfig::new(float("lr")?)
+                .betas(betas.0, betas.1)
+                .eps(float("eps")?)
+                .weight_decay(float("weight_decay")?),
+            min_lr: float("min_lr")?,
+            warmup: uint("warmup")?,
+            decay_steps: uint("decay_steps")?,
+            grad_clip: float("grad_clip")?,
+            data: DataSpec {
+                path: data["path"].as_str().ok_or_else(|| bad("data.path"))?.to_string(),
+                len: data["len"].as_u64().ok_or_else(|| bad("data.len"))?,
+                sha256: data["sha256"]
+                    .as_str()
+                    .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .ok_or_else(|| bad("data.sha256"))?
+                    .to_string(),
+            },
+            num_workers: size("num_workers")?,
+            device: v["device"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad("device"))?,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(len: u64) -> DataSpec {
+        DataSpec {
+            path: "text.txt".into(),
+            len,
+            sha256: "ab".repeat(32),
+        }
+    }
+
+    #[test]
+    fn json_round_trips_exactly() {
+        let config = GptTrainConfig {
+            seed: u64::MAX,
+            min_lr: (0.1 + 0.2) / 1000.0,
+            device: Device::Cuda(1),
+            ..GptTrainConfig::new(data(1 << 20))
+        };
+        assert_eq!(GptTrainConfig::from_json(&config.to_json()).unwrap(), config);
+        assert!(GptTrainConfig::from_json("{}").is_err());
+    }
+
+    #[test]
+    fn contexts_and_texts_that_do_not_fit_are_refused() {
+        let long = GptTrainConfig {
+            context: 65,
+            ..GptTrainConfig::new(data(1 << 20))
+        };
+        let err = long.validate().unwrap_err().to_string();
+        assert!(err.contains("context 65 does not fit the position table of block_size 64"), "{err}");
+        let short = GptTrainConfig::new(data(64));
+        let err = short.validate().unwrap_err().to_string();
+        assert!(err.contains("64 bytes, shorter than a context of 64"), "{err}");
+        assert!(GptTrainConfig::new(data(65)).validate().is_ok());
+    }
+}

@@ -1,0 +1,73 @@
+//! The MLP run of `train_resume` as a [`RunConfig`]: [`TrainConfig`] builds it, its loss
+//! is cross-entropy and its update one SGD step.
+
+use tensor_core::{Device, Tensor};
+
+use super::fresh_run::build_mlp_run;
+use super::{FreshRun, RunConfig, RunState, TrainConfig};
+use crate::data::DistributedSampler;
+use crate::{cross_entropy, Result, Sequential};
+
+impl RunConfig for TrainConfig {
+    type Model = Sequential;
+
+    const MODEL_KIND: &'static str = "mlp";
+
+    fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    fn samples_per_epoch(&self) -> usize {
+        self.dataset_size
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn place(&mut self, device: Device, num_workers: usize) {
+        self.device = device;
+        self.num_workers = num_workers;
+    }
+
+    fn num_workers(&self) -> usize {
+        self.num_workers
+    }
+
+    fn validate(&self) -> Result<()> {
+        TrainConfig::validate(self)
+    }
+
+    fn to_json(&self) -> String {
+        TrainConfig::to_json(self)
+    }
+
+    fn from_json(text: &str) -> Result<Self> {
+        TrainConfig::from_json(text)
+    }
+
+    fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        TrainConfig::parameter_shapes(self)
+    }
+
+    fn build(self, shard: Option<DistributedSampler>) -> Result<FreshRun<Self>> {
+        build_mlp_run(self, shard)
+    }
+
+    fn loss(&self, output: &Tensor, target: &Tensor) -> Result<(Tensor, Tensor)> {
+        cross_entropy(output, target)
+    }
+
+    /// A step is cross-entropy and one SGD step: what a CUDA graph captures.
+    fn graph_classes(&self) -> Option<usize> {
+        self.layers.last().copied()
+    }
+
+    fn update(state: &mut RunState<Self>, model: &mut Sequential) -> Result<()> {
+        state.optimizer_mut().step(model)
+    }
+}

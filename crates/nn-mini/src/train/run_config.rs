@@ -1,0 +1,91 @@
+//! `RunConfig`: what the training loops need to know about the kind of run they train.
+//!
+//! A training run is a configuration (stored in its checkpoints) from which everything
+//! else is built: the model, the optimiser, the loader, the dropout generator. The
+//! loops around it (the single-process [`TrainLoop`](super::TrainLoop) and
+//! `distributed`'s data parallel one) and the run's state and checkpoint code
+//! ([`RunState`](super::RunState)) are the same for every kind of run; what differs is
+//! behind this trait: how the run is built, its loss, and what happens between the
+//! gradients and the next step (an optimiser step; for a GPT also gradient clipping, a
+//! learning-rate schedule and a check for NaN). The MLP of `train_resume`
+//! ([`TrainConfig`](super::TrainConfig)) and the GPT of `train_gpt`
+//! ([`GptTrainConfig`](crate::gpt::GptTrainConfig)) implement it.
+
+use tensor_core::{Device, Tensor};
+
+use super::{FreshRun, RunState};
+use crate::data::DistributedSampler;
+use crate::{Module, Result};
+
+/// A kind of training run, described by its configuration.
+pub trait RunConfig: Clone + std::fmt::Debug + PartialEq + Send + Sized + 'static {
+    /// The model the run trains.
+    type Model: Module + 'static;
+
+    /// The model's name in checkpoints (metadata `train.model`): a checkpoint of one
+    /// kind of run refuses to resume as another, naming both.
+    const MODEL_KIND: &'static str;
+
+    /// The run seed: every random number of the run derives from it.
+    fn seed(&self) -> u64;
+
+    /// Rows per (global) batch.
+    fn batch_size(&self) -> usize;
+
+    /// Samples per epoch of the run's dataset.
+    fn samples_per_epoch(&self) -> usize;
+
+    /// Where the model runs.
+    fn device(&self) -> Device;
+
+    /// A resume may move the run to another device and worker count (neither changes a
+    /// random stream; see the configuration's docs for the arithmetic).
+    fn place(&mut self, device: Device, num_workers: usize);
+
+    /// Loader worker threads (never change a number).
+    fn num_workers(&self) -> usize;
+
+    /// Errors on values that cannot make a run, before anything is allocated.
+    fn validate(&self) -> Result<()>;
+
+    /// The JSON stored in checkpoints (metadata `train.config`).
+    fn to_json(&self) -> String;
+
+    /// Parses [`to_json`](Self::to_json) output and validates it.
+    fn from_json(text: &str) -> Result<Self>;
+
+    /// The names and dims of the model's parameters, in the model's order, computed
+    /// without building it (so a checkpoint is checked before anything is allocated).
+    fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)>;
+
+    /// Builds the run at step 0 from the configuration alone (after
+    /// [`validate`](Self::validate)); with `shard`, its loader loads one rank's share
+    /// of every batch.
+    fn build(self, shard: Option<DistributedSampler>) -> Result<FreshRun<Self>>;
+
+    /// The loss of `output` against `target` (the mean over the rows given) and its
+    /// gradient with respect to `output`.
+    fn loss(&self, output: &Tensor, target: &Tensor) -> Result<(Tensor, Tensor)>;
+
+    /// Everything between a step's gradients (in `model`'s parameters) and the next
+    /// step: the optimiser's update, and whatever the run does around it. Called before
+    /// the step is counted, so the step being run is `state`'s step count + 1.
+    fn update(state: &mut RunState<Self>, model: &mut Self::Model) -> Result<()>;
+
+    /// `Some(classes)` when a step of this run is exactly a forward, cross-entropy
+    /// against `classes` class indices, a backward and one optimiser step, which
+    /// [`TrainLoop::set_cuda_graph`](super::TrainLoop::set_cuda_graph) can capture as a
+    /// CUDA graph; `None` (the default) when the run does more (a GPT clips its
+    /// gradients on the host and follows a schedule), which a graph would skip.
+    fn graph_classes(&self) -> Option<usize> {
+        None
+    }
+
+    /// Checks the losses of steps `first, first + 1, ...` once they are on the host; a
+    /// run that must not go on after a non-finite loss errors here, naming the step.
+    /// The default accepts every loss.
+    fn check_losses(&self, first: u64, losses: &[f32]) -> Result<()> {
+        let _ = (first, losses);
+        Ok(())
+    }
+}
