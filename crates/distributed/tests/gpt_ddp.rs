@@ -18,12 +18,13 @@ const STEPS: u64 = 8;
 /// A small text, written once to `dir` (ranks only read it).
 fn write_text(dir: &Path) -> DataSpec {
     let path = dir.join("text.txt");
-    let bytes: Vec<u8> = b"so she went on, wondering more and more at every step, as everything turned into a tree "
-        .iter()
-        .copied()
-        .cycle()
-        .take(900)
-        .collect();
+    let bytes: Vec<u8> =
+        b"so she went on, wondering more and more at every step, as everything turned into a tree "
+            .iter()
+            .copied()
+            .cycle()
+            .take(900)
+            .collect();
     std::fs::write(&path, &bytes).unwrap();
     let sha256 = Text::from_bytes(bytes).sha256().to_string();
     DataSpec {
@@ -71,7 +72,11 @@ fn finish(mut t: GptDdpTrainer, steps: u64) -> distributed::Result<Outcome> {
     while t.step_count() < steps {
         t.step()?;
     }
-    Ok(outcome(t.losses(), t.model(), t.dropout_generator().offset()))
+    Ok(outcome(
+        t.losses(),
+        t.model(),
+        t.dropout_generator().offset(),
+    ))
 }
 
 fn straight(data: &DataSpec, world: usize, mode: ReduceMode) -> Vec<Outcome> {
@@ -87,7 +92,10 @@ fn invariant_mode_gives_one_gpt_curve_for_1_2_and_4_ranks_and_resumes_across_the
     let dir = tempfile::tempdir().unwrap();
     let data = write_text(dir.path());
     let reference = straight(&data, 1, INVARIANT);
-    assert!(reference[0].0.iter().all(|&l| f32::from_bits(l).is_finite()));
+    assert!(reference[0]
+        .0
+        .iter()
+        .all(|&l| f32::from_bits(l).is_finite()));
     for world in [2, 4] {
         for (rank, got) in straight(&data, world, INVARIANT).iter().enumerate() {
             assert_eq!(got, &reference[0], "world {world} rank {rank}");

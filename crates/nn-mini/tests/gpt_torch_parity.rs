@@ -28,7 +28,10 @@ fn torch_python() -> Option<String> {
                 Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
                 Err(e) => e.to_string(),
             };
-            assert!(!required, "DITTO_REQUIRE_TORCH=1 but {python} cannot import torch: {why}");
+            assert!(
+                !required,
+                "DITTO_REQUIRE_TORCH=1 but {python} cannot import torch: {why}"
+            );
             eprintln!("skipping the PyTorch parity check: {python} cannot import torch and safetensors ({why})");
             None
         }
@@ -72,7 +75,10 @@ fn one_step_and_the_loss_match_pytorch() {
         ..GptTrainConfig::new(data)
     };
     config.optimizer.lr = 1e-2;
-    let FreshRun { mut model, mut state } = FreshRun::new(config.clone(), None).unwrap();
+    let FreshRun {
+        mut model,
+        mut state,
+    } = FreshRun::new(config.clone(), None).unwrap();
     let save = |model: &dyn Module, name: &str| {
         let mut ck = Checkpoint::new();
         ck.put_module("model.", model).unwrap();
@@ -93,15 +99,26 @@ fn one_step_and_the_loss_match_pytorch() {
     let mut ck = Checkpoint::new();
     ck.insert("input", &batch.input).unwrap();
     ck.insert("target", &batch.target).unwrap();
-    ck.insert("loss", &loss.to_dtype(DType::F32).unwrap().reshape(&[]).unwrap())
-        .unwrap();
+    ck.insert(
+        "loss",
+        &loss.to_dtype(DType::F32).unwrap().reshape(&[]).unwrap(),
+    )
+    .unwrap();
     let batch_path = dir.path().join("batch.safetensors");
     ck.save(&batch_path).unwrap();
     assert_eq!(batch.input.dims(), &[4, 16]);
 
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/gpt_torch_parity.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/gpt_torch_parity.py"
+    );
     let out = Command::new(&python)
-        .args([script.as_ref(), step0.as_os_str(), step1.as_os_str(), batch_path.as_os_str()])
+        .args([
+            script.as_ref(),
+            step0.as_os_str(),
+            step1.as_os_str(),
+            batch_path.as_os_str(),
+        ])
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&out.stdout);

@@ -82,7 +82,11 @@ fn a_resume_at_any_step_continues_the_straight_run() {
             resumed.step().unwrap();
         }
         assert_eq!(resumed.losses(), &straight[..], "resumed after step {k}");
-        assert_eq!(parameters(resumed.model()), final_params, "resumed after step {k}");
+        assert_eq!(
+            parameters(resumed.model()),
+            final_params,
+            "resumed after step {k}"
+        );
     }
 }
 
@@ -95,9 +99,16 @@ fn workers_and_threads_change_nothing() {
         num_workers: 3,
         ..config.clone()
     };
-    assert_eq!(run(&workers, 6), (plain.clone(), params.clone()), "3 loader workers");
+    assert_eq!(
+        run(&workers, 6),
+        (plain.clone(), params.clone()),
+        "3 loader workers"
+    );
     for threads in [1, 2] {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
         assert_eq!(
             pool.install(|| run(&config, 6)),
             (plain.clone(), params.clone()),
@@ -116,7 +127,10 @@ fn bad_text_and_shapes_are_typed_errors() {
 
     let short = tiny(write_text(dir.path(), "short.txt", 8));
     let err = GptTrainer::new(short).unwrap_err().to_string();
-    assert!(err.contains("8 bytes, shorter than a context of 8"), "{err}");
+    assert!(
+        err.contains("8 bytes, shorter than a context of 8"),
+        "{err}"
+    );
 
     let data = write_text(dir.path(), "text.txt", 700);
     let long_context = GptTrainConfig {
@@ -124,7 +138,10 @@ fn bad_text_and_shapes_are_typed_errors() {
         ..tiny(data.clone())
     };
     let err = GptTrainer::new(long_context).unwrap_err().to_string();
-    assert!(err.contains("context 9 does not fit the position table of block_size 8"), "{err}");
+    assert!(
+        err.contains("context 9 does not fit the position table of block_size 8"),
+        "{err}"
+    );
 
     let mut heads = tiny(data.clone());
     heads.model.n_head = 3;
@@ -172,7 +189,9 @@ fn checkpoints_of_another_model_or_optimiser_are_refused_by_name() {
     gpt.step().unwrap();
     let gpt_path = dir.path().join("gpt.safetensors");
     gpt.save(&gpt_path).unwrap();
-    let err = Trainer::resume(&gpt_path, None, None).unwrap_err().to_string();
+    let err = Trainer::resume(&gpt_path, None, None)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("\"gpt\"") && err.contains("\"mlp\""), "{err}");
 }
 
@@ -193,7 +212,10 @@ fn a_diverging_run_stops_at_the_step_its_loss_first_is_not_finite() {
             Ok(loss) => assert!(loss.is_finite()),
             Err(e) => break e,
         }
-        assert!(trainer.step_count() < 20, "lr 1e20 did not diverge in 20 steps");
+        assert!(
+            trainer.step_count() < 20,
+            "lr 1e20 did not diverge in 20 steps"
+        );
     };
     let message = err.to_string();
     let NnError::NonFinite { step, what, .. } = err else {
@@ -201,6 +223,9 @@ fn a_diverging_run_stops_at_the_step_its_loss_first_is_not_finite() {
     };
     // Every step before it had a finite loss, and the message names the step.
     assert_eq!(step, trainer.losses().len() as u64 + 1, "{what}");
-    assert!(message.starts_with(&format!("step {step}: the {what}")), "{message}");
+    assert!(
+        message.starts_with(&format!("step {step}: the {what}")),
+        "{message}"
+    );
     assert!(message.contains("learning rate is too high"), "{message}");
 }

@@ -378,7 +378,11 @@ fn layer_norm_backward_matches_finite_differences() {
     let bias = uniform(&[6], -0.5, 0.5, 31);
     let mut layer = LayerNorm::from_tensors(weight, Some(bias), 1e-5).unwrap();
     check_module(&mut layer, &uniform(&[2, 3, 6], -2.0, 2.0, 32), &|| {});
-    let names: Vec<String> = layer.named_parameters().into_iter().map(|(n, _)| n).collect();
+    let names: Vec<String> = layer
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     assert_eq!(names, ["weight", "bias"]);
 }
 
@@ -420,22 +424,58 @@ fn mlp_and_block_backward_match_finite_differences() {
     let drop = generator(38);
     let start = drop.key();
     let width = 4;
-    let mut mlp = Mlp::new(linear(width, 4 * width, 39), linear(4 * width, width, 40), 0.25, &drop).unwrap();
-    check_module(&mut mlp, &uniform(&[2, 3, width], -1.0, 1.0, 41), &|| drop.set_key(start));
+    let mut mlp = Mlp::new(
+        linear(width, 4 * width, 39),
+        linear(4 * width, width, 40),
+        0.25,
+        &drop,
+    )
+    .unwrap();
+    check_module(&mut mlp, &uniform(&[2, 3, width], -1.0, 1.0, 41), &|| {
+        drop.set_key(start)
+    });
     let ln = || LayerNorm::with_options(width, true, 1e-5, DType::F64, Device::Cpu).unwrap();
-    let attn = CausalSelfAttention::new(linear(width, 3 * width, 42), linear(width, width, 43), 2, 0.25, &drop).unwrap();
-    let mlp = Mlp::new(linear(width, 4 * width, 44), linear(4 * width, width, 45), 0.25, &drop).unwrap();
+    let attn = CausalSelfAttention::new(
+        linear(width, 3 * width, 42),
+        linear(width, width, 43),
+        2,
+        0.25,
+        &drop,
+    )
+    .unwrap();
+    let mlp = Mlp::new(
+        linear(width, 4 * width, 44),
+        linear(4 * width, width, 45),
+        0.25,
+        &drop,
+    )
+    .unwrap();
     let mut block = Block::new(ln(), attn, ln(), mlp);
-    let names: Vec<String> = block.named_parameters().into_iter().map(|(n, _)| n).collect();
+    let names: Vec<String> = block
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     assert_eq!(
         names,
         [
-            "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-            "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-            "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias",
+            "ln_1.weight",
+            "ln_1.bias",
+            "attn.c_attn.weight",
+            "attn.c_attn.bias",
+            "attn.c_proj.weight",
+            "attn.c_proj.bias",
+            "ln_2.weight",
+            "ln_2.bias",
+            "mlp.c_fc.weight",
+            "mlp.c_fc.bias",
+            "mlp.c_proj.weight",
+            "mlp.c_proj.bias",
         ]
     );
-    check_module(&mut block, &uniform(&[2, 3, width], -1.0, 1.0, 46), &|| drop.set_key(start));
+    check_module(&mut block, &uniform(&[2, 3, width], -1.0, 1.0, 46), &|| {
+        drop.set_key(start)
+    });
 }
 
 /// Every parameter gradient of a model over token indices (no input gradient to check).
@@ -487,9 +527,13 @@ fn gpt_backward_matches_finite_differences_with_the_head_tied() {
         .collect();
     assert_eq!(named, shapes);
     assert_eq!(named[0].0, "transformer.wte.weight");
-    let tokens = Tensor::from_vec(vec![1i64, 5, 0, 6, 2, 2, 3, 0, 1, 4], &[2, 5], Device::Cpu).unwrap();
+    let tokens =
+        Tensor::from_vec(vec![1i64, 5, 0, 6, 2, 2, 3, 0, 1, 4], &[2, 5], Device::Cpu).unwrap();
     check_token_model(&mut gpt, &tokens, &|| drop.set_key(start));
     let too_long = Tensor::zeros(&[1, 7], DType::I64, Device::Cpu).unwrap();
     let err = gpt.forward(&too_long, false).unwrap_err().to_string();
-    assert!(err.contains("does not fit the position table of block_size 6"), "{err}");
+    assert!(
+        err.contains("does not fit the position table of block_size 6"),
+        "{err}"
+    );
 }

@@ -47,7 +47,11 @@ fn check_epoch_layout<C: RunConfig>(
     sampler: &DistributedSampler,
     mode: ReduceMode,
 ) -> Result<()> {
-    let (n, world, batch) = (config.samples_per_epoch(), sampler.num_replicas(), config.batch_size());
+    let (n, world, batch) = (
+        config.samples_per_epoch(),
+        sampler.num_replicas(),
+        config.batch_size(),
+    );
     let single = n.div_ceil(batch);
     let sharded = sampler.num_samples(n).div_ceil(batch / world);
     let padded = !n.is_multiple_of(world) && matches!(mode, ReduceMode::Invariant { .. });
@@ -155,7 +159,9 @@ impl<C: RunConfig> DdpLoop<C> {
             .forward_backward(local, |output, target| config.loss(output, target))?;
         C::update(&mut self.state, self.ddp.module_mut())?;
         let loss = loss.to_dtype(DType::F32)?.to_vec::<f32>()?[0];
-        self.state.config().check_losses(self.step_count() + 1, &[loss])?;
+        self.state
+            .config()
+            .check_losses(self.step_count() + 1, &[loss])?;
         self.state.count_step();
         self.state.record_losses([loss]);
         Ok(loss)

@@ -46,7 +46,8 @@ impl Checkpoint {
         for (name, state) in adamw.state() {
             self.insert(format!("{prefix}exp_avg.{name}"), &state.exp_avg)?;
             self.insert(format!("{prefix}exp_avg_sq.{name}"), &state.exp_avg_sq)?;
-            let step = i64::try_from(state.step).map_err(|_| invalid(name, "step count overflows i64"))?;
+            let step =
+                i64::try_from(state.step).map_err(|_| invalid(name, "step count overflows i64"))?;
             let step = Tensor::from_vec(vec![step], &[], Device::Cpu)?;
             self.insert(format!("{prefix}step.{name}"), &step)?;
         }
@@ -56,11 +57,16 @@ impl Checkpoint {
 
     /// The optimiser kind stored under `{prefix}kind` (`"sgd"` when absent).
     pub fn optimizer_kind(&self, prefix: &str) -> &str {
-        self.metadata(&format!("{prefix}kind")).unwrap_or(LEGACY_KIND)
+        self.metadata(&format!("{prefix}kind"))
+            .unwrap_or(LEGACY_KIND)
     }
 
     /// Errors unless the checkpoint holds `optimizer`'s kind.
-    fn check_optimizer_kind(&self, prefix: &str, optimizer: &Optimizer) -> Result<(), CheckpointError> {
+    fn check_optimizer_kind(
+        &self,
+        prefix: &str,
+        optimizer: &Optimizer,
+    ) -> Result<(), CheckpointError> {
         let saved = self.optimizer_kind(prefix);
         if saved != optimizer.name() {
             return Err(CheckpointError::KindMismatch {
@@ -127,12 +133,19 @@ impl Checkpoint {
                 .get(&name)
                 .ok_or_else(|| invalid(&key, format!("the model has no parameter {name:?}")))?;
             let moment = |part: &str| -> Result<Tensor, CheckpointError> {
-                let t = self.tensor_like(&format!("{prefix}{part}.{name}"), value.dims(), value.dtype())?;
+                let t = self.tensor_like(
+                    &format!("{prefix}{part}.{name}"),
+                    value.dims(),
+                    value.dtype(),
+                )?;
                 Ok(t.to_device(value.device())?)
             };
             let step_name = format!("{prefix}step.{name}");
-            let step = self.tensor_like(&step_name, &[], DType::I64)?.to_scalar::<i64>()?;
-            let step = u64::try_from(step).map_err(|_| invalid(&step_name, format!("negative step {step}")))?;
+            let step = self
+                .tensor_like(&step_name, &[], DType::I64)?
+                .to_scalar::<i64>()?;
+            let step = u64::try_from(step)
+                .map_err(|_| invalid(&step_name, format!("negative step {step}")))?;
             let entry = AdamWState {
                 step,
                 exp_avg: moment("exp_avg")?,
@@ -197,7 +210,9 @@ impl Checkpoint {
         if matches!(optimizer, Optimizer::AdamW(_)) {
             for name in &listed {
                 let step_name = format!("{prefix}step.{name}");
-                let saved = self.tensor_like(&step_name, &[], DType::I64)?.to_scalar::<i64>()?;
+                let saved = self
+                    .tensor_like(&step_name, &[], DType::I64)?
+                    .to_scalar::<i64>()?;
                 if u64::try_from(saved) != Ok(step) {
                     return Err(CheckpointError::Inconsistent {
                         name: step_name,

@@ -21,7 +21,12 @@ pub struct Mlp {
 impl Mlp {
     /// The MLP from its two layers (`c_fc`: `[hidden, width]`, `c_proj`: `[width,
     /// hidden]`) with dropout `p` on its output, drawn from `dropout_generator`.
-    pub fn new(c_fc: Linear, c_proj: Linear, p: f64, dropout_generator: &Generator) -> Result<Self> {
+    pub fn new(
+        c_fc: Linear,
+        c_proj: Linear,
+        p: f64,
+        dropout_generator: &Generator,
+    ) -> Result<Self> {
         let (fc, proj) = (c_fc.weight().value.dims(), c_proj.weight().value.dims());
         if fc[0] != proj[1] || fc[1] != proj[0] {
             return Err(NnError::invalid(
@@ -124,7 +129,9 @@ impl Block {
 
 impl Module for Block {
     fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
-        let a = self.attn.forward(&self.ln_1.forward(input, train)?, train)?;
+        let a = self
+            .attn
+            .forward(&self.ln_1.forward(input, train)?, train)?;
         let h = input.add(&a)?;
         let m = self.mlp.forward(&self.ln_2.forward(&h, train)?, train)?;
         Ok(h.add(&m)?)
@@ -144,7 +151,10 @@ impl Module for Block {
     }
 
     fn parameters(&self) -> Vec<&Parameter> {
-        self.named_parameters().into_iter().map(|(_, p)| p).collect()
+        self.named_parameters()
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect()
     }
 
     fn parameters_mut(&mut self) -> Vec<&mut Parameter> {

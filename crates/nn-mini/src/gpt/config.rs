@@ -88,8 +88,14 @@ impl GptConfig {
     pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
         let (c, hidden) = (self.n_embd, 4 * self.n_embd);
         let mut shapes = vec![
-            ("transformer.wte.weight".to_string(), vec![self.vocab_size, c]),
-            ("transformer.wpe.weight".to_string(), vec![self.block_size, c]),
+            (
+                "transformer.wte.weight".to_string(),
+                vec![self.vocab_size, c],
+            ),
+            (
+                "transformer.wpe.weight".to_string(),
+                vec![self.block_size, c],
+            ),
         ];
         for layer in 0..self.n_layer {
             let block = |name: &str| format!("transformer.h.{layer}.{name}");
@@ -202,7 +208,11 @@ mod tests {
             n_head: 1,
             ..GptConfig::default()
         };
-        assert!(huge.validate().unwrap_err().to_string().contains("MAX_PARAMETERS"));
+        assert!(huge
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("MAX_PARAMETERS"));
         let zero = GptConfig {
             n_layer: 0,
             ..GptConfig::default()

@@ -39,7 +39,12 @@ impl Gpt {
     /// `generator` ([`rng_gen::rand`], f32), and the token is the first whose cumulative
     /// probability (summed in f64 over the softmax, in token order) exceeds `u`: the
     /// same generator state gives the same text.
-    pub fn generate(&mut self, prompt: &[u8], count: usize, generator: &Generator) -> Result<Vec<u8>> {
+    pub fn generate(
+        &mut self,
+        prompt: &[u8],
+        count: usize,
+        generator: &Generator,
+    ) -> Result<Vec<u8>> {
         let vocab = self.config().vocab_size;
         if prompt.is_empty() || vocab > 256 {
             return Err(NnError::invalid(
@@ -55,7 +60,8 @@ impl Gpt {
         for _ in 0..count {
             let context = &tokens[tokens.len().saturating_sub(block)..];
             let input = context.iter().map(|&b| i64::from(b)).collect();
-            let input = Tensor::from_vec(input, &[1, context.len()], Device::Cpu)?.to_device(device)?;
+            let input =
+                Tensor::from_vec(input, &[1, context.len()], Device::Cpu)?.to_device(device)?;
             let logits = self.forward(&input, false)?;
             let last = logits
                 .narrow(1, context.len() - 1, 1)?

@@ -49,7 +49,11 @@ impl Gpt {
     /// An f32 model of `config` on `init`'s device, initialised as nanoGPT initialises
     /// (drawn from `init` in parameter order), its dropout layers drawing from
     /// `dropout_generator`.
-    pub fn new(config: &GptConfig, init: &Generator, dropout_generator: &Generator) -> Result<Self> {
+    pub fn new(
+        config: &GptConfig,
+        init: &Generator,
+        dropout_generator: &Generator,
+    ) -> Result<Self> {
         Gpt::with_dtype(config, DType::F32, init, dropout_generator)
     }
 
@@ -81,7 +85,8 @@ impl Gpt {
             let attn_proj = linear(c, c, projection_std)?;
             let c_fc = linear(4 * c, c, INIT_STD)?;
             let mlp_proj = linear(c, 4 * c, projection_std)?;
-            let attn = CausalSelfAttention::new(c_attn, attn_proj, config.n_head, p, dropout_generator)?;
+            let attn =
+                CausalSelfAttention::new(c_attn, attn_proj, config.n_head, p, dropout_generator)?;
             let mlp = Mlp::new(c_fc, mlp_proj, p, dropout_generator)?;
             let layer_norm = || LayerNorm::with_options(c, true, 1e-5, dtype, device);
             blocks.push(Block::new(layer_norm()?, attn, layer_norm()?, mlp));
@@ -120,7 +125,9 @@ impl Gpt {
             .map(|(name, _)| name)
             .filter(|name| {
                 let matrix = name.ends_with(".weight")
-                    && (name.contains(".c_attn.") || name.contains(".c_proj.") || name.contains(".c_fc."));
+                    && (name.contains(".c_attn.")
+                        || name.contains(".c_proj.")
+                        || name.contains(".c_fc."));
                 !matrix
             })
             .collect()
@@ -228,7 +235,10 @@ impl Module for Gpt {
     }
 
     fn parameters(&self) -> Vec<&Parameter> {
-        self.named_parameters().into_iter().map(|(_, p)| p).collect()
+        self.named_parameters()
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect()
     }
 
     fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
@@ -242,7 +252,10 @@ impl Module for Gpt {
         let mut params = prefixed("transformer.wte.", self.wte.named_parameters());
         params.push(("transformer.wpe.weight".into(), &self.wpe));
         for (i, block) in self.blocks.iter().enumerate() {
-            params.extend(prefixed(&format!("transformer.h.{i}."), block.named_parameters()));
+            params.extend(prefixed(
+                &format!("transformer.h.{i}."),
+                block.named_parameters(),
+            ));
         }
         params.extend(prefixed("transformer.ln_f.", self.ln_f.named_parameters()));
         params
@@ -252,9 +265,15 @@ impl Module for Gpt {
         let mut params = prefixed("transformer.wte.", self.wte.named_parameters_mut());
         params.push(("transformer.wpe.weight".into(), &mut self.wpe));
         for (i, block) in self.blocks.iter_mut().enumerate() {
-            params.extend(prefixed(&format!("transformer.h.{i}."), block.named_parameters_mut()));
+            params.extend(prefixed(
+                &format!("transformer.h.{i}."),
+                block.named_parameters_mut(),
+            ));
         }
-        params.extend(prefixed("transformer.ln_f.", self.ln_f.named_parameters_mut()));
+        params.extend(prefixed(
+            "transformer.ln_f.",
+            self.ln_f.named_parameters_mut(),
+        ));
         params
     }
 }

@@ -174,7 +174,10 @@ mod tests {
         let a = windows.get(5, &mut rng).unwrap();
         let mut again = SampleRng::from_key(Key::new(3));
         let b = windows.get(5, &mut again).unwrap();
-        let (x, y) = (a.input.to_vec::<i64>().unwrap(), a.target.to_vec::<i64>().unwrap());
+        let (x, y) = (
+            a.input.to_vec::<i64>().unwrap(),
+            a.target.to_vec::<i64>().unwrap(),
+        );
         assert_eq!(x, b.input.to_vec::<i64>().unwrap());
         assert_eq!(&x[1..], &y[..7]);
         assert_eq!((x[0] + 8) % 256, y[7]);
@@ -183,7 +186,11 @@ mod tests {
     #[test]
     fn short_and_empty_texts_are_refused() {
         let err = TextWindows::new(Text::from_bytes(vec![1, 2, 3]), 3, 1).unwrap_err();
-        assert!(err.to_string().contains("3 bytes, shorter than a context of 3"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("3 bytes, shorter than a context of 3"),
+            "{err}"
+        );
         assert!(TextWindows::new(Text::from_bytes(vec![1, 2, 3, 4]), 3, 1).is_ok());
         assert!(TextWindows::new(Text::from_bytes(vec![1, 2, 3, 4]), 3, 0).is_err());
         assert!(TextWindows::new(Text::from_bytes(Vec::new()), 1, 1).is_err());

@@ -201,7 +201,10 @@ impl GptTrainConfig {
             decay_steps: uint("decay_steps")?,
             grad_clip: float("grad_clip")?,
             data: DataSpec {
-                path: data["path"].as_str().ok_or_else(|| bad("data.path"))?.to_string(),
+                path: data["path"]
+                    .as_str()
+                    .ok_or_else(|| bad("data.path"))?
+                    .to_string(),
                 len: data["len"].as_u64().ok_or_else(|| bad("data.len"))?,
                 sha256: data["sha256"]
                     .as_str()
@@ -240,7 +243,10 @@ mod tests {
             device: Device::Cuda(1),
             ..GptTrainConfig::new(data(1 << 20))
         };
-        assert_eq!(GptTrainConfig::from_json(&config.to_json()).unwrap(), config);
+        assert_eq!(
+            GptTrainConfig::from_json(&config.to_json()).unwrap(),
+            config
+        );
         assert!(GptTrainConfig::from_json("{}").is_err());
     }
 
@@ -251,10 +257,16 @@ mod tests {
             ..GptTrainConfig::new(data(1 << 20))
         };
         let err = long.validate().unwrap_err().to_string();
-        assert!(err.contains("context 65 does not fit the position table of block_size 64"), "{err}");
+        assert!(
+            err.contains("context 65 does not fit the position table of block_size 64"),
+            "{err}"
+        );
         let short = GptTrainConfig::new(data(64));
         let err = short.validate().unwrap_err().to_string();
-        assert!(err.contains("64 bytes, shorter than a context of 64"), "{err}");
+        assert!(
+            err.contains("64 bytes, shorter than a context of 64"),
+            "{err}"
+        );
         assert!(GptTrainConfig::new(data(65)).validate().is_ok());
     }
 }

@@ -35,11 +35,15 @@ impl LayerNorm {
         if width == 0 || !(eps.is_finite() && eps >= 0.0) {
             return Err(NnError::invalid(
                 "LayerNorm::new",
-                format!("width must be positive and eps finite and >= 0, got width {width}, eps {eps}"),
+                format!(
+                    "width must be positive and eps finite and >= 0, got width {width}, eps {eps}"
+                ),
             ));
         }
         let weight = Tensor::ones(&[width], dtype, device)?;
-        let bias = bias.then(|| Tensor::zeros(&[width], dtype, device)).transpose()?;
+        let bias = bias
+            .then(|| Tensor::zeros(&[width], dtype, device))
+            .transpose()?;
         LayerNorm::from_tensors(weight, bias, eps)
     }
 
@@ -83,8 +87,13 @@ impl Module for LayerNorm {
             .saved
             .take()
             .ok_or(NnError::BackwardWithoutForward { layer: "LayerNorm" })?;
-        let (dx, dw, db) =
-            Tensor::layer_norm_backward(grad_output, &input, &mean, &rstd, Some(&self.weight.value))?;
+        let (dx, dw, db) = Tensor::layer_norm_backward(
+            grad_output,
+            &input,
+            &mean,
+            &rstd,
+            Some(&self.weight.value),
+        )?;
         self.weight.accumulate_grad(dw)?;
         if let Some(bias) = &mut self.bias {
             bias.accumulate_grad(db)?;
@@ -93,10 +102,14 @@ impl Module for LayerNorm {
     }
 
     fn parameters(&self) -> Vec<&Parameter> {
-        std::iter::once(&self.weight).chain(self.bias.as_ref()).collect()
+        std::iter::once(&self.weight)
+            .chain(self.bias.as_ref())
+            .collect()
     }
 
     fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        std::iter::once(&mut self.weight).chain(self.bias.as_mut()).collect()
+        std::iter::once(&mut self.weight)
+            .chain(self.bias.as_mut())
+            .collect()
     }
 }

@@ -29,7 +29,9 @@ pub fn clip_grad_norm_(module: &mut dyn Module, max_norm: f64) -> Result<f64> {
     for param in module.parameters() {
         if let Some(g) = &param.grad {
             let squares = g.mul(g)?.sum_all()?;
-            total += squares.to_dtype(tensor_core::DType::F64)?.to_scalar::<f64>()?;
+            total += squares
+                .to_dtype(tensor_core::DType::F64)?
+                .to_scalar::<f64>()?;
         }
     }
     let norm = total.sqrt();

@@ -95,7 +95,11 @@ mod tests {
         for i in 0..=10_000 {
             let x = f64::from(i) / 10_000.0;
             let want = (std::f64::consts::PI * x).cos();
-            assert!((cos_pi(x) - want).abs() < 1e-15, "{x}: {} vs {want}", cos_pi(x));
+            assert!(
+                (cos_pi(x) - want).abs() < 1e-15,
+                "{x}: {} vs {want}",
+                cos_pi(x)
+            );
         }
     }
 

@@ -52,7 +52,10 @@ impl<C: RunConfig> FreshRun<C> {
 /// The MLP run of `train_resume` ([`TrainConfig`]): [`build_mlp`]'s model, SGD with the
 /// configuration's learning rate, momentum and weight decay, and the loader of the
 /// synthetic dataset (`DATA_DOMAIN`), shuffled from the `LOADER_DOMAIN` key.
-pub(super) fn build_mlp_run(config: TrainConfig, shard: Option<DistributedSampler>) -> Result<FreshRun> {
+pub(super) fn build_mlp_run(
+    config: TrainConfig,
+    shard: Option<DistributedSampler>,
+) -> Result<FreshRun> {
     let run = Key::new(config.seed);
     let device = config.device;
     let init = Generator::from_key(device, fold_in(run, INIT_DOMAIN));

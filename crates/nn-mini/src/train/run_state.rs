@@ -158,7 +158,11 @@ impl<C: RunConfig> RunState<C> {
     ) -> Result<()> {
         let saved = ck.loader_state(LOADER)?;
         check_loader_state(&saved, ExpectedLoader::of_run(self), step)?;
-        let names: Vec<String> = model.named_parameters().into_iter().map(|(n, _)| n).collect();
+        let names: Vec<String> = model
+            .named_parameters()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
         ck.check_optimizer_state(OPTIM_PREFIX, &self.optimizer, &names, step)?;
         ck.restore_module("model.", model)?;
         ck.restore_optimizer(OPTIM_PREFIX, &mut self.optimizer, model)?;

@@ -182,7 +182,10 @@ impl<C: RunConfig> TrainLoop<C> {
                 let classes = config.graph_classes().ok_or_else(|| {
                     crate::NnError::invalid(
                         "TrainLoop::set_cuda_graph",
-                        format!("a {} run's step cannot be captured as a CUDA graph", C::MODEL_KIND),
+                        format!(
+                            "a {} run's step cannot be captured as a CUDA graph",
+                            C::MODEL_KIND
+                        ),
                     )
                 })?;
                 let captured = GraphedStep::capture(

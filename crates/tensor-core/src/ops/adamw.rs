@@ -252,7 +252,10 @@ mod tests {
         for n in [2u64, 3, 7, 100, 1000, 123_457] {
             let (a, b) = (pow_steps(0.999, n), 0.999f64.powf(n as f64));
             // Each squaring doubles the relative error: about n ulps at worst.
-            assert!((a - b).abs() <= 2.3e-16 * n as f64 * b.abs(), "{n}: {a} vs {b}");
+            assert!(
+                (a - b).abs() <= 2.3e-16 * n as f64 * b.abs(),
+                "{n}: {a} vs {b}"
+            );
         }
     }
 
@@ -261,7 +264,14 @@ mod tests {
         let t = |v: Vec<f64>| Tensor::from_vec(v, &[3], Device::Cpu).unwrap();
         let (mut p, mut m, mut v) = (t(vec![1.0, -2.0, 0.5]), t(vec![0.0; 3]), t(vec![0.0; 3]));
         let g = t(vec![0.1, -0.3, 2.0]);
-        let h = AdamWStep { lr: 0.01, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, step: 1 };
+        let h = AdamWStep {
+            lr: 0.01,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            step: 1,
+        };
         p.adamw_step_(&mut m, &mut v, &g, &h).unwrap();
         let got = p.to_vec::<f64>().unwrap();
         for (i, (&p0, &g)) in [1.0, -2.0, 0.5].iter().zip(&[0.1, -0.3, 2.0]).enumerate() {

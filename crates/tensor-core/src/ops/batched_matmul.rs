@@ -107,8 +107,20 @@ mod tests {
         let c = c.to_vec::<f32>().unwrap();
         for i in 0..2 {
             for j in 0..3 {
-                let ai = a.narrow(0, i, 1).unwrap().narrow(1, j, 1).unwrap().reshape(&[4, 5]).unwrap();
-                let bi = b.narrow(0, i, 1).unwrap().narrow(1, j, 1).unwrap().reshape(&[5, 6]).unwrap();
+                let ai = a
+                    .narrow(0, i, 1)
+                    .unwrap()
+                    .narrow(1, j, 1)
+                    .unwrap()
+                    .reshape(&[4, 5])
+                    .unwrap();
+                let bi = b
+                    .narrow(0, i, 1)
+                    .unwrap()
+                    .narrow(1, j, 1)
+                    .unwrap()
+                    .reshape(&[5, 6])
+                    .unwrap();
                 let want = ai.matmul(&bi).unwrap().to_vec::<f32>().unwrap();
                 let at = (i * 3 + j) * 24;
                 assert_eq!(&c[at..at + 24], &want[..], "entry ({i}, {j})");
@@ -117,11 +129,29 @@ mod tests {
         // A transposed view of the last two dims is read in place: each entry is the 2-D
         // product of that view (gemm's order depends on the layout, so the bits are the
         // view's, not the contiguous matrix's).
-        let bt = b.transpose(2, 3).unwrap().contiguous().unwrap().transpose(2, 3).unwrap();
+        let bt = b
+            .transpose(2, 3)
+            .unwrap()
+            .contiguous()
+            .unwrap()
+            .transpose(2, 3)
+            .unwrap();
         let ct = a.matmul(&bt).unwrap().to_vec::<f32>().unwrap();
-        let a0 = a.narrow(0, 1, 1).unwrap().narrow(1, 2, 1).unwrap().reshape(&[4, 5]).unwrap();
+        let a0 = a
+            .narrow(0, 1, 1)
+            .unwrap()
+            .narrow(1, 2, 1)
+            .unwrap()
+            .reshape(&[4, 5])
+            .unwrap();
         let bt0 = bt.narrow(0, 1, 1).unwrap().narrow(1, 2, 1).unwrap();
-        let bt0 = bt0.transpose(2, 3).unwrap().reshape(&[6, 5]).unwrap().t().unwrap();
+        let bt0 = bt0
+            .transpose(2, 3)
+            .unwrap()
+            .reshape(&[6, 5])
+            .unwrap()
+            .t()
+            .unwrap();
         let want = a0.matmul(&bt0).unwrap().to_vec::<f32>().unwrap();
         assert_eq!(&ct[5 * 24..6 * 24], &want[..]);
         for (x, y) in ct.iter().zip(&c) {
@@ -144,8 +174,22 @@ mod tests {
         let c = batched_matmul_cpu::<f32>(&a, &b, &[3, 7, 2], true).unwrap();
         let c = c.to_vec::<f32>().unwrap();
         let (x, y) = (a.as_slice::<f32>().unwrap(), b.as_slice::<f32>().unwrap());
-        let first = Operand { data: x, offset: 63, rows: 7, cols: 9, row_stride: 9, col_stride: 1 };
-        let second = Operand { data: y, offset: 18, rows: 9, cols: 2, row_stride: 2, col_stride: 1 };
+        let first = Operand {
+            data: x,
+            offset: 63,
+            rows: 7,
+            cols: 9,
+            row_stride: 9,
+            col_stride: 1,
+        };
+        let second = Operand {
+            data: y,
+            offset: 18,
+            rows: 9,
+            cols: 2,
+            row_stride: 2,
+            col_stride: 1,
+        };
         let want = crate::portable::matmul::matmul(first, second).unwrap();
         assert_eq!(&c[14..28], &want[..]);
     }
@@ -154,9 +198,15 @@ mod tests {
     fn shapes_must_agree() {
         let a = Tensor::zeros(&[2, 3, 4], DType::F32, Device::Cpu).unwrap();
         let b = Tensor::zeros(&[3, 4, 5], DType::F32, Device::Cpu).unwrap();
-        assert!(matches!(a.matmul(&b), Err(TensorError::ShapeMismatch { .. })));
+        assert!(matches!(
+            a.matmul(&b),
+            Err(TensorError::ShapeMismatch { .. })
+        ));
         let c = Tensor::zeros(&[4, 5], DType::F32, Device::Cpu).unwrap();
-        assert!(matches!(a.matmul(&c), Err(TensorError::RankMismatch { .. })));
+        assert!(matches!(
+            a.matmul(&c),
+            Err(TensorError::RankMismatch { .. })
+        ));
         let empty = Tensor::zeros(&[0, 3, 4], DType::F32, Device::Cpu).unwrap();
         let e = empty.matmul(&Tensor::zeros(&[0, 4, 2], DType::F32, Device::Cpu).unwrap());
         assert_eq!(e.unwrap().dims(), &[0, 3, 2]);

@@ -172,7 +172,10 @@ mod tests {
         let x = Tensor::from_vec(scores.clone(), &[1, 4, 4], Device::Cpu).unwrap();
         let dp = Tensor::from_vec(up.clone(), &[1, 4, 4], Device::Cpu).unwrap();
         let p = x.causal_softmax(0.8).unwrap();
-        let dx = Tensor::causal_softmax_backward(&dp, &p, 0.8).unwrap().to_vec::<f64>().unwrap();
+        let dx = Tensor::causal_softmax_backward(&dp, &p, 0.8)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap();
         let loss = |s: &[f64]| -> f64 {
             let t = Tensor::from_vec(s.to_vec(), &[1, 4, 4], Device::Cpu).unwrap();
             let p = t.causal_softmax(0.8).unwrap().to_vec::<f64>().unwrap();
@@ -184,7 +187,11 @@ mod tests {
             plus[k] += h;
             minus[k] -= h;
             let numeric = (loss(&plus) - loss(&minus)) / (2.0 * h);
-            assert!((dx[k] - numeric).abs() < 1e-8, "element {k}: {} vs {numeric}", dx[k]);
+            assert!(
+                (dx[k] - numeric).abs() < 1e-8,
+                "element {k}: {} vs {numeric}",
+                dx[k]
+            );
         }
     }
 

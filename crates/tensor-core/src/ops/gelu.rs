@@ -11,8 +11,7 @@ use super::{build, Float, PAR_MIN_LEN};
 use crate::{Element, Result, Tensor};
 
 /// `sqrt(2 / pi)`, as PyTorch spells it (`M_SQRT2 * M_2_SQRTPI * 0.5`, in f64).
-pub(crate) const GELU_BETA: f64 =
-    std::f64::consts::SQRT_2 * std::f64::consts::FRAC_2_SQRT_PI * 0.5;
+pub(crate) const GELU_BETA: f64 = std::f64::consts::SQRT_2 * std::f64::consts::FRAC_2_SQRT_PI * 0.5;
 /// The cubic term's coefficient.
 pub(crate) const GELU_KAPPA: f64 = 0.044715;
 
@@ -114,11 +113,17 @@ mod tests {
             assert!((y - reference(x)).abs() < 1e-12, "gelu({x}) = {y}");
         }
         let ones = Tensor::ones(&[401], DType::F64, Device::Cpu).unwrap();
-        let dy = Tensor::gelu_tanh_backward(&ones, &x).unwrap().to_vec::<f64>().unwrap();
+        let dy = Tensor::gelu_tanh_backward(&ones, &x)
+            .unwrap()
+            .to_vec::<f64>()
+            .unwrap();
         for (&x, &d) in xs.iter().zip(&dy) {
             let h = 1e-6;
             let numeric = (reference(x + h) - reference(x - h)) / (2.0 * h);
-            assert!((d - numeric).abs() < 1e-8, "gelu'({x}) = {d}, numeric {numeric}");
+            assert!(
+                (d - numeric).abs() < 1e-8,
+                "gelu'({x}) = {d}, numeric {numeric}"
+            );
         }
     }
 

@@ -120,7 +120,9 @@ fn row_input_grad<T: Float>(
     let b = blocked_sum(c, |i| g(i).to_f64() * xhat(i).to_f64()) / c as f64;
     let r = rstd.to_f64();
     for (i, d) in dst.iter_mut().enumerate() {
-        d.write(T::from_f64(r * ((g(i).to_f64() - a) - xhat(i).to_f64() * b)));
+        d.write(T::from_f64(
+            r * ((g(i).to_f64() - a) - xhat(i).to_f64() * b),
+        ));
     }
 }
 

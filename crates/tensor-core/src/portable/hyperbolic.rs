@@ -203,7 +203,10 @@ mod tests {
         for i in 1..10_000u32 {
             let x = i as f32 * 1e-7;
             let want = f64::from(x).tanh();
-            assert!((f64::from(tanh(x)) - want).abs() <= 2.4e-7 * want, "tanh({x})");
+            assert!(
+                (f64::from(tanh(x)) - want).abs() <= 2.4e-7 * want,
+                "tanh({x})"
+            );
         }
     }
 }

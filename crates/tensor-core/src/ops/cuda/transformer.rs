@@ -39,7 +39,11 @@ pub(crate) fn causal_softmax(x: &Tensor, _scale: f64, _portable: bool) -> Result
     Err(not_yet("causal_softmax", x))
 }
 
-pub(crate) fn causal_softmax_backward(_grad: &Tensor, probs: &Tensor, _scale: f64) -> Result<Tensor> {
+pub(crate) fn causal_softmax_backward(
+    _grad: &Tensor,
+    probs: &Tensor,
+    _scale: f64,
+) -> Result<Tensor> {
     Err(not_yet("causal_softmax_backward", probs))
 }
 
