@@ -32,12 +32,12 @@ use nn_mini::train::TrainingRun;
 use std::error::Error;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
-use distributed::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
+use distributed::{DdpTrainer, ProcessGroup};
 
-use args::{Args, BackendFlag};
-use common::flags::{check_same, conflict};
+use args::Args;
+use common::ddp::launch;
+use common::flags::check_same;
 use common::report::Report;
 use common::run::{checkpoint_path, exit_code, last_step, Progress};
 
@@ -47,79 +47,15 @@ fn main() -> ExitCode {
     exit_code(if args.demo {
         demo::run(&args)
     } else {
-        launch(&args)
+        let batch = args
+            .run
+            .resume
+            .is_none()
+            .then(|| args.run.batch_size.unwrap_or(128));
+        launch::<Args>(&args.ddp, args.backend(), batch, "ddp_train", &|group| {
+            run_rank(&args, group)
+        })
     })
-}
-
-/// Starts the ranks on the chosen backend and returns rank 0's exit code. What can be
-/// checked before the ranks meet is checked first, so a bad launch is an error on every
-/// rank at once rather than a hang in a collective.
-fn launch(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
-    let timeout = match args.collective_timeout {
-        Some(seconds) => Duration::from_secs(seconds),
-        None => distributed::collective_timeout_from_env()?,
-    };
-    match args.backend {
-        BackendFlag::Threads => {
-            let world = args.world_size.unwrap_or(1);
-            check_batch_divides(args, world, "--world-size")?;
-            // Each rank runs in its own thread; rank 0's exit code is the program's.
-            let codes = ThreadGroup::run_with_timeout(world, timeout, |pg| {
-                let rank = pg.rank();
-                run_rank(args, Arc::new(pg)).map_err(|e| distributed::DistError::RemoteFailure {
-                    rank,
-                    message: e.to_string(),
-                })
-            });
-            Ok(codes?.swap_remove(0))
-        }
-        BackendFlag::Mpi => mpi_group().and_then(|group| run_rank(args, group)),
-        BackendFlag::Nccl => {
-            // torchrun's variables, checked before the rendezvous (typed errors naming
-            // the variable and its range).
-            let env = distributed::LaunchEnv::from_env()?;
-            check_batch_divides(args, env.world_size, "WORLD_SIZE")?;
-            nccl_group(timeout).and_then(|group| run_rank(args, group))
-        }
-    }
-}
-
-/// A fresh run's global batch (`--batch-size`) must divide among the ranks; a resume
-/// takes its batch from the checkpoint, checked by `DdpTrainer` before any collective.
-fn check_batch_divides(args: &Args, world: usize, source: &str) -> Result<(), Box<dyn Error>> {
-    let batch = args.run.batch_size.unwrap_or(128);
-    if args.run.resume.is_none() && !batch.is_multiple_of(world) {
-        return Err(conflict::<Args>(format!(
-            "--batch-size {batch} (the global batch) does not divide among the {world} ranks of {source}: expected a multiple of {world}"
-        ))
-        .into());
-    }
-    Ok(())
-}
-
-#[cfg(feature = "mpi")]
-fn mpi_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
-    Ok(Arc::new(distributed::MpiGroup::init()?))
-}
-
-#[cfg(not(feature = "mpi"))]
-fn mpi_group() -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
-    Err("this binary was built without MPI: cargo build --release --features mpi --example ddp_train".into())
-}
-
-/// Joins the NCCL job (rendezvous within 5 minutes), each collective bounded by
-/// `collective_timeout`.
-#[cfg(feature = "nccl")]
-fn nccl_group(collective_timeout: Duration) -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
-    let rendezvous = Duration::from_secs(300);
-    Ok(Arc::new(
-        distributed::NcclGroup::from_env(rendezvous)?.with_timeout(collective_timeout),
-    ))
-}
-
-#[cfg(not(feature = "nccl"))]
-fn nccl_group(_: Duration) -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
-    Err("this binary was built without NCCL: cargo build --release --features nccl --example ddp_train".into())
 }
 
 /// One rank's whole run. Every rank trains; rank 0 also talks.
@@ -131,12 +67,7 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
             println!("{line}");
         }
     };
-    let mode = match args.invariant {
-        true => ReduceMode::Invariant {
-            micro_shards: args.micro_shards.unwrap_or(8),
-        },
-        false => ReduceMode::Fast,
-    };
+    let mode = args.ddp.mode();
 
     // 1. Start fresh from the seed, or pick up a checkpoint (saved on any world size).
     let mut trainer = match &flags.resume {
@@ -151,13 +82,7 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
             let saved = trainer.config();
             check_same::<Args, _>("--seed", flags.seed, saved.seed)?;
             check_same::<Args, _>("--batch-size", flags.batch_size, saved.batch_size)?;
-            if trainer.mode() != mode && (args.invariant || args.micro_shards.is_some()) {
-                return Err(conflict::<Args>(format!(
-                    "the checkpoint was saved in {} mode; a resume continues it",
-                    trainer.mode()
-                ))
-                .into());
-            }
+            args.ddp.check_resumed_mode::<Args>(trainer.mode())?;
             say(format!(
                 "resumed {} at step {} (epoch {}, batch {}) on {world} rank(s)",
                 path.display(),

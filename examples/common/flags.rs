@@ -121,6 +121,7 @@ impl RunFlags {
 
     /// The configuration of a fresh run on `device`: the demo's MLP and data
     /// (`TrainConfig::default()`) with the seed, batch size and worker count given.
+    #[allow(dead_code)] // train_gpt builds a GptTrainConfig of its own
     pub fn train_config(&self, device: Device) -> TrainConfig {
         TrainConfig {
             seed: self.seed.unwrap_or(0),

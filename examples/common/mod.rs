@@ -5,6 +5,9 @@
 
 mod allocator;
 pub mod curves;
+// train_resume runs no ranks.
+#[allow(dead_code)]
+pub mod ddp;
 pub mod demo;
 pub mod flags;
 pub mod plot;

@@ -1,29 +1,13 @@
-//! Command-line flags of `ddp_train`: its own (`--backend`, `--world-size`,
-//! `--invariant`, `--micro-shards`, `--demo`) plus the run's flags it shares with
-//! `train_resume` (`examples/common/flags.rs`), parsed by clap (derive). There is no
-//! `--device`: the backend picks it.
+//! Command-line flags of `ddp_train`: the data parallel flags it shares with
+//! `train_gpt` (`--backend`, `--world-size`, `--invariant`, `--micro-shards`,
+//! `--collective-timeout`, in `examples/common/ddp.rs`), the run's flags it shares with
+//! `train_resume` (`examples/common/flags.rs`), and `--demo`, parsed by clap (derive).
+//! There is no `--device`: the backend picks it.
 
-use clap::builder::RangedU64ValueParser;
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 
+use crate::common::ddp::{BackendFlag, DdpFlags};
 use crate::common::flags::{conflict, RunFlags};
-
-/// The most ranks of the threads backend, and the most micro-shards.
-pub const MAX_RANKS: u64 = 1024;
-/// The longest collective timeout, in seconds (a day).
-pub const MAX_COLLECTIVE_TIMEOUT_S: u64 = 86_400;
-
-/// Which engine runs the ranks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum BackendFlag {
-    /// Ranks are threads of this process (CPU)
-    Threads,
-    /// One process per rank under mpirun (CPU); build with --features mpi
-    Mpi,
-    /// One process per GPU, launched like torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
-    /// MASTER_ADDR, MASTER_PORT); build with --features nccl
-    Nccl,
-}
 
 /// Data parallel training of train_resume's MLP; with --invariant the loss curve does
 /// not depend on the number of ranks.
@@ -35,31 +19,8 @@ pub enum BackendFlag {
 #[derive(Parser, Clone, Debug, PartialEq)]
 #[command(name = "ddp_train")]
 pub struct Args {
-    /// Which engine runs the ranks
-    #[arg(long, value_enum, default_value_t = BackendFlag::Threads)]
-    pub backend: BackendFlag,
-
-    /// Ranks of the threads backend, 1..=1024 [default: 1]; mpi and nccl take theirs
-    /// from the launcher
-    #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_RANKS))]
-    pub world_size: Option<usize>,
-
-    /// World-size-invariant gradient sums (fixed micro-shards, fixed tree); without it
-    /// the backend's all-reduce (fast, reproducible only at a fixed world size)
-    #[arg(long)]
-    pub invariant: bool,
-
-    /// Micro-shards of --invariant: a power of two in 1..=1024 [default: 8]; the world
-    /// size must be a power of two dividing it
-    #[arg(long, value_name = "N", value_parser = power_of_two_shards)]
-    pub micro_shards: Option<usize>,
-
-    /// Seconds one collective may take before every rank ends with an error naming it,
-    /// its sequence number and (threads) the ranks that did not arrive: a dead or stuck
-    /// rank. 1..=86400 [default: DITTO_COLLECTIVE_TIMEOUT_S, else 600]. Threads and nccl;
-    /// under mpirun the launcher ends the job when a rank dies
-    #[arg(long, value_name = "SECONDS", value_parser = RangedU64ValueParser::<u64>::new().range(1..=MAX_COLLECTIVE_TIMEOUT_S))]
-    pub collective_timeout: Option<u64>,
+    #[command(flatten)]
+    pub ddp: DdpFlags,
 
     /// Threads backend: a straight run on 1 rank, the same on 4 ranks, a run on 4
     /// ranks killed at --save-at and resumed on 2, each compared with the first
@@ -69,14 +30,6 @@ pub struct Args {
 
     #[command(flatten)]
     pub run: RunFlags,
-}
-
-/// `--micro-shards`: a power of two in 1..=[`MAX_RANKS`].
-fn power_of_two_shards(value: &str) -> Result<usize, String> {
-    match value.parse::<u64>() {
-        Ok(n) if n.is_power_of_two() && n <= MAX_RANKS => Ok(n as usize),
-        _ => Err(format!("expected a power of two in 1..={MAX_RANKS}")),
-    }
 }
 
 impl Args {
@@ -89,29 +42,21 @@ impl Args {
         }
     }
 
+    /// The backend that runs the ranks (threads unless given).
+    pub fn backend(&self) -> BackendFlag {
+        self.ddp.backend_or(BackendFlag::Threads)
+    }
+
     /// The checks clap's attributes cannot state; `--demo` turns on `--invariant`.
     pub fn validated(mut self) -> Result<Self, clap::Error> {
         self.run.validate::<Args>()?;
-        let threads = self.backend == BackendFlag::Threads;
-        if self.world_size.is_some() && !threads {
-            return Err(conflict::<Args>(
-                "--world-size is for the threads backend; mpi and nccl take the world size from their launcher".into(),
-            ));
-        }
-        if self.demo && !threads {
+        self.ddp.validate::<Args>(self.backend())?;
+        if self.demo && self.backend() != BackendFlag::Threads {
             return Err(conflict::<Args>(
                 "--demo runs on the threads backend with 1, 4 and 2 ranks itself".into(),
             ));
         }
-        if self.collective_timeout.is_some() && self.backend == BackendFlag::Mpi {
-            return Err(conflict::<Args>(
-                "--collective-timeout is for threads and nccl; under mpirun a rank that dies ends the whole job (docs/distributed.md, running on a cluster)".into(),
-            ));
-        }
-        if self.micro_shards.is_some() && !self.invariant && !self.demo {
-            return Err(conflict::<Args>("--micro-shards needs --invariant".into()));
-        }
-        self.invariant |= self.demo;
+        self.ddp.invariant |= self.demo;
         Ok(self)
     }
 }
@@ -152,15 +97,18 @@ mod tests {
             parse("--backend threads --world-size 4 --seed 7 --steps 100 --invariant --out w4.csv")
                 .unwrap();
         assert_eq!(
-            (a.backend, a.world_size, a.invariant),
+            (a.backend(), a.ddp.world_size, a.ddp.invariant),
             (BackendFlag::Threads, Some(4), true)
         );
         assert_eq!((a.run.seed, a.run.steps), (Some(7), Some(100)));
-        assert_eq!(parse("--backend=mpi").unwrap().backend, BackendFlag::Mpi);
-        assert_eq!(parse("").unwrap().backend, BackendFlag::Threads);
-        assert!(parse("--demo").unwrap().invariant);
+        assert_eq!(parse("--backend=mpi").unwrap().backend(), BackendFlag::Mpi);
+        assert_eq!(parse("").unwrap().backend(), BackendFlag::Threads);
+        assert!(parse("--demo").unwrap().ddp.invariant);
         assert_eq!(
-            parse("--invariant --micro-shards 16").unwrap().micro_shards,
+            parse("--invariant --micro-shards 16")
+                .unwrap()
+                .ddp
+                .micro_shards,
             Some(16)
         );
         for (line, want) in [

@@ -19,7 +19,7 @@ pub fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
         .as_ref()
         .map_or_else(|| demo.file("w4.safetensors"), |p| p.display().to_string());
     let mut invariant = vec!["--invariant".to_string()];
-    if let Some(shards) = args.micro_shards {
+    if let Some(shards) = args.ddp.micro_shards {
         invariant.extend(["--micro-shards".into(), shards.to_string()]);
     }
     let shared = [invariant.clone(), shared_flags(flags, steps)].concat();

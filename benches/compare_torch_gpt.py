@@ -1,0 +1,69 @@
+"""PyTorch eager twin of train_gpt's step (issue 30): the default GPT (4 layers, 4 heads,
+width 128, context 64, batch 16, dropout 0.1, byte vocabulary) with AdamW (lr 1e-3,
+betas (0.9, 0.95), weight decay 0.1 on the weight matrices), clipping at 1.0; random
+byte windows. Prints the median time per step over several timed rounds after a
+warm-up, at the thread count given (torch.set_num_threads).
+
+    python benches/compare_torch_gpt.py --threads 1 [--rounds 7] [--steps-per-round 20]
+
+The module is scripts/gpt_torch_parity.py's nanoGPT-style GPT, the one the parity test
+loads ditto's checkpoints into; compare with `train_gpt`'s steps/s at the same thread
+count (RAYON_NUM_THREADS), interleaved on the same machine (benches/RESULTS.md).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
+from gpt_torch_parity import GPT, decays  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps-per-round", type=int, default=20)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    config = dict(vocab_size=256, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.1)
+    model = GPT(config)
+    model.train()
+    named = list(model.named_parameters())
+    groups = [
+        {"params": [p for n, p in named if decays(n)], "weight_decay": 0.1},
+        {"params": [p for n, p in named if not decays(n)], "weight_decay": 0.0},
+    ]
+    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.95))
+    data = torch.randint(0, 256, (100_000,))
+
+    def step() -> None:
+        starts = torch.randint(0, len(data) - 65, (16,))
+        x = torch.stack([data[s : s + 64] for s in starts])
+        y = torch.stack([data[s + 1 : s + 65] for s in starts])
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    for _ in range(10):
+        step()
+    times = []
+    for _ in range(args.rounds):
+        start = time.perf_counter()
+        for _ in range(args.steps_per_round):
+            step()
+        times.append((time.perf_counter() - start) / args.steps_per_round)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
+    print(f"time per step: median {1e3 * statistics.median(times):.2f} ms "
+          f"(min {1e3 * min(times):.2f}, max {1e3 * max(times):.2f}, {args.rounds} rounds)")
+
+
+if __name__ == "__main__":
+    main()
