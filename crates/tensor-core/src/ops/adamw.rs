@@ -189,9 +189,9 @@ impl Tensor {
 }
 
 /// The rule for one element (module docs), in place.
-pub(crate) fn element<T: super::Float>(p: &mut T, m: &mut T, v: &mut T, g: T, s: &AdamWScalars<T>)
+pub(crate) fn element<T>(p: &mut T, m: &mut T, v: &mut T, g: T, s: &AdamWScalars<T>)
 where
-    T: SquareRoot,
+    T: super::Float + SquareRoot,
 {
     if s.decay {
         *p = *p * s.decay_factor;
@@ -276,8 +276,8 @@ mod tests {
         let got = p.to_vec::<f64>().unwrap();
         for (i, (&p0, &g)) in [1.0, -2.0, 0.5].iter().zip(&[0.1, -0.3, 2.0]).enumerate() {
             let decayed = p0 * (1.0 - 0.01 * 0.1);
-            let (m1, v1) = (0.1 * g, 0.05 * g * g);
-            let want = decayed - 0.01 / 0.1 * m1 / ((v1 as f64).sqrt() / 0.05f64.sqrt() + 1e-8);
+            let (m1, v1): (f64, f64) = (0.1 * g, 0.05 * g * g);
+            let want = decayed - 0.01 / 0.1 * m1 / (v1.sqrt() / 0.05f64.sqrt() + 1e-8);
             assert!((got[i] - want).abs() < 1e-12, "{i}: {} vs {want}", got[i]);
         }
         let zero = AdamWStep { step: 0, ..h };

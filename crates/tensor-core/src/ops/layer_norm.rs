@@ -104,7 +104,6 @@ fn normalised<T: Float>(x: T, mean: T, rstd: T) -> T {
 }
 
 /// The backward's input gradient for one row (module docs), written into `dst`.
-#[allow(clippy::too_many_arguments)]
 fn row_input_grad<T: Float>(
     dy: &[T],
     x: &[T],
@@ -149,20 +148,24 @@ fn column_grads<T: Float>(
         block_b.fill(0.0);
         for r in r0..(r0 + REDUCE_BLOCK).min(rows) {
             let (dy, x) = (&dy[r * c + first..][..width], &x[r * c + first..][..width]);
-            for j in 0..width {
-                let xhat = normalised(x[j], mean[r], rstd[r]);
-                block_w[j] += dy[j].to_f64() * xhat.to_f64();
-                block_b[j] += dy[j].to_f64();
+            let columns = block_w.iter_mut().zip(block_b.iter_mut()).zip(dy.iter().zip(x));
+            for ((w, b), (&dy, &x)) in columns {
+                let xhat = normalised(x, mean[r], rstd[r]);
+                *w += dy.to_f64() * xhat.to_f64();
+                *b += dy.to_f64();
             }
         }
-        for j in 0..width {
-            total_w[j] += block_w[j];
-            total_b[j] += block_b[j];
+        for (total, block) in [(&mut total_w, &block_w), (&mut total_b, &block_b)] {
+            for (t, b) in total.iter_mut().zip(block.iter()) {
+                *t += b;
+            }
         }
     }
-    for j in 0..width {
-        dw[j].write(T::from_f64(total_w[j]));
-        db[j].write(T::from_f64(total_b[j]));
+    for (d, &t) in dw.iter_mut().zip(&total_w) {
+        d.write(T::from_f64(t));
+    }
+    for (d, &t) in db.iter_mut().zip(&total_b) {
+        d.write(T::from_f64(t));
     }
 }
 
