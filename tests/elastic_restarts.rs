@@ -46,7 +46,13 @@ fn example(name: &str) -> PathBuf {
     assert!(status.success(), "cargo build --example {name} failed");
     // This test runs from <target>/<profile>/deps; the examples are built beside it.
     let exe = std::env::current_exe().unwrap();
-    let path = exe.parent().unwrap().parent().unwrap().join("examples").join(name);
+    let path = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
     assert!(path.is_file(), "{} was not built", path.display());
     built.as_mut().unwrap().insert(name.into(), path.clone());
     path
@@ -62,8 +68,7 @@ fn run(program: &Path, dir: &Path, args: &[&str]) -> Output {
 }
 
 fn text(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr)
+    String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)
 }
 
 /// Rows (lines after the header) in the CSV at `path`; 0 when it is not there yet.
@@ -96,7 +101,13 @@ impl Dice {
 /// Starts `program args` in `dir`, lets it run until its CSV `csv` holds at least
 /// `rows` rows, then kills it with SIGKILL. Returns the rows at the kill and whether
 /// the process was still running (a kill that landed mid-run), and its output.
-fn kill_at(program: &Path, dir: &Path, args: &[&str], csv: &Path, rows: usize) -> (usize, bool, String) {
+fn kill_at(
+    program: &Path,
+    dir: &Path,
+    args: &[&str],
+    csv: &Path,
+    rows: usize,
+) -> (usize, bool, String) {
     let mut child: Child = Command::new(program)
         .args(args)
         .current_dir(dir)
@@ -115,25 +126,38 @@ fn kill_at(program: &Path, dir: &Path, args: &[&str], csv: &Path, rows: usize) -
             landed = true;
             break;
         }
-        assert!(Instant::now() < deadline, "the run never reached {rows} rows");
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached {rows} rows"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     child.wait().unwrap();
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     (csv_rows(csv), landed, out)
 }
 
 /// Runs the elastic command line `line(restart)` again and again in `dir`, killing it
-/// at random steps (the first after step `save_every`, so a checkpoint exists), until a
-/// run completes; checks the CSV equals `reference`'s bytes, that kills landed mid-run
+/// at random steps (the first after step `save_every`, so a checkpoint exists; at most
+/// `max_kills` times), until a run completes; checks the CSV equals `reference`'s bytes, that kills landed mid-run
 /// and that every restart resumed a checkpoint. `line` may change the world size
 /// between restarts, never anything else.
 fn kill_and_restart(
     program: &Path,
     dir: &Path,
-    (steps, save_every): (usize, usize),
+    (steps, save_every, max_kills): (usize, usize, usize),
     line: impl Fn(usize) -> Vec<String>,
     reference: &Path,
 ) {
@@ -142,24 +166,36 @@ fn kill_and_restart(
     let csv = dir.join("run.csv");
     let (mut rows, mut kills, mut resumes) = (0, 0, 0);
     let mut restart = 0;
+    let mut killed_at = Vec::new();
     loop {
         let args = line(restart);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let target = (rows + dice.roll(steps as u64 / 3) as usize).max(save_every + 1);
-        if kills >= 3 || target >= steps {
+        let spread = (steps / (max_kills + 1)).max(2) as u64;
+        let target = (rows + dice.roll(spread) as usize).max(save_every + 1);
+        if kills >= max_kills || target >= steps {
             let last = run(program, dir, &args);
             let out = text(&last);
-            assert!(last.status.success(), "dice {seed:#x}: the last run failed:\n{out}");
+            assert!(
+                last.status.success(),
+                "dice {seed:#x}: the last run failed:\n{out}"
+            );
             resumes += usize::from(out.contains("resumed "));
             break;
         }
         let (at, landed, out) = kill_at(program, dir, &args, &csv, target);
-        assert!(!out.contains("error"), "dice {seed:#x}: restart {restart}:\n{out}");
+        assert!(
+            !out.contains("error"),
+            "dice {seed:#x}: restart {restart}:\n{out}"
+        );
         resumes += usize::from(out.contains("resumed "));
         kills += usize::from(landed);
+        if landed {
+            killed_at.push(at);
+        }
         rows = at;
         restart += 1;
     }
+    println!("dice {seed:#x}: killed after steps {killed_at:?}, {restart} restarts");
     assert!(kills >= 1, "dice {seed:#x}: no kill landed mid-run");
     assert_eq!(resumes, restart, "dice {seed:#x}: a restart did not resume");
     let (got, want) = (fs::read(&csv).unwrap(), fs::read(reference).unwrap());
@@ -202,19 +238,40 @@ fn train_resume_killed_at_random_steps_and_restarted_writes_the_uninterrupted_cs
     ];
     let line = |_| strings(&[&RUN[..], &elastic].concat());
     let straight = dir.path().join("straight.csv");
-    kill_and_restart(&program, dir.path(), (60, 7), line, &straight);
+    kill_and_restart(&program, dir.path(), (60, 7, 3), line, &straight);
     let names: Vec<_> = fs::read_dir(dir.path().join("ck"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert!(names.len() <= 2 && names.contains(&"step-00000060.safetensors".into()), "{names:?}");
+    assert!(
+        names.len() <= 2 && names.contains(&"step-00000060.safetensors".into()),
+        "{names:?}"
+    );
 }
 
 #[test]
 fn ddp_train_killed_and_restarted_on_2_and_4_thread_ranks_writes_the_1_rank_csv() {
+    ddp_kill_and_restart(3);
+}
+
+#[test]
+#[ignore = "heavy: 10 rounds of up to 8 kills each"]
+fn ddp_train_killed_many_times_always_writes_the_1_rank_csv() {
+    for _ in 0..10 {
+        ddp_kill_and_restart(8);
+    }
+}
+
+/// `ddp_train --invariant` killed at random steps at most `max_kills` times, restarted
+/// on 2 and 4 thread ranks in turn, against the uninterrupted 1-rank CSV.
+fn ddp_kill_and_restart(max_kills: usize) {
     let program = example("ddp_train");
     let dir = tempfile::tempdir().unwrap();
-    let one_rank = [&RUN[..], &["--invariant", "--world-size", "1", "--out", "w1.csv"]].concat();
+    let one_rank = [
+        &RUN[..],
+        &["--invariant", "--world-size", "1", "--out", "w1.csv"],
+    ]
+    .concat();
     let straight = run(&program, dir.path(), &one_rank);
     assert!(straight.status.success(), "{}", text(&straight));
     let elastic = [
@@ -232,7 +289,8 @@ fn ddp_train_killed_and_restarted_on_2_and_4_thread_ranks_writes_the_1_rank_csv(
         let world = if restart % 2 == 0 { "2" } else { "4" };
         strings(&[&RUN[..], &elastic, &["--world-size", world]].concat())
     };
-    kill_and_restart(&program, dir.path(), (60, 5), line, &dir.path().join("w1.csv"));
+    let w1 = dir.path().join("w1.csv");
+    kill_and_restart(&program, dir.path(), (60, 5, max_kills), line, &w1);
 }
 
 #[test]
@@ -241,8 +299,21 @@ fn a_damaged_newest_checkpoint_is_skipped_with_a_warning_and_keep_leaves_the_new
     let dir = tempfile::tempdir().unwrap();
     let line = |steps: &str| {
         strings(&[
-            "--seed", "7", "--batch-size", "32", "--steps", steps, "--checkpoint-dir", "ck",
-            "--save-every", "10", "--keep", "2", "--resume-latest", "--out", "run.csv",
+            "--seed",
+            "7",
+            "--batch-size",
+            "32",
+            "--steps",
+            steps,
+            "--checkpoint-dir",
+            "ck",
+            "--save-every",
+            "10",
+            "--keep",
+            "2",
+            "--resume-latest",
+            "--out",
+            "run.csv",
         ])
     };
     let first = line("30");
@@ -255,14 +326,21 @@ fn a_damaged_newest_checkpoint_is_skipped_with_a_warning_and_keep_leaves_the_new
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["step-00000020.safetensors", "step-00000030.safetensors"]);
+    assert_eq!(
+        names,
+        ["step-00000020.safetensors", "step-00000030.safetensors"]
+    );
 
     // Run again with the same line: the run had finished, so nothing is trained and
     // the CSV is rewritten from the checkpoint, the same bytes.
     let before = fs::read(dir.path().join("run.csv")).unwrap();
     let again = run(&program, dir.path(), &first);
     assert!(again.status.success(), "{}", text(&again));
-    assert!(text(&again).contains("nothing left to train"), "{}", text(&again));
+    assert!(
+        text(&again).contains("nothing left to train"),
+        "{}",
+        text(&again)
+    );
     assert_eq!(fs::read(dir.path().join("run.csv")).unwrap(), before);
 
     // Flip a bit of the newest checkpoint and extend the run: step 30's file is
@@ -278,15 +356,26 @@ fn a_damaged_newest_checkpoint_is_skipped_with_a_warning_and_keep_leaves_the_new
     let said = text(&out);
     assert!(out.status.success(), "{said}");
     assert!(
-        said.contains(&format!("warning: skipping the checkpoint {}", Path::new("ck").join("step-00000030.safetensors").display()))
-            && said.contains("corrupted"),
+        said.contains(&format!(
+            "warning: skipping the checkpoint {}",
+            Path::new("ck").join("step-00000030.safetensors").display()
+        )) && said.contains("corrupted"),
         "{said}"
     );
     assert!(said.contains("at step 20"), "{said}");
     let straight = run(
         &program,
         dir.path(),
-        &["--seed", "7", "--batch-size", "32", "--steps", "40", "--out", "straight.csv"],
+        &[
+            "--seed",
+            "7",
+            "--batch-size",
+            "32",
+            "--steps",
+            "40",
+            "--out",
+            "straight.csv",
+        ],
     );
     assert!(straight.status.success());
     assert_eq!(
@@ -309,9 +398,18 @@ fn fails_fast(program: &Path, args: &[&str], names: &str) -> Vec<String> {
     let elapsed = started.elapsed();
     let said = text(&out);
     assert!(!out.status.success(), "{args:?} succeeded:\n{said}");
-    assert!(elapsed < Duration::from_secs(5), "{args:?} took {elapsed:?}:\n{said}");
-    assert!(!said.contains("step "), "{args:?} trained before failing:\n{said}");
-    assert!(said.contains(names), "{args:?} does not name {names}:\n{said}");
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "{args:?} took {elapsed:?}:\n{said}"
+    );
+    assert!(
+        !said.contains("step "),
+        "{args:?} trained before failing:\n{said}"
+    );
+    assert!(
+        said.contains(names),
+        "{args:?} does not name {names}:\n{said}"
+    );
     fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -329,10 +427,22 @@ fn a_path_the_run_cannot_write_ends_it_within_5_s_before_step_1() {
             &["--out", "/proc/x/y.csv"][..],
             &["--out", "/proc/version"],
             &["--checkpoint", "/nonexistent/ck.safetensors"],
-            &["--save-at", "5", "--checkpoint", "/nonexistent/ck.safetensors"],
+            &[
+                "--save-at",
+                "5",
+                "--checkpoint",
+                "/nonexistent/ck.safetensors",
+            ],
             &["--checkpoint-dir", "/proc/x/ck"],
             &["--resume-latest", "--checkpoint-dir", under_a_file],
-            &["--out", "ok.csv", "--checkpoint-dir", "ck", "--plot", "/proc/x/p.png"],
+            &[
+                "--out",
+                "ok.csv",
+                "--checkpoint-dir",
+                "ck",
+                "--plot",
+                "/proc/x/p.png",
+            ],
         ] {
             let args = [&long[..], bad].concat();
             let path = bad[bad.len() - 1];
@@ -341,6 +451,10 @@ fn a_path_the_run_cannot_write_ends_it_within_5_s_before_step_1() {
         }
     }
     let ddp = example("ddp_train");
-    let left = fails_fast(&ddp, &["--world-size", "2", "--out", "/proc/x/y.csv"], "/proc/x/y.csv");
+    let left = fails_fast(
+        &ddp,
+        &["--world-size", "2", "--out", "/proc/x/y.csv"],
+        "/proc/x/y.csv",
+    );
     assert!(left.is_empty());
 }

@@ -28,7 +28,10 @@ use super::flags::RunFlags;
 /// nothing on disk: `outputs::check` makes and checks the folder (on rank 0).
 pub fn checkpoint_dir(flags: &RunFlags) -> Option<CheckpointDir> {
     // clap keeps --keep within 1..; the default is nn-mini's.
-    let keep = flags.keep.and_then(NonZeroUsize::new).unwrap_or(DEFAULT_KEEP);
+    let keep = flags
+        .keep
+        .and_then(NonZeroUsize::new)
+        .unwrap_or(DEFAULT_KEEP);
     let dir = flags.checkpoint_dir.as_ref()?;
     Some(CheckpointDir::new(dir, keep))
 }

@@ -214,14 +214,25 @@ mod tests {
     fn the_elastic_flags_parse_and_their_bad_combinations_are_refused() {
         let f = parse("--checkpoint-dir ck --save-every 20 --keep 5 --resume-latest").unwrap();
         assert_eq!(f.checkpoint_dir, Some(PathBuf::from("ck")));
-        assert_eq!((f.save_every, f.keep, f.resume_latest), (Some(20), Some(5), true));
+        assert_eq!(
+            (f.save_every, f.keep, f.resume_latest),
+            (Some(20), Some(5), true)
+        );
         let help = Run::command().render_long_help().to_string();
-        for words in ["--save-every <N>", "1..=1000000", "[default: 3]", "--resume-latest"] {
+        for words in [
+            "--save-every <N>",
+            "1..=1000000",
+            "[default: 3]",
+            "--resume-latest",
+        ] {
             assert!(help.contains(words), "--help lacks {words}:\n{help}");
         }
         for (line, want) in [
             ("--checkpoint-dir ck --keep 0", "0 is not in 1..=1000000"),
-            ("--checkpoint-dir ck --save-every 0", "0 is not in 1..=1000000"),
+            (
+                "--checkpoint-dir ck --save-every 0",
+                "0 is not in 1..=1000000",
+            ),
             ("--checkpoint-dir ck --save-every x", "invalid digit"),
             ("--resume-latest", "--checkpoint-dir <DIR>"),
             ("--save-every 5", "--checkpoint-dir <DIR>"),

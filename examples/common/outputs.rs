@@ -136,7 +136,14 @@ fn probe_file(path: &Path) -> io::Result<()> {
     }
     match OpenOptions::new().append(true).open(path) {
         Ok(_) => return Ok(()),
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        Err(e)
+            if !matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Err(e)
+        }
         Err(_) => {}
     }
     let folder = match path.parent() {
@@ -153,10 +160,7 @@ fn probe_file(path: &Path) -> io::Result<()> {
             format!("the folder {} {why}", folder.display()),
         ));
     }
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?;
+    OpenOptions::new().write(true).create_new(true).open(path)?;
     fs::remove_file(path)
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use nn_mini::checkpoint::{check_writable, CheckpointDir};
 use nn_mini::train::{TrainConfig, Trainer, TrainingRun};
-use nn_mini::{Checkpoint, CheckpointError};
+use nn_mini::CheckpointError;
 use test_support::{SaveLoopChild, SAVED};
 
 fn keep(k: usize) -> NonZeroUsize {
@@ -58,8 +58,9 @@ fn a_save_keeps_the_newest_k_and_never_a_stranger_or_the_file_just_written() {
     for name in strangers {
         fs::write(dir.path().join(name), b"someone else's").unwrap();
     }
-    // A folder with a checkpoint's name is not a checkpoint either.
-    fs::create_dir(dir.path().join(step_file(1))).unwrap();
+    // A folder with a checkpoint's name is not a checkpoint either (step 0: it would be
+    // the first to go if pruning counted it).
+    fs::create_dir(dir.path().join(step_file(0))).unwrap();
 
     let mut trainer = Trainer::new(config()).unwrap();
     for step in 1..=6 {
@@ -73,28 +74,38 @@ fn a_save_keeps_the_newest_k_and_never_a_stranger_or_the_file_just_written() {
         assert_eq!(saved.removed, expect_removed, "after step {step}");
     }
     assert_eq!(dir.steps().unwrap(), [4, 5, 6]);
-    for name in strangers.iter().copied().chain([step_file(1).as_str()]) {
+    for name in strangers.iter().copied().chain([step_file(0).as_str()]) {
         assert!(dir.path().join(name).exists(), "{name} was removed");
     }
 
-    // Saving an older step (a run restarted from an older checkpoint) keeps that file
-    // and removes the oldest others.
-    let two = CheckpointDir::new(dir.path(), keep(2));
-    let saved = two.save(&trainer.checkpoint().unwrap(), 6).unwrap();
-    assert_eq!(saved.removed, [dir.path_of(4), dir.path_of(5)]);
-    let one = Checkpoint::load(dir.path_of(6)).unwrap();
-    let saved = CheckpointDir::new(dir.path(), keep(1))
-        .save(&one, 6)
+    // Saving an older step (a run that resumed an older checkpoint) keeps that file and
+    // removes the oldest others; keeping 1 leaves only the file just written.
+    let mut older = Trainer::new(config()).unwrap();
+    for _ in 0..3 {
+        older.step().unwrap();
+    }
+    let ck = older.checkpoint().unwrap();
+    let saved = CheckpointDir::new(dir.path(), keep(2))
+        .save(&ck, 3)
         .unwrap();
-    assert!(saved.removed.is_empty(), "the one just written stays");
-    assert_eq!(dir.steps().unwrap(), [6]);
+    assert_eq!(saved.removed, [dir.path_of(4), dir.path_of(5)]);
+    assert_eq!(dir.steps().unwrap(), [3, 6]);
+    let saved = CheckpointDir::new(dir.path(), keep(1))
+        .save(&ck, 3)
+        .unwrap();
+    assert_eq!(saved.removed, [dir.path_of(6)]);
+    assert_eq!(dir.steps().unwrap(), [3]);
+    assert_eq!(dir.latest().unwrap().unwrap().step, 3);
 }
 
 #[test]
 fn latest_skips_a_damaged_newest_checkpoint_and_resumes_the_one_before_bit_for_bit() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = CheckpointDir::new(tmp.path(), keep(10));
-    assert!(dir.latest().unwrap().is_none(), "an empty folder: a first start");
+    assert!(
+        dir.latest().unwrap().is_none(),
+        "an empty folder: a first start"
+    );
     let missing = CheckpointDir::new(tmp.path().join("not-yet"), keep(3));
     assert!(missing.latest().unwrap().is_none(), "a missing folder too");
 
@@ -168,7 +179,10 @@ fn a_folder_that_cannot_be_read_or_written_is_an_error_naming_it() {
     // A "folder" that is a file cannot be listed, made or written.
     let not_a_folder = CheckpointDir::new(&file, keep(3));
     let err = not_a_folder.latest().unwrap_err();
-    assert!(matches!(&err, CheckpointError::Io { path, .. } if path == &file), "{err}");
+    assert!(
+        matches!(&err, CheckpointError::Io { path, .. } if path == &file),
+        "{err}"
+    );
     let err = not_a_folder.create().unwrap_err();
     assert!(
         matches!(&err, CheckpointError::NotWritable { path, .. } if path == &file),
@@ -176,7 +190,10 @@ fn a_folder_that_cannot_be_read_or_written_is_an_error_naming_it() {
     );
     let under = CheckpointDir::new(file.join("ck"), keep(3));
     let err = under.create().unwrap_err().to_string();
-    assert!(err.contains(&file.join("ck").display().to_string()), "{err}");
+    assert!(
+        err.contains(&file.join("ck").display().to_string()),
+        "{err}"
+    );
     let err = check_writable(file.join("ck.safetensors")).unwrap_err();
     assert!(matches!(err, CheckpointError::NotWritable { .. }), "{err}");
 

@@ -160,16 +160,14 @@ pub(super) fn broadcast_from_rank0(
     const NOTHING: i64 = -2;
     let device = group.device();
     let rank0 = match rank0 {
-        Ok(Some(bytes)) if bytes.len() as u64 > MAX_CHECKPOINT_BYTES => {
-            Err(DistError::invalid(
-                "DdpTrainer::resume",
-                format!(
-                    "{} has {} bytes; at most {MAX_CHECKPOINT_BYTES} are moved between ranks",
-                    what(),
-                    bytes.len()
-                ),
-            ))
-        }
+        Ok(Some(bytes)) if bytes.len() as u64 > MAX_CHECKPOINT_BYTES => Err(DistError::invalid(
+            "DdpTrainer::resume",
+            format!(
+                "{} has {} bytes; at most {MAX_CHECKPOINT_BYTES} are moved between ranks",
+                what(),
+                bytes.len()
+            ),
+        )),
         other => other,
     };
     let len = match &rank0 {

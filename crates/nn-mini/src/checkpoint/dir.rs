@@ -138,11 +138,21 @@ impl CheckpointDir {
             path: self.dir.clone(),
             source,
         };
+        if self.dir.exists() && !self.dir.is_dir() {
+            return Err(not_writable(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                "this is a file, not a folder",
+            )));
+        }
         if !self.dir.is_dir() {
             fs::create_dir_all(&self.dir).map_err(|e| {
+                let why = match e.kind() {
+                    io::ErrorKind::NotADirectory => "the path runs through a file".into(),
+                    _ => e.to_string(),
+                };
                 not_writable(io::Error::new(
                     e.kind(),
-                    format!("cannot create the folder: {e}"),
+                    format!("cannot create the folder: {why}"),
                 ))
             })?;
         }

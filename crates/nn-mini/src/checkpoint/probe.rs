@@ -92,7 +92,10 @@ pub(crate) fn probe_folder(dir: &Path, name: &str) -> io::Result<()> {
 fn under_a_file(dir: &Path) -> io::Error {
     io::Error::new(
         io::ErrorKind::NotADirectory,
-        format!("{} is not a folder (the path runs through a file)", dir.display()),
+        format!(
+            "{} is not a folder (the path runs through a file)",
+            dir.display()
+        ),
     )
 }
 
