@@ -286,7 +286,7 @@ fn ddp_kill_and_restart(max_kills: usize) {
     ];
     // An elastic job may come back with fewer or more ranks: 2, 4, 2, 4, ...
     let line = |restart: usize| {
-        let world = if restart % 2 == 0 { "2" } else { "4" };
+        let world = if restart.is_multiple_of(2) { "2" } else { "4" };
         strings(&[&RUN[..], &elastic, &["--world-size", world]].concat())
     };
     let w1 = dir.path().join("w1.csv");

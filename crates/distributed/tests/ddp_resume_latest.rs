@@ -40,7 +40,7 @@ fn every_rank_resumes_the_newest_checkpoint_that_loads_at_another_world_size() {
         let mut t = DdpTrainer::new(config(), INVARIANT, group)?;
         while t.step_count() < 12 {
             t.step()?;
-            if t.step_count() % 3 == 0 {
+            if t.step_count().is_multiple_of(3) {
                 let saved = t.save_in(&dir)?;
                 assert_eq!(saved.is_some(), rank == 0, "only rank 0 writes");
             }
