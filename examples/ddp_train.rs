@@ -152,7 +152,11 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
     };
     if !distributed::broadcast_flag(&*group, checked.is_ok(), 0)? {
         checked?;
-        return Err("rank 0 cannot write the run's outputs (its error names the path)".into());
+        return Err(distributed::DistError::RemoteFailure {
+            rank: 0,
+            message: "cannot write the run's outputs (its error names the path)".into(),
+        }
+        .into());
     }
     let dir = elastic::checkpoint_dir(flags);
 

@@ -79,15 +79,16 @@ for n in 2 4 2 4; do
     sleep 0.05
   done
   if kill -0 "$launcher" 2>/dev/null; then
-    mapfile -t ranks < <(pgrep -P "$launcher")
-    victim="${ranks[$((RANDOM % ${#ranks[@]}))]}"
-    kill -KILL "$victim" 2>/dev/null || true
+    # launch_local.sh starts the ranks in order, so their pids sort by rank.
+    mapfile -t ranks < <(pgrep -P "$launcher" | sort -n)
+    victim=$((RANDOM % ${#ranks[@]}))
+    kill -KILL "${ranks[$victim]}" 2>/dev/null || true
     kills=$((kills + 1))
   fi
   wait "$launcher" || true
   launcher=""
   done_rows="$(rows "$csv")"
-  echo "launch $launches on $n processes: one rank killed at step $done_rows"
+  echo "launch $launches on $n processes: rank $victim killed with SIGKILL at step $done_rows"
 done
 [ "$kills" -ge 1 ] || { echo "no kill landed mid-run" >&2; exit 1; }
 
