@@ -22,6 +22,10 @@
 //!     --invariant --steps 200 --out w4.csv # data parallel: the same bytes as 1 rank
 //! ```
 //!
+//! With `--checkpoint-dir ck --save-every N --resume-latest` the same command line
+//! serves a job's first start and every restart, at any world size in invariant mode
+//! (`common/elastic.rs`).
+//!
 //! Read `main` and `run_rank` top to bottom: the loop is `train_resume`'s, with the GPT
 //! run (`nn_mini::gpt`) in place of the MLP, and `ddp_train`'s launch when
 //! `--backend` asks for ranks; `common/` holds what the three share.
@@ -44,7 +48,9 @@ use distributed::ProcessGroup;
 use nn_mini::gpt::GptTrainConfig;
 
 use args::Args;
-use common::ddp::launch;
+use common::ddp::{check_outputs_on_rank0, launch};
+use common::elastic::{self, save_due};
+use common::outputs;
 use common::report::Report;
 use common::run::{checkpoint_path, exit_code, last_step, Progress};
 use session::Session;
@@ -69,7 +75,7 @@ fn main() -> ExitCode {
 }
 
 /// One run: a single process (`group` is `None`) or one rank of a data parallel job.
-/// Every rank trains; rank 0 also talks.
+/// Every rank trains; rank 0 also talks and writes.
 fn run_rank(args: &Args, group: Option<Arc<dyn ProcessGroup>>) -> Result<ExitCode, Box<dyn Error>> {
     let flags = &args.run;
     let rank = group.as_ref().map_or(0, |g| g.rank());
@@ -79,9 +85,19 @@ fn run_rank(args: &Args, group: Option<Arc<dyn ProcessGroup>>) -> Result<ExitCod
         }
     };
 
-    // 1. Start fresh from the seed, or pick up a checkpoint (see session.rs: which
-    //    flags a resume may repeat, and where it finds the text).
-    let mut run = Session::start(args, group)?;
+    // 0. Before anything else, rank 0 (the only one that writes) checks every path the
+    //    run writes (and --compare, which it reads at the end): a bad one is an error
+    //    on every rank now, not after the training.
+    match &group {
+        Some(group) => check_outputs_on_rank0(flags, &**group)?,
+        None => outputs::check(flags)?,
+    }
+    let dir = elastic::checkpoint_dir(flags);
+
+    // 1. Start fresh from the seed, or pick up a checkpoint: the one --resume names, or
+    //    with --resume-latest the newest in --checkpoint-dir that loads (see
+    //    session.rs: which flags a resume may repeat, and where it finds the text).
+    let (mut run, resumed_from) = Session::start(args, group, dir.as_ref())?;
     let done = run.step_count();
     let steps = last_step::<Args>(flags, done)?;
     say(describe(run.config(), &run.placement()));
@@ -90,13 +106,24 @@ fn run_rank(args: &Args, group: Option<Arc<dyn ProcessGroup>>) -> Result<ExitCod
     //    dropout, next-token cross-entropy, backward, gradients summed across ranks
     //    (data parallel), clipping, the scheduled learning rate, AdamW (read it in
     //    crates/nn-mini/src/gpt/run.rs). A NaN loss or gradient norm stops the run with
-    //    the step it appeared at. `--save-at` checkpoints after that step and stops.
-    let mut progress = Progress::new(flags, steps);
+    //    the step it appeared at. Rank 0 appends each loss to the CSV.
+    //    `--checkpoint-dir` saves every `--save-every` steps and at the last; `--save-at`
+    //    checkpoints after that step and stops.
+    let csv = match rank {
+        0 => elastic::open_csv(flags, run.losses())?,
+        _ => None,
+    };
+    let mut progress = Progress::new(flags, steps, csv);
     while run.step_count() < steps {
         let loss = run.step()?;
         let step = run.step_count();
-        if let Some(line) = progress.record(step, loss) {
+        if let Some(line) = progress.record(step, loss)? {
             say(line);
+        }
+        if let Some(dir) = dir.as_ref().filter(|_| save_due(flags, step, steps)) {
+            if let Some(saved) = run.save_in(dir)? {
+                say(elastic::saved_line(&saved, step));
+            }
         }
         if Some(step) == flags.save_at {
             let path = checkpoint_path(flags);
@@ -108,17 +135,19 @@ fn run_rank(args: &Args, group: Option<Arc<dyn ProcessGroup>>) -> Result<ExitCod
             break;
         }
     }
+    if done == steps {
+        say(format!(
+            "the run had finished: step {done} of {steps}; nothing left to train"
+        ));
+    }
     if rank != 0 {
         return Ok(ExitCode::SUCCESS);
     }
 
-    // 3. Rank 0: this run's rows, the comparison, the plot; then the held-out loss and
-    //    a sample of generated text, when asked for and the run reached its end.
-    let code = Report::of(flags).finish(
-        &progress.rows,
-        run.losses(),
-        flags.resume.as_ref().map(|_| done),
-    )?;
+    // 3. Rank 0: the comparison and the plot; then the held-out loss and a sample of
+    //    generated text, when asked for and the run reached its end.
+    let rows = elastic::report_rows(flags, &progress.rows, run.losses());
+    let code = Report::of(flags).finish(&rows, run.losses(), resumed_from.map(|_| done))?;
     if run.step_count() == steps {
         finish::evaluate_and_sample(args, &mut run)?;
     }

@@ -12,7 +12,8 @@ use clap::builder::RangedU64ValueParser;
 use clap::{Args, CommandFactory, ValueEnum};
 use distributed::{ProcessGroup, ReduceMode, ThreadGroup};
 
-use super::flags::conflict;
+use super::flags::{conflict, RunFlags};
+use super::outputs;
 
 /// The most ranks of the threads backend, and the most micro-shards.
 pub const MAX_RANKS: u64 = 1024;
@@ -163,6 +164,28 @@ pub fn launch<C: CommandFactory>(
             nccl_group(timeout, program).and_then(run_rank)
         }
     }
+}
+
+/// Rank 0, the only rank that writes, checks every path the run writes
+/// ([`outputs::check`]) before anything else, and every rank learns the outcome: a bad
+/// path ends all ranks now, not after the training. A collective.
+pub fn check_outputs_on_rank0(
+    flags: &RunFlags,
+    group: &dyn ProcessGroup,
+) -> Result<(), Box<dyn Error>> {
+    let checked = match group.rank() {
+        0 => outputs::check(flags),
+        _ => Ok(()),
+    };
+    if !distributed::broadcast_flag(group, checked.is_ok(), 0)? {
+        checked?;
+        return Err(distributed::DistError::RemoteFailure {
+            rank: 0,
+            message: "cannot write the run's outputs (its error names the path)".into(),
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// A fresh run's global batch must divide among the ranks.

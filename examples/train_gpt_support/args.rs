@@ -122,7 +122,7 @@ pub struct Args {
 
     /// The whole story: a straight run of --steps (100 unless given), a run killed at
     /// --save-at (default 3/5 of --steps), a resume compared with the straight run
-    #[arg(long, conflicts_with_all = ["resume", "compare", "out"])]
+    #[arg(long, conflicts_with_all = ["resume", "compare", "out", "checkpoint_dir"])]
     pub demo: bool,
 }
 
@@ -277,6 +277,7 @@ mod tests {
             ("--heads 0", "0 is not in 1..=4096"),
             ("--sample 100001", "not in 0..=100000"),
             ("--demo --resume x", "cannot be used with"),
+            ("--demo --checkpoint-dir ck", "cannot be used with"),
         ] {
             let err = parse(line).unwrap_err().to_string();
             assert!(err.contains(want), "{line}: {err}");

@@ -3,16 +3,23 @@
 //! behind the few calls the loop in `main` makes.
 
 use std::error::Error;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use distributed::{GptDdpTrainer, ProcessGroup};
+use nn_mini::checkpoint::{CheckpointDir, Saved};
 use nn_mini::gpt::{DataSpec, Gpt, GptTrainConfig, GptTrainer, Text};
 use nn_mini::train::TrainingRun;
 use nn_mini::Checkpoint;
 
 use super::args::Args;
+use crate::common::elastic;
 use crate::common::flags::check_same;
+
+/// The error of a resume from `path` that failed.
+fn cannot(path: &Path, e: &dyn std::fmt::Display) -> String {
+    format!("cannot resume from {}: {e}", path.display())
+}
 
 /// A GPT run in one process or on one rank.
 pub enum Session {
@@ -23,36 +30,18 @@ pub enum Session {
 }
 
 impl Session {
-    /// A fresh run from the flags, or the run saved in `--resume` (whose settings come
-    /// from the checkpoint; flags may only repeat them, move it to another device or
-    /// worker count, or say where its text is now).
+    /// A fresh run from the flags, or a saved one: the checkpoint `--resume` names, or
+    /// with `--resume-latest` the newest in `dir` (`--checkpoint-dir`) that loads (none
+    /// there: a first start). A resumed run's settings come from its checkpoint; flags
+    /// may only repeat them, move it to another device or worker count, or say where its
+    /// text is now. Returns the run and the checkpoint it resumed, if any.
     pub fn start(
         args: &Args,
         group: Option<Arc<dyn ProcessGroup>>,
-    ) -> Result<Self, Box<dyn Error>> {
+        dir: Option<&CheckpointDir>,
+    ) -> Result<(Self, Option<PathBuf>), Box<dyn Error>> {
         let flags = &args.run;
-        let Some(path) = &flags.resume else {
-            let text = Text::read(args.data_path())?;
-            let data = DataSpec {
-                path: args.data_path().display().to_string(),
-                len: text.bytes().len() as u64,
-                sha256: text.sha256().to_string(),
-            };
-            let device = match &group {
-                Some(group) => group.device(),
-                None => args.device.unwrap_or_default(),
-            };
-            let config = args.train_config(data, device, flags.steps.unwrap_or(200));
-            // Like torch.manual_seed: the loop draws from its own generators, but code
-            // around it that uses the default generator is reproducible too.
-            rng_gen::manual_seed(config.seed);
-            return Ok(match group {
-                None => Session::Single(GptTrainer::new(config)?),
-                Some(group) => Session::Ranks(GptDdpTrainer::new(config, args.ddp.mode(), group)?),
-            });
-        };
-        let cannot =
-            |e: &dyn std::fmt::Display| format!("cannot resume from {}: {e}", path.display());
+        let latest = dir.filter(|_| flags.resume_latest && flags.resume.is_none());
         let workers = flags.workers;
         let data = args.data.as_ref().map(|d| d.display().to_string());
         let adjust = |config: &mut GptTrainConfig| {
@@ -61,25 +50,40 @@ impl Session {
                 config.data.path.clone_from(data);
             }
         };
-        let session = match group {
-            None => {
-                let ck = Checkpoint::load(path).map_err(|e| cannot(&e))?;
-                let device = args.device;
-                Session::Single(
-                    GptTrainer::from_checkpoint_with(&ck, |config| {
-                        adjust(config);
-                        config.device = device.unwrap_or(config.device);
-                    })
-                    .map_err(|e| cannot(&e))?,
-                )
+        let resumed = match (&group, &flags.resume, latest) {
+            (None, Some(path), _) => {
+                let ck = Checkpoint::load(path).map_err(|e| cannot(path, &e))?;
+                Some((Session::single_from(&ck, args, adjust, path)?, path.clone()))
             }
-            Some(group) => {
-                let run =
-                    GptDdpTrainer::resume_with(path, group, adjust).map_err(|e| cannot(&e))?;
-                args.ddp.check_resumed_mode::<Args>(run.mode())?;
-                Session::Ranks(run)
+            (None, None, Some(dir)) => match dir.latest()? {
+                None => None,
+                Some(latest) => {
+                    elastic::warn_skipped(&latest.skipped);
+                    let ck = &latest.checkpoint;
+                    let session = Session::single_from(ck, args, adjust, &latest.path)?;
+                    Some((session, latest.path))
+                }
+            },
+            (Some(group), Some(path), _) => {
+                let run = GptDdpTrainer::resume_with(path, group.clone(), adjust)
+                    .map_err(|e| cannot(path, &e))?;
+                Some((Session::Ranks(run), path.clone()))
             }
+            (Some(group), None, Some(dir)) => {
+                GptDdpTrainer::resume_latest_with(dir, group.clone(), adjust)?.map(|latest| {
+                    elastic::warn_skipped(&latest.skipped);
+                    (Session::Ranks(latest.trainer), latest.path)
+                })
+            }
+            (_, None, None) => None,
         };
+        // No checkpoint to resume (with --resume-latest: the job's first start).
+        let Some((session, path)) = resumed else {
+            return Ok((Session::fresh(args, group)?, None));
+        };
+        if let Session::Ranks(run) = &session {
+            args.ddp.check_resumed_mode::<Args>(run.mode())?;
+        }
         let saved = session.config();
         check_same::<Args, _>("--seed", flags.seed, saved.seed)?;
         check_same::<Args, _>("--batch-size", flags.batch_size, saved.batch_size)?;
@@ -92,7 +96,46 @@ impl Session {
                 session.epoch_position().1
             );
         }
-        Ok(session)
+        Ok((session, Some(path)))
+    }
+
+    /// A fresh run from the flags, on one process or on this rank of `group`.
+    fn fresh(args: &Args, group: Option<Arc<dyn ProcessGroup>>) -> Result<Self, Box<dyn Error>> {
+        let text = Text::read(args.data_path())?;
+        let data = DataSpec {
+            path: args.data_path().display().to_string(),
+            len: text.bytes().len() as u64,
+            sha256: text.sha256().to_string(),
+        };
+        let device = match &group {
+            Some(group) => group.device(),
+            None => args.device.unwrap_or_default(),
+        };
+        let config = args.train_config(data, device, args.run.steps.unwrap_or(200));
+        // Like torch.manual_seed: the loop draws from its own generators, but code
+        // around it that uses the default generator is reproducible too.
+        rng_gen::manual_seed(config.seed);
+        Ok(match group {
+            None => Session::Single(GptTrainer::new(config)?),
+            Some(group) => Session::Ranks(GptDdpTrainer::new(config, args.ddp.mode(), group)?),
+        })
+    }
+
+    /// The single-process run saved in `ck` (read from `path`), its configuration
+    /// passed through `adjust` and moved to `--device` when given.
+    fn single_from(
+        ck: &Checkpoint,
+        args: &Args,
+        adjust: impl FnOnce(&mut GptTrainConfig),
+        path: &Path,
+    ) -> Result<Self, Box<dyn Error>> {
+        let device = args.device;
+        let run = GptTrainer::from_checkpoint_with(ck, |config| {
+            adjust(config);
+            config.device = device.unwrap_or(config.device);
+        })
+        .map_err(|e| cannot(path, &e))?;
+        Ok(Session::Single(run))
     }
 
     /// One training step; its loss (the global batch's, on every rank).
@@ -110,6 +153,15 @@ impl Session {
             Session::Ranks(run) => run.save(path)?,
         }
         Ok(())
+    }
+
+    /// Saves this step's checkpoint in `dir` (rank 0 writes and prunes, every rank
+    /// learns whether it worked): what was written and removed, on rank 0.
+    pub fn save_in(&self, dir: &CheckpointDir) -> Result<Option<Saved>, Box<dyn Error>> {
+        Ok(match self {
+            Session::Single(run) => Some(dir.save(&run.checkpoint()?, run.step_count())?),
+            Session::Ranks(run) => run.save_in(dir)?,
+        })
     }
 
     /// Steps completed.

@@ -44,6 +44,7 @@ pub mod ddp;
 pub mod engine;
 mod env_var;
 mod error;
+mod flag;
 mod group;
 mod host;
 mod launch_env;
@@ -61,6 +62,7 @@ pub use collective_timeout::{
 };
 pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
 pub use error::{DistError, Result};
+pub use flag::broadcast_flag;
 pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
 pub use launch_env::{LaunchEnv, MAX_WORLD_SIZE};
 #[cfg(feature = "mpi")]
@@ -69,7 +71,8 @@ pub use mpi::MpiGroup;
 pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
 pub use threads::ThreadGroup;
 pub use trainer::{
-    DdpLoop, DdpTrainer, GptDdpTrainer, MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY,
+    DdpLoop, DdpTrainer, GptDdpTrainer, ResumedLatest, MAX_CHECKPOINT_BYTES, MODE_KEY,
+    WORLD_SIZE_KEY,
 };
 
 /// True when the NCCL library can be loaded. Always false in a build without the

@@ -23,8 +23,10 @@
 //! [`TrainLoop`]: nn_mini::train::TrainLoop
 
 mod checkpoint;
+mod latest;
 
 pub use checkpoint::{MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
+pub use latest::ResumedLatest;
 
 use std::sync::Arc;
 
@@ -59,7 +61,8 @@ fn check_epoch_layout<C: RunConfig>(
         return Err(DistError::invalid(
             "DdpTrainer::new",
             format!(
-                "{world} ranks would pad the {n} samples of an epoch to {} ({sharded} batches per epoch,                  one process makes {single}): use a dataset size that divides by the world size",
+                "{world} ranks would pad the {n} samples of an epoch to {} ({sharded} batches per epoch, \
+                 one process makes {single}): use a dataset size that divides by the world size",
                 sampler.total_size(n)
             ),
         ));

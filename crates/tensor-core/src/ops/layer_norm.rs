@@ -148,7 +148,10 @@ fn column_grads<T: Float>(
         block_b.fill(0.0);
         for r in r0..(r0 + REDUCE_BLOCK).min(rows) {
             let (dy, x) = (&dy[r * c + first..][..width], &x[r * c + first..][..width]);
-            let columns = block_w.iter_mut().zip(block_b.iter_mut()).zip(dy.iter().zip(x));
+            let columns = block_w
+                .iter_mut()
+                .zip(block_b.iter_mut())
+                .zip(dy.iter().zip(x));
             for ((w, b), (&dy, &x)) in columns {
                 let xhat = normalised(x, mean[r], rstd[r]);
                 *w += dy.to_f64() * xhat.to_f64();
