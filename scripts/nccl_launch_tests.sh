@@ -30,10 +30,10 @@ trap 'rm -rf "$work"' EXIT
 
 # launch NAME N ARGS...: ddp_train --backend nccl ARGS on N processes, rank r working in
 # $work/NAME/rank<r>; prints rank 0's last line. With HOLD_RANK1_FOR set to a file, rank 1
-# starts only once that file says "did not prove this job's token" (at most 60 s later):
+# starts only once that file says "did not prove the job token" (at most 60 s later):
 # the strangers' test uses it so that the stranger, not rank 1, is first at the master.
 rank_prologue='if [ "$RANK" = 1 ] && [ -n "${HOLD_RANK1_FOR:-}" ]; then
-  for _ in $(seq 600); do grep -qs "did not prove this job" "$HOLD_RANK1_FOR" && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -qs "did not prove the job token" "$HOLD_RANK1_FOR" && break; sleep 0.1; done
 fi
 '
 launch() {
@@ -115,7 +115,7 @@ if wait "$foreign"; then
   exit 1
 fi
 cmp "$work/w1/rank0/curve.csv" "$work/strays/rank0/curve.csv"
-grep -q "did not prove this job's token" "$work/foreign.log" ||
+grep -q "did not prove the job token" "$work/foreign.log" ||
   { echo "strays: the other job's rank 1 was not refused for its token" >&2; cat "$work/foreign.log" >&2; exit 1; }
 echo "strangers during formation (HTTP, another job's rank 1): refused; the 2-process CSV is byte-identical"
 

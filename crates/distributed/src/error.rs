@@ -128,6 +128,15 @@ pub enum DistError {
         /// What went wrong.
         message: String,
     },
+    /// The rendezvous store closed the connection: its host (rank 0, or torchrun's
+    /// agent) exited, or the store refused what this rank sent.
+    #[error("rendezvous: the store at {address} closed the connection during {during}")]
+    StoreClosed {
+        /// The store's address.
+        address: String,
+        /// The query under way.
+        during: String,
+    },
     /// An operating-system error (sockets, files).
     #[error("{context}: {source}")]
     Io {

@@ -62,7 +62,7 @@ pub use collective_timeout::{
 pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
 pub use error::{DistError, Result};
 pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
-pub use launch_env::{LaunchEnv, MAX_WORLD_SIZE};
+pub use launch_env::{LaunchEnv, MAX_RESTART_COUNT, MAX_WORLD_SIZE};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiGroup;
 #[cfg(feature = "nccl")]

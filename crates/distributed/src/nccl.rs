@@ -44,7 +44,7 @@ use tensor_core::{DType, Device, Storage, Tensor};
 
 use crate::engine::{AllGather, AllToAll, Broadcast, Engine, GroupInfo, Sum, SumDtype};
 use crate::group::offsets;
-use crate::rendezvous::{fetch, JobToken, RendezvousServer};
+use crate::rendezvous::{JobToken, Rendezvous};
 use crate::{Backend, DistError, LaunchEnv, Result, DEFAULT_TIMEOUT};
 pub use library::{is_nccl_available, nccl_version, unique_id};
 use library::{nccl_error, require_library};
@@ -76,32 +76,31 @@ impl std::fmt::Debug for NcclGroup {
 
 impl NcclGroup {
     /// Joins the job described by torchrun's variables ([`LaunchEnv::from_env`]) on GPU
-    /// `LOCAL_RANK`, exchanging the id through the rendezvous store within `timeout`.
+    /// `LOCAL_RANK`, exchanging the id through the rendezvous store within `timeout`
+    /// ([`Rendezvous`]: torchrun's agent store, or else ditto's own on rank 0).
     /// Every variable is checked first, `LOCAL_RANK` against the machine's GPUs too.
-    /// Rank 0 listens on `DITTO_RENDEZVOUS_BIND` (default `MASTER_ADDR`) and prints the
-    /// connections it refused to stderr; collectives are bounded by
+    /// Rank 0's own store listens on `DITTO_RENDEZVOUS_BIND` (default `MASTER_ADDR`) and
+    /// rank 0 prints the connections it refused to stderr; collectives are bounded by
     /// `DITTO_COLLECTIVE_TIMEOUT_S` (default [`DEFAULT_TIMEOUT`]).
     pub fn from_env(timeout: Duration) -> Result<NcclGroup> {
         let env = LaunchEnv::from_env()?;
         let token = JobToken::from_env(&env)?;
         require_library()?;
         env.check_local_rank(tensor_core::cuda::device_count())?;
-        let id = if env.rank == 0 {
-            let id = unique_id()?;
-            let server = RendezvousServer::bind((env.rendezvous_bind.as_str(), env.master_port))?;
-            for refusal in server.serve(env.world_size, &token, &id, timeout)? {
-                eprintln!("rendezvous on {}: {refusal}", env.master());
-            }
-            id
+        let mut rendezvous = Rendezvous::join(&env, &token, timeout)?;
+        let made = if env.rank == 0 {
+            Some(unique_id()?)
         } else {
-            let bytes = fetch(env.master(), env.rank, env.world_size, &token, timeout)?;
-            bytes
-                .try_into()
-                .map_err(|b: Vec<u8>| DistError::Rendezvous {
-                    address: env.master(),
-                    message: format!("received {} bytes, an NCCL id has 128", b.len()),
-                })?
+            None
         };
+        let id = rendezvous.exchange(made.as_ref().map(|id| &id[..]))?;
+        for refusal in rendezvous.take_refusals() {
+            eprintln!("rendezvous on {}: {refusal}", env.master());
+        }
+        let id: [u8; 128] = id.try_into().map_err(|b: Vec<u8>| DistError::Rendezvous {
+            address: env.master(),
+            message: format!("received {} bytes, an NCCL id has 128", b.len()),
+        })?;
         Ok(
             NcclGroup::new(env.rank, env.world_size, env.local_rank, &id)?
                 .with_timeout(env.collective_timeout),
