@@ -51,6 +51,7 @@ mod launch_env;
 mod mpi;
 #[cfg(feature = "nccl")]
 mod nccl;
+mod progress;
 pub mod rendezvous;
 mod threads;
 mod trainer;
@@ -67,6 +68,7 @@ pub use launch_env::{LaunchEnv, MAX_RESTART_COUNT, MAX_WORLD_SIZE};
 pub use mpi::MpiGroup;
 #[cfg(feature = "nccl")]
 pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
+pub use progress::{ProgressBoard, Straggler, HEARTBEAT};
 pub use threads::ThreadGroup;
 pub use trainer::{DdpTrainer, MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
 

@@ -45,6 +45,7 @@ use tensor_core::{DType, Device, Storage, Tensor};
 use crate::engine::{AllGather, AllToAll, Broadcast, Engine, GroupInfo, Sum, SumDtype};
 use crate::group::offsets;
 use crate::rendezvous::{JobToken, Rendezvous};
+use crate::ProgressBoard;
 use crate::{Backend, DistError, LaunchEnv, Result, DEFAULT_TIMEOUT};
 pub use library::{is_nccl_available, nccl_version, unique_id};
 use library::{nccl_error, require_library};
@@ -62,6 +63,9 @@ pub struct NcclGroup {
     /// Its device is `Device::Cuda(ordinal)`.
     info: GroupInfo,
     ordinal: usize,
+    /// Each rank's progress in the job's store, to name the rank(s) a timed-out
+    /// collective waited for (set by [`NcclGroup::from_env`]).
+    progress: Option<ProgressBoard>,
 }
 
 impl std::fmt::Debug for NcclGroup {
@@ -101,9 +105,11 @@ impl NcclGroup {
             address: env.master(),
             message: format!("received {} bytes, an NCCL id has 128", b.len()),
         })?;
+        let progress = ProgressBoard::start(rendezvous, env.rank, env.world_size)?;
         Ok(
             NcclGroup::new(env.rank, env.world_size, env.local_rank, &id)?
-                .with_timeout(env.collective_timeout),
+                .with_timeout(env.collective_timeout)
+                .with_progress(progress),
         )
     }
 
@@ -112,6 +118,15 @@ impl NcclGroup {
     #[must_use]
     pub fn with_timeout(self, timeout: Duration) -> Self {
         self.watchdog.set_timeout(timeout);
+        self
+    }
+
+    /// Publishes this rank's progress through its collectives on `board`, so that a
+    /// collective that times out names the rank(s) that did not arrive
+    /// ([`DistError::CollectiveTimeoutNamed`]).
+    #[must_use]
+    pub fn with_progress(mut self, board: ProgressBoard) -> Self {
+        self.progress = Some(board);
         self
     }
 
@@ -161,6 +176,7 @@ impl NcclGroup {
                 device: Device::Cuda(ordinal),
             },
             ordinal,
+            progress: None,
         })
     }
 
@@ -181,6 +197,9 @@ impl NcclGroup {
         let sequence = *next;
         *next += 1;
         let comm = self.watchdog.begin(op, sequence)?;
+        if let Some(board) = &self.progress {
+            board.entered(sequence);
+        }
         let outcome = body(comm).and_then(|value| {
             self.stream.synchronize().map_err(|e| DistError::Nccl {
                 op,
@@ -188,7 +207,11 @@ impl NcclGroup {
             })?;
             Ok(value)
         });
-        self.watchdog.end(sequence, outcome)
+        let result = self.watchdog.end(sequence, outcome);
+        match &self.progress {
+            Some(board) => board.finished(sequence, result),
+            None => result,
+        }
     }
 
     /// A zeroed device buffer like `tensor` with `len` elements.

@@ -39,4 +39,8 @@ pub trait Store: Send {
 
     /// Deletes `key`; whether it was there.
     fn delete_key(&mut self, key: &str) -> Result<bool>;
+
+    /// Sets how long one answer may take from now on (a store reached over a socket;
+    /// others ignore it).
+    fn set_timeout(&mut self, _timeout: Duration) {}
 }

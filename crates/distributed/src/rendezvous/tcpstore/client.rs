@@ -261,6 +261,10 @@ impl Store for StoreClient {
         self.read("COMPARE_SET", |r| r.value())
     }
 
+    fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
     fn delete_key(&mut self, key: &str) -> Result<bool> {
         self.send(
             Frame::query(Query::DeleteKey).bytes(&wire_key(key)),
