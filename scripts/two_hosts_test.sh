@@ -76,23 +76,28 @@ mkdir -p "$work/one"
   MASTER_PORT="$(free_port)" timeout "$limit" "$ddp" "${common[@]}" --out curve.csv > "$work/one.log" 2>&1) ||
   { cat "$work/one.log" >&2; echo "FAILED: the 1-process reference" >&2; exit 1; }
 
-# agent NAME NS HOST DEVICES [ddp_train flags...]: host HOST's torchrun agent (2 workers
-# on the stand-in devices DEVICES), working in $work/NAME, logging to $work/NAME.log.
+# agent JOB NAME NS HOST DEVICES [ddp_train flags...]: host HOST's torchrun agent for
+# job JOB (the rendezvous id both hosts share), with 2 workers on the stand-in devices
+# DEVICES, working in $work/NAME, logging to $work/NAME.log.
 agent() {
-  local name="$1" ns="$2" host="$3" devices="$4"
-  shift 4
+  local job="$1" name="$2" ns="$3" host="$4" devices="$5"
+  shift 5
   mkdir -p "$work/$name"
   cd "$work/$name"
   CUDA_VISIBLE_DEVICES="$devices" on_host "$ns" "$host" timeout "$limit" "$torchrun" \
     --nnodes 1:2 --nproc-per-node 2 --max-restarts 2 \
-    --rdzv-backend c10d --rdzv-endpoint ditto-host-a:29400 --rdzv-id "two-hosts-$tag-$name" \
+    --rdzv-backend c10d --rdzv-endpoint ditto-host-a:29400 --rdzv-id "two-hosts-$tag-$job" \
     --rdzv-conf last_call_timeout=5 \
     --no-python "$ddp" "${common[@]}" "$@" > "$work/$name.log" 2>&1
 }
 
 fail() {
   echo "two_hosts_test: $1" >&2
-  for log in "$work"/*.log; do echo "== $log" >&2; tail -30 "$log" >&2; done
+  # The workers' lines, without the agents' Python warnings and tracebacks.
+  for log in "$work"/*.log; do
+    echo "== $log" >&2
+    grep -Ev 'Warning|_conversion_method|run\.py:|cuGetProcAddress|getDeviceCount|^ |^Traceback|^torch\.|^=|^-' "$log" | tail -20 >&2
+  done
   exit 1
 }
 
@@ -101,8 +106,8 @@ fail() {
 mkdir -p "$work/shared"
 
 if [ "$parts" = a ] || [ "$parts" = all ]; then
-  agent a-host-a "$ns_a" ditto-host-a 0,1 --out "$work/shared/a.csv" & pa=$!
-  agent a-host-b "$ns_b" ditto-host-b 2,3 --out "$work/shared/a.csv" & pb=$!
+  agent a a-host-a "$ns_a" ditto-host-a 0,1 --out "$work/shared/a.csv" & pa=$!
+  agent a a-host-b "$ns_b" ditto-host-b 2,3 --out "$work/shared/a.csv" & pb=$!
   wait "$pa" || fail "(a) host A's agent failed"
   wait "$pb" || fail "(a) host B's agent failed"
   cat "$work"/a-host-*.log | grep -q "x 4)" || fail "(a) the job did not run at world size 4"
@@ -113,8 +118,8 @@ fi
 if [ "$parts" = b ] || [ "$parts" = all ]; then
   elastic=(--steps 400 --checkpoint-dir "$work/shared/ckpt" --save-every 20 --resume-latest
     --collective-timeout 10 --out "$work/shared/b.csv")
-  agent b-host-a "$ns_a" ditto-host-a 0,1 "${elastic[@]}" & pa=$!
-  agent b-host-b "$ns_b" ditto-host-b 2,3 "${elastic[@]}" & pb=$!
+  agent b b-host-a "$ns_a" ditto-host-a 0,1 "${elastic[@]}" & pa=$!
+  agent b b-host-b "$ns_b" ditto-host-b 2,3 "${elastic[@]}" & pb=$!
   # Once a checkpoint exists, kill everything on host B.
   for _ in $(seq 1200); do
     ls "$work"/shared/ckpt/step-*.safetensors > /dev/null 2>&1 && break

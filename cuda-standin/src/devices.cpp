@@ -77,6 +77,7 @@ Config read_config() {
     for (size_t i = 0; i < sms.size(); ++i) {
         DeviceInfo d;
         d.ordinal = static_cast<int>(i);
+        d.physical = static_cast<int>(i);
         d.sm_count = sms[i];
         d.cc_major = 9;
         d.cc_minor = 0;
@@ -106,7 +107,7 @@ void apply_visible_devices(Config* config) {
         const bool known = parse_int(item, 0, long(config->devices.size()) - 1, &index);
         if (!known) break;
         bool repeated = false;
-        for (const DeviceInfo& v : visible) repeated |= v.name == config->devices[size_t(index)].name;
+        for (const DeviceInfo& v : visible) repeated |= v.physical == int(index);
         if (repeated) break;
         visible.push_back(config->devices[size_t(index)]);
         visible.back().ordinal = int(visible.size()) - 1;
@@ -150,7 +151,7 @@ bool attribute_value(const DeviceInfo& d, int attribute, int* value) {
         case 20: *value = 0; return true;          // COMPUTE_MODE (default)
         case 31: *value = 1; return true;          // CONCURRENT_KERNELS
         case 32: *value = 0; return true;          // ECC_ENABLED
-        case 33: *value = d.ordinal + 1; return true;  // PCI_BUS_ID
+        case 33: *value = d.physical + 1; return true;  // PCI_BUS_ID
         case 34: *value = 0; return true;          // PCI_DEVICE_ID
         case 39: *value = 2048; return true;       // MAX_THREADS_PER_MULTIPROCESSOR
         case 40: *value = 2; return true;          // ASYNC_ENGINE_COUNT
@@ -174,6 +175,11 @@ bool attribute_value(const DeviceInfo& d, int attribute, int* value) {
 }  // namespace
 
 const std::vector<DeviceInfo>& devices() { return config().devices; }
+
+int physical_device(int ordinal) {
+    const auto& all = devices();
+    return ordinal >= 0 && size_t(ordinal) < all.size() ? all[size_t(ordinal)].physical : ordinal;
+}
 const std::string& device_config_error() { return config().error; }
 
 CUresult require_init(const char* call) {

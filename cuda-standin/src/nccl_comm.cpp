@@ -3,6 +3,8 @@
 // every call holds a `Use` and the abort wakes the holder through an eventfd.
 #include "nccl_comm.h"
 
+#include "context.h"
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -229,7 +231,9 @@ NcclResult join(const char id[128], int nranks, int rank, int device, Comm** out
     hello.key = body.key;
     hello.nranks = nranks;
     hello.rank = rank;
-    hello.device = device;
+    // The hub refuses two ranks on one GPU, as NCCL does: the same physical device (the
+    // same bus id), not the same ordinal, which CUDA_VISIBLE_DEVICES renumbers.
+    hello.device = physical_device(device);
     hello.pid = int32_t(getpid());
     const Waiter wait{-1, Clock::now() + safety_valve()};
     Header head{};

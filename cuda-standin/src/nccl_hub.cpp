@@ -133,7 +133,7 @@ void form(Hub& h) {
                 // NCCL refuses two ranks on one GPU ("Duplicate GPU detected").
                 code = ncclInvalidUsage;
                 why = "Duplicate GPU detected: rank " + std::to_string(a) + " and rank " + std::to_string(b) +
-                      " both on CUDA device " + std::to_string(h.devices[a]);
+                      " both on the stand-in's device #" + std::to_string(h.devices[a]);
                 break;
             }
         }

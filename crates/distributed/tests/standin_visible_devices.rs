@@ -44,8 +44,8 @@ fn devices_seen(visible: &str) -> Vec<String> {
     );
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| l.strip_prefix("device "))
-        .map(str::to_string)
+        // libtest's "test ... " may precede the first line.
+        .filter_map(|l| l.find("device ").map(|at| l[at + "device ".len()..].to_string()))
         .collect()
 }
 
