@@ -6,8 +6,10 @@
 //! ```
 //!
 //! Rank 0 creates NCCL's 128-byte unique id and hands it to the others through the
-//! [`rendezvous`](crate::rendezvous) store on `MASTER_ADDR:MASTER_PORT` (bootstrap
-//! only; every rank proves the job token there); every rank then joins the communicator
+//! [`rendezvous`](crate::rendezvous) store on `MASTER_ADDR:MASTER_PORT` (torchrun's
+//! agent store, or else ditto's own on rank 0; the id travels sealed with the job
+//! token), where each rank's progress stays published for naming a rank that stops
+//! ([`ProgressBoard`]); every rank then joins the communicator
 //! on GPU `LOCAL_RANK`. Collectives run
 //! on the device's default stream, the one ditto's kernels use, so they are ordered
 //! after the kernels that produced their inputs and before those that read their

@@ -45,7 +45,10 @@ fn devices_seen(visible: &str) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         // libtest's "test ... " may precede the first line.
-        .filter_map(|l| l.find("device ").map(|at| l[at + "device ".len()..].to_string()))
+        .filter_map(|l| {
+            l.find("device ")
+                .map(|at| l[at + "device ".len()..].to_string())
+        })
         .collect()
 }
 
