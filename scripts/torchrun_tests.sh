@@ -7,7 +7,13 @@
 #   2. no ditto process listens on MASTER_PORT while the job runs (only torchrun's agent
 #      does: its listening socket is sampled throughout the run);
 #   3. with DITTO_RENDEZVOUS_SECRET set, the job forms the same way (the NCCL id travels
-#      sealed through the agent's store).
+#      sealed through the agent's store);
+#   4. elastic restarts (item 2): under `torchrun --max-restarts 2`, one worker is killed
+#      with SIGKILL at a random step; torchrun restarts the workers (a new attempt, whose
+#      rendezvous keys live under its restart count), they resume from the newest
+#      checkpoint (--checkpoint-dir, --save-every, --resume-latest: the same command
+#      line for the first start and every restart), and the final CSV equals the
+#      uninterrupted run's bytes.
 #
 #   bash scripts/torchrun_tests.sh path/to/ddp_train   # built with --features nccl
 #
@@ -77,4 +83,32 @@ run t2 2
 run t4 4
 secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 run t2-secret 2 DITTO_RENDEZVOUS_SECRET="$secret"
-echo "torchrun_tests: ddp_train joined torchrun's agent store at 2 and 4 processes (and with a secret)"
+
+# 4. Elastic: the line below, SIGKILL one of its workers once a checkpoint exists and the
+# CSV has passed a random step, and let torchrun restart them.
+elastic=(--checkpoint-dir ck --save-every 5 --resume-latest --out run.csv)
+mkdir -p "$work/elastic"
+port="$(free_port)"
+(cd "$work/elastic" && exec "$torchrun" --nproc-per-node 2 --max-restarts 2 --master-port "$port" \
+  --no-python "$ddp" "${common[@]}" "${elastic[@]}") > "$work/elastic.log" 2>&1 &
+agent=$!
+target=$((6 + RANDOM % 40))
+rows() { [ -f "$1" ] && echo $(($(wc -l < "$1") - 1)) || echo 0; }
+deadline=$((SECONDS + limit))
+while kill -0 "$agent" 2>/dev/null && [ "$(rows "$work/elastic/run.csv")" -lt "$target" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || { kill "$agent"; cat "$work/elastic.log" >&2; echo "elastic: step $target never came" >&2; exit 1; }
+  sleep 0.05
+done
+mapfile -t workers < <(pgrep -P "$agent" -f "$ddp")
+[ "${#workers[@]}" -ge 1 ] || { cat "$work/elastic.log" >&2; echo "elastic: no worker to kill" >&2; exit 1; }
+victim="${workers[$((RANDOM % ${#workers[@]}))]}"
+kill -KILL "$victim"
+echo "elastic: worker $victim killed with SIGKILL at step $(rows "$work/elastic/run.csv")"
+timeout "$limit" tail --pid="$agent" -f /dev/null || { kill "$agent"; echo "elastic: torchrun did not finish" >&2; exit 1; }
+wait "$agent" || { cat "$work/elastic.log" >&2; echo "elastic: torchrun failed" >&2; exit 1; }
+grep -q "^resumed ck/step-" "$work/elastic.log" ||
+  { cat "$work/elastic.log" >&2; echo "elastic: the restarted workers did not resume a checkpoint" >&2; exit 1; }
+cmp "$work/one/curve.csv" "$work/elastic/run.csv" ||
+  { echo "elastic: the restarted run's CSV differs from the uninterrupted run's" >&2; exit 1; }
+echo "elastic: torchrun --max-restarts 2 restarted the workers, which resumed; the CSV equals the uninterrupted run's bytes"
+echo "torchrun_tests: ddp_train joined torchrun's agent store at 2 and 4 processes (and with a secret), and survived a restart"
