@@ -184,3 +184,33 @@ fn a_rank_launched_with_another_world_size_ends_the_job_for_every_rank() {
         assert!(message.contains("world size 4"), "{who}: {message}");
     }
 }
+
+#[test]
+fn a_restart_count_that_goes_backwards_is_refused() {
+    use distributed::rendezvous::{check_restart_count, Store, RESTART_COUNT_KEY};
+    let running = StoreServer::bind("127.0.0.1:0")
+        .unwrap()
+        .start(2, &token())
+        .unwrap();
+    let mut store = running.local();
+    for count in [0, 0, 2, 2, 5] {
+        check_restart_count(&mut store, count).unwrap();
+    }
+    match check_restart_count(&mut store, 4).unwrap_err() {
+        DistError::Environment { name, message } => {
+            assert_eq!(name, "TORCHELASTIC_RESTART_COUNT");
+            assert!(
+                message.contains("is 4") && message.contains("attempt 5"),
+                "{message}"
+            );
+        }
+        other => panic!("expected the restart count named, got {other}"),
+    }
+    store.set(RESTART_COUNT_KEY, b"not a number").unwrap();
+    match check_restart_count(&mut store, 6).unwrap_err() {
+        DistError::Rendezvous { message, .. } => {
+            assert!(message.contains("not a restart count"), "{message}")
+        }
+        other => panic!("expected garbage in the store named, got {other}"),
+    }
+}
