@@ -18,6 +18,9 @@
 //! cargo run --release --example ddp_train -- --demo    # 1 rank, 4 ranks, 4 -> 2 resume
 //! ```
 //!
+//! With `--checkpoint-dir ck --save-every N --resume-latest` the same line serves a job's
+//! first start and every restart, at any world size (`common/elastic.rs`).
+//!
 //! Rank 0 prints the progress, writes the CSV and compares. Read `main` and `run_rank`
 //! top to bottom: the loop is the one of `train_resume`, with `distributed::DdpTrainer`
 //! in place of `nn_mini::train::Trainer`; `common/` holds what the two share.
@@ -37,7 +40,9 @@ use std::time::Duration;
 use distributed::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 
 use args::{Args, BackendFlag};
+use common::elastic::{self, save_due};
 use common::flags::{check_same, conflict};
+use common::outputs;
 use common::report::Report;
 use common::run::{checkpoint_path, exit_code, last_step, Progress};
 
@@ -122,7 +127,7 @@ fn nccl_group(_: Duration) -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
     Err("this binary was built without NCCL: cargo build --release --features nccl --example ddp_train".into())
 }
 
-/// One rank's whole run. Every rank trains; rank 0 also talks.
+/// One rank's whole run. Every rank trains; rank 0 also talks and writes.
 fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<dyn Error>> {
     let flags = &args.run;
     let (rank, world) = (group.rank(), group.world_size());
@@ -138,16 +143,49 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
         false => ReduceMode::Fast,
     };
 
-    // 1. Start fresh from the seed, or pick up a checkpoint (saved on any world size).
-    let mut trainer = match &flags.resume {
+    // 0. Rank 0, the only rank that writes, checks every path the run writes before
+    //    anything else, and every rank learns the outcome: a bad path ends all ranks
+    //    now, not after the training.
+    let checked = match rank {
+        0 => outputs::check(flags),
+        _ => Ok(()),
+    };
+    if !distributed::broadcast_flag(&*group, checked.is_ok(), 0)? {
+        checked?;
+        return Err(distributed::DistError::RemoteFailure {
+            rank: 0,
+            message: "cannot write the run's outputs (its error names the path)".into(),
+        }
+        .into());
+    }
+    let dir = elastic::checkpoint_dir(flags);
+
+    // 1. Start fresh from the seed, or pick up a checkpoint (saved on any world size):
+    //    the one --resume names, or with --resume-latest the newest in --checkpoint-dir
+    //    that loads, as rank 0 finds it (it sends the bytes to every rank, so all ranks
+    //    resume the same step; none there: a first start).
+    let resumed = match (&flags.resume, &dir) {
+        (Some(path), _) => Some((
+            DdpTrainer::resume(path, group.clone(), flags.workers)
+                .map_err(|e| format!("cannot resume from {}: {e}", path.display()))?,
+            path.clone(),
+        )),
+        (None, Some(dir)) if flags.resume_latest => {
+            DdpTrainer::resume_latest(dir, group.clone(), flags.workers)?.map(|latest| {
+                elastic::warn_skipped(&latest.skipped);
+                (latest.trainer, latest.path)
+            })
+        }
+        _ => None,
+    };
+    let resumed_from = resumed.as_ref().map(|(_, path)| path.clone());
+    let mut trainer = match resumed {
         None => {
             let config = flags.train_config(group.device());
             rng_gen::manual_seed(config.seed);
             DdpTrainer::new(config, mode, group)?
         }
-        Some(path) => {
-            let trainer = DdpTrainer::resume(path, group, flags.workers)
-                .map_err(|e| format!("cannot resume from {}: {e}", path.display()))?;
+        Some((trainer, path)) => {
             let saved = trainer.config();
             check_same::<Args, _>("--seed", flags.seed, saved.seed)?;
             check_same::<Args, _>("--batch-size", flags.batch_size, saved.batch_size)?;
@@ -186,14 +224,25 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
 
     // 2. Train. `trainer.step()` is one SGD step on this rank's rows of the next global
     //    batch, its gradients summed across the ranks (a collective: every rank calls
-    //    it; read it in crates/distributed/src/trainer/mod.rs). `--save-at`
-    //    checkpoints after that step (rank 0 writes) and stops.
-    let mut progress = Progress::new(flags, steps);
+    //    it; read it in crates/distributed/src/trainer/mod.rs). Rank 0 appends each
+    //    loss to the CSV. `--checkpoint-dir` saves every `--save-every` steps and at the
+    //    last (rank 0 writes; a collective); `--save-at` checkpoints after that step
+    //    (rank 0 writes) and stops.
+    let csv = match rank {
+        0 => elastic::open_csv(flags, trainer.losses())?,
+        _ => None,
+    };
+    let mut progress = Progress::new(flags, steps, csv);
     while trainer.step_count() < steps {
         let loss = trainer.step()?;
         let step = trainer.step_count();
-        if let Some(line) = progress.record(step, loss) {
+        if let Some(line) = progress.record(step, loss)? {
             say(line);
+        }
+        if let Some(dir) = dir.as_ref().filter(|_| save_due(flags, step, steps)) {
+            if let Some(saved) = trainer.save_in(dir)? {
+                say(elastic::saved_line(&saved, step));
+            }
         }
         if Some(step) == flags.save_at {
             let path = checkpoint_path(flags);
@@ -205,14 +254,16 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
             break;
         }
     }
+    if done == steps {
+        say(format!(
+            "the run had finished: step {done} of {steps}; nothing left to train"
+        ));
+    }
     if rank != 0 {
         return Ok(ExitCode::SUCCESS);
     }
 
-    // 3. Rank 0: this run's rows, the comparison, the plot (as train_resume does).
-    Report::of(flags).finish(
-        &progress.rows,
-        trainer.losses(),
-        flags.resume.as_ref().map(|_| done),
-    )
+    // 3. Rank 0: the comparison and the plot (as train_resume does).
+    let rows = elastic::report_rows(flags, &progress.rows, trainer.losses());
+    Report::of(flags).finish(&rows, trainer.losses(), resumed_from.map(|_| done))
 }

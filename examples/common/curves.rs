@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// A CSV that cannot be read or parsed.
@@ -32,22 +33,55 @@ impl fmt::Display for CsvError {
 
 impl std::error::Error for CsvError {}
 
-/// Writes `step,loss` rows; `{:?}` prints the shortest decimal that parses back to the
-/// same f32, so the file round-trips bit for bit.
-pub fn write_csv(path: &Path, rows: &[(u64, f32)]) -> Result<(), CsvError> {
-    let io = |source| CsvError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut text = String::from("step,loss\n");
-    for (step, loss) in rows {
-        text.push_str(&format!("{step},{loss:?}\n"));
-    }
-    let mut file = std::fs::File::create(path).map_err(io)?;
-    file.write_all(text.as_bytes()).map_err(io)
+/// A loss curve written as the run goes: the header and any earlier rows at once, then
+/// each row as it comes, flushed to the file, so that the file on disk is the curve so
+/// far (a killed run keeps its rows; a path that cannot be written fails before the
+/// first step, when the header is written). Rows are `step,loss`; `{:?}` prints the
+/// shortest decimal that parses back to the same f32, so the file round-trips bit for
+/// bit.
+pub struct CurveWriter {
+    path: PathBuf,
+    file: BufWriter<File>,
 }
 
-/// Reads a file written by [`write_csv`].
+impl CurveWriter {
+    /// Creates (or truncates) `path` and writes the header and `earlier` rows.
+    pub fn create(path: &Path, earlier: &[(u64, f32)]) -> Result<Self, CsvError> {
+        let file = File::create(path).map_err(|source| CsvError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut writer = CurveWriter {
+            path: path.to_path_buf(),
+            file: BufWriter::new(file),
+        };
+        writer.write(|file| file.write_all(b"step,loss\n"))?;
+        writer.append(earlier)?;
+        Ok(writer)
+    }
+
+    /// Appends `rows` and flushes them to the file.
+    pub fn append(&mut self, rows: &[(u64, f32)]) -> Result<(), CsvError> {
+        self.write(|file| {
+            rows.iter()
+                .try_for_each(|(step, loss)| writeln!(file, "{step},{loss:?}"))
+        })
+    }
+
+    fn write(
+        &mut self,
+        rows: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+    ) -> Result<(), CsvError> {
+        rows(&mut self.file)
+            .and_then(|()| self.file.flush())
+            .map_err(|source| CsvError::Io {
+                path: self.path.clone(),
+                source,
+            })
+    }
+}
+
+/// Reads a file written by a [`CurveWriter`].
 pub fn read_csv(path: &Path) -> Result<BTreeMap<u64, f32>, CsvError> {
     let text = std::fs::read_to_string(path).map_err(|source| CsvError::Io {
         path: path.to_path_buf(),
@@ -137,7 +171,8 @@ mod tests {
         let rows: Vec<(u64, f32)> = (1..=50u64)
             .map(|s| (s, f32::from_bits(0x3e00_0000 + s as u32 * 7919)))
             .collect();
-        write_csv(&path, &rows).unwrap();
+        let mut writer = CurveWriter::create(&path, &rows[..20]).unwrap();
+        writer.append(&rows[20..]).unwrap();
         let back = read_csv(&path).unwrap();
         assert!(rows.iter().all(|(s, l)| back[s].to_bits() == l.to_bits()));
         assert!(compare(&rows, &back, "same"));

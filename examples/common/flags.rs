@@ -79,7 +79,34 @@ pub struct RunFlags {
     #[arg(long, value_name = "PATH")]
     pub resume: Option<PathBuf>,
 
-    /// Write this run's losses as CSV: step,loss (one row per step run)
+    /// Save periodic checkpoints in DIR as step-NNNNNNNN.safetensors (every
+    /// --save-every steps and at the last step; each written atomically). Made if
+    /// missing; a fresh run refuses a DIR that already holds checkpoints (continue that
+    /// run with --resume-latest, or pick an empty folder)
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+
+    /// With --checkpoint-dir: save a checkpoint every N steps, 1..=1000000 [default:
+    /// only at the last step]
+    #[arg(long, value_name = "N", requires = "checkpoint_dir", value_parser = RangedU64ValueParser::<u64>::new().range(1..=MAX_STEPS))]
+    pub save_every: Option<u64>,
+
+    /// With --checkpoint-dir: keep the newest K checkpoints, 1..=1000000 [default: 3];
+    /// after each save the older ones are removed (never the one just written, never a
+    /// file not named like the folder's checkpoints)
+    #[arg(long, value_name = "K", requires = "checkpoint_dir", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_STEPS))]
+    pub keep: Option<usize>,
+
+    /// With --checkpoint-dir: continue from the newest checkpoint in DIR that loads (a
+    /// damaged newer one is skipped with a warning), or start fresh when DIR holds none,
+    /// so the same command line serves a job's first start and every restart. --out
+    /// then holds the whole run's curve, its earlier steps rewritten from the
+    /// checkpoint's loss history
+    #[arg(long, requires = "checkpoint_dir", conflicts_with = "resume")]
+    pub resume_latest: bool,
+
+    /// Write this run's losses as CSV: step,loss (one row per step run, written as the
+    /// run goes; with --resume-latest, every step of the run)
     #[arg(long, value_name = "PATH")]
     pub out: Option<PathBuf>,
 
@@ -168,6 +195,58 @@ pub fn check_same<C: CommandFactory, T: PartialEq + std::fmt::Display>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    /// A program with just the shared flags.
+    #[derive(Parser, Debug)]
+    struct Run {
+        #[command(flatten)]
+        run: RunFlags,
+    }
+
+    fn parse(line: &str) -> Result<RunFlags, clap::Error> {
+        let run = Run::try_parse_from(std::iter::once("run").chain(line.split_whitespace()))?;
+        run.run.validate::<Run>()?;
+        Ok(run.run)
+    }
+
+    #[test]
+    fn the_elastic_flags_parse_and_their_bad_combinations_are_refused() {
+        let f = parse("--checkpoint-dir ck --save-every 20 --keep 5 --resume-latest").unwrap();
+        assert_eq!(f.checkpoint_dir, Some(PathBuf::from("ck")));
+        assert_eq!(
+            (f.save_every, f.keep, f.resume_latest),
+            (Some(20), Some(5), true)
+        );
+        let help = Run::command().render_long_help().to_string();
+        for words in [
+            "--save-every <N>",
+            "1..=1000000",
+            "[default: 3]",
+            "--resume-latest",
+        ] {
+            assert!(help.contains(words), "--help lacks {words}:\n{help}");
+        }
+        for (line, want) in [
+            ("--checkpoint-dir ck --keep 0", "0 is not in 1..=1000000"),
+            (
+                "--checkpoint-dir ck --save-every 0",
+                "0 is not in 1..=1000000",
+            ),
+            ("--checkpoint-dir ck --save-every x", "invalid digit"),
+            ("--resume-latest", "--checkpoint-dir <DIR>"),
+            ("--save-every 5", "--checkpoint-dir <DIR>"),
+            ("--keep 2", "--checkpoint-dir <DIR>"),
+            (
+                "--checkpoint-dir ck --resume-latest --resume ck/step-00000020.safetensors",
+                "cannot be used with",
+            ),
+            ("--checkpoint-dir", "a value is required"),
+        ] {
+            let err = parse(line).unwrap_err().to_string();
+            assert!(err.contains(want), "{line}: {err}");
+        }
+    }
 
     #[test]
     fn the_batch_bound_is_the_dataset_size() {

@@ -1,6 +1,6 @@
 //! The end of a run, the same for both demos (`train_resume` and `ddp_train`'s rank 0):
-//! write this run's rows, compare them with another run step for step and bit for bit,
-//! and plot the whole history over that run.
+//! compare its rows with another run step for step and bit for bit, and plot the whole
+//! history over that run. (The rows went to `--out` as the run went: `run::Progress`.)
 
 use std::error::Error;
 use std::path::Path;
@@ -11,7 +11,7 @@ use super::{curves, plot};
 
 /// Where a finished run's report goes: the `--out`, `--compare` and `--plot` flags.
 pub struct Report<'a> {
-    /// `--out`: this run's rows as CSV (a resumed run writes only the steps it ran).
+    /// `--out`: this run's CSV, already written; names the run in the plot.
     pub out: Option<&'a Path>,
     /// `--compare`: another run's CSV to compare the rows with.
     pub compare: Option<&'a Path>,
@@ -29,8 +29,8 @@ impl<'a> Report<'a> {
         }
     }
 
-    /// Writes, compares and plots. `rows` are the steps this process ran, `losses` the
-    /// whole history (a resumed run's restored steps first), `resumed_after` the step a
+    /// Compares and plots. `rows` are the steps the run's CSV holds, `losses` the whole
+    /// history (a resumed run's restored steps first), `resumed_after` the step a
     /// resumed run started from. Exit code 1 when the comparison found a difference.
     pub fn finish(
         &self,
@@ -38,9 +38,6 @@ impl<'a> Report<'a> {
         losses: &[f32],
         resumed_after: Option<u64>,
     ) -> Result<ExitCode, Box<dyn Error>> {
-        if let Some(out) = self.out {
-            curves::write_csv(out, rows)?;
-        }
         let mut identical = None;
         let reference = match self.compare {
             Some(path) => Some((file_name(path), curves::read_csv(path)?)),

@@ -64,7 +64,7 @@ pub struct Args {
     /// Threads backend: a straight run on 1 rank, the same on 4 ranks, a run on 4
     /// ranks killed at --save-at and resumed on 2, each compared with the first
     /// (implies --invariant)
-    #[arg(long, conflicts_with_all = ["resume", "compare", "out", "world_size"])]
+    #[arg(long, conflicts_with_all = ["resume", "compare", "out", "world_size", "checkpoint_dir"])]
     pub demo: bool,
 
     #[command(flatten)]
@@ -187,6 +187,7 @@ mod tests {
             ("--collective-timeout 86401", "not in 1..=86400"),
             ("--collective-timeout 10m", "invalid digit"),
             ("--backend mpi --collective-timeout 5", "under mpirun"),
+            ("--demo --checkpoint-dir ck", "cannot be used with"),
         ] {
             let err = parse(line).unwrap_err().to_string();
             assert!(err.contains(want), "{line}: {err}");

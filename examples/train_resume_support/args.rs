@@ -33,7 +33,7 @@ pub struct Args {
 
     /// The whole story: a straight run, a run killed at --save-at (default 3/5 of
     /// --steps), a resume compared with the straight run
-    #[arg(long, conflicts_with_all = ["resume", "compare", "out"])]
+    #[arg(long, conflicts_with_all = ["resume", "compare", "out", "checkpoint_dir"])]
     pub demo: bool,
 }
 
@@ -123,6 +123,7 @@ mod tests {
             ("--steps 10 --save-at 11", "after the last step"),
             ("--demo --resume x", "cannot be used with"),
             ("--demo=1", "unexpected value"),
+            ("--demo --checkpoint-dir ck", "cannot be used with"),
         ] {
             let err = parse(line).unwrap_err().to_string();
             assert!(err.contains(want), "{line}: {err}");

@@ -44,6 +44,7 @@ pub mod ddp;
 pub mod engine;
 mod env_var;
 mod error;
+mod flag;
 mod group;
 mod host;
 mod launch_env;
@@ -62,6 +63,7 @@ pub use collective_timeout::{
 };
 pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
 pub use error::{DistError, Result};
+pub use flag::broadcast_flag;
 pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
 pub use launch_env::{LaunchEnv, MAX_RESTART_COUNT, MAX_WORLD_SIZE};
 #[cfg(feature = "mpi")]
@@ -70,7 +72,7 @@ pub use mpi::MpiGroup;
 pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
 pub use progress::{ProgressBoard, Straggler, HEARTBEAT};
 pub use threads::ThreadGroup;
-pub use trainer::{DdpTrainer, MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
+pub use trainer::{DdpTrainer, ResumedLatest, MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
 
 /// True when the NCCL library can be loaded. Always false in a build without the
 /// `nccl` feature (like `torch.distributed.is_nccl_available()` in a build without

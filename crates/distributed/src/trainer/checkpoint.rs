@@ -17,7 +17,7 @@ use nn_mini::Checkpoint;
 use tensor_core::{Device, Tensor};
 
 use super::DdpTrainer;
-use crate::{DistError, ProcessGroup, ReduceMode, Result};
+use crate::{broadcast_flag, DistError, ProcessGroup, ReduceMode, Result};
 
 /// Metadata key of the reduce mode (`fast` or `invariant:<shards>`).
 pub const MODE_KEY: &str = "ddp.mode";
@@ -37,22 +37,36 @@ impl DdpTrainer {
     /// Writes [`checkpoint`](Self::checkpoint) to `path` (atomically, from rank 0 only)
     /// and tells every rank whether that worked. A collective.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        self.on_rank0(
+            || format!("could not write the checkpoint {}", path.display()),
+            |ck| Ok(ck.save(path)?),
+        )?;
+        Ok(())
+    }
+
+    /// Rank 0 runs `write` on [`checkpoint`](Self::checkpoint) and every rank learns
+    /// whether that worked: rank 0 gets `write`'s result, the others `None` or a
+    /// [`DistError::RemoteFailure`] saying `failed`. A collective.
+    pub(super) fn on_rank0<T>(
+        &self,
+        failed: impl FnOnce() -> String,
+        write: impl FnOnce(Checkpoint) -> Result<T>,
+    ) -> Result<Option<T>> {
         let group = self.ddp.group();
         let written = match group.rank() {
-            0 => self.checkpoint().and_then(|ck| Ok(ck.save(path.as_ref())?)),
-            _ => Ok(()),
+            0 => self.checkpoint().and_then(write).map(Some),
+            _ => Ok(None),
         };
-        let mut flag = Tensor::from_vec(vec![i64::from(written.is_ok())], &[1], Device::Cpu)?
-            .to_device(group.device())?;
-        group.broadcast(&mut flag, 0)?;
-        written?;
-        if flag.to_vec::<i64>()?[0] != 1 {
+        let ok = broadcast_flag(&**group, written.is_ok(), 0)?;
+        let written = written?;
+        if !ok {
             return Err(DistError::RemoteFailure {
                 rank: 0,
-                message: format!("could not write the checkpoint {}", path.as_ref().display()),
+                message: failed(),
             });
         }
-        Ok(())
+        Ok(written)
     }
 
     /// The configuration and reduce mode stored in a checkpoint.
@@ -117,46 +131,81 @@ impl DdpTrainer {
 /// ranks allocate what rank 0 announces, so the announcement is capped first.
 pub const MAX_CHECKPOINT_BYTES: u64 = 1 << 30;
 
-/// Rank 0's bytes of `path`, on every rank (a length, then the bytes; a length of -1
-/// says rank 0 could not read the file, and every rank errors). A file over
-/// [`MAX_CHECKPOINT_BYTES`] is refused by rank 0 before it reads it, and an announced
-/// length over it by every other rank before it allocates.
+/// Rank 0's bytes of `path`, on every rank; every rank errors when rank 0 could not
+/// read it (see [`broadcast_from_rank0`]).
 fn broadcast_file(group: &dyn ProcessGroup, path: &Path) -> Result<Vec<u8>> {
-    let device = group.device();
     let read = match group.rank() {
-        0 => read_capped(path),
-        _ => Ok(Vec::new()),
+        0 => read_capped(path).map(Some),
+        _ => Ok(None),
     };
-    let len = read.as_ref().map_or(-1, |b| b.len() as i64);
+    let what = || format!("the checkpoint {}", path.display());
+    broadcast_from_rank0(group, read, what)?.ok_or_else(|| DistError::RemoteFailure {
+        rank: 0,
+        message: format!("found no bytes in {}", what()),
+    })
+}
+
+/// What rank 0 passes in `rank0` (other ranks pass anything; only rank 0's counts), on
+/// every rank: a length, then the bytes. A length of -1 says rank 0 failed (it returns
+/// its own error, every other rank a [`DistError::RemoteFailure`] naming `what`), -2
+/// that rank 0 had nothing (`None` everywhere). Bytes over [`MAX_CHECKPOINT_BYTES`] are
+/// refused by rank 0 before it announces them, and an announced length over it by every
+/// other rank before it allocates. A collective.
+pub(super) fn broadcast_from_rank0(
+    group: &dyn ProcessGroup,
+    rank0: Result<Option<Vec<u8>>>,
+    what: impl Fn() -> String,
+) -> Result<Option<Vec<u8>>> {
+    const FAILED: i64 = -1;
+    const NOTHING: i64 = -2;
+    let device = group.device();
+    let rank0 = match rank0 {
+        Ok(Some(bytes)) if bytes.len() as u64 > MAX_CHECKPOINT_BYTES => Err(DistError::invalid(
+            "DdpTrainer::resume",
+            format!(
+                "{} has {} bytes; at most {MAX_CHECKPOINT_BYTES} are moved between ranks",
+                what(),
+                bytes.len()
+            ),
+        )),
+        other => other,
+    };
+    let len = match &rank0 {
+        Ok(Some(bytes)) => bytes.len() as i64,
+        Ok(None) => NOTHING,
+        Err(_) => FAILED,
+    };
     let mut header = Tensor::from_vec(vec![len], &[1], Device::Cpu)?.to_device(device)?;
     group.broadcast(&mut header, 0)?;
     let len = header.to_vec::<i64>()?[0];
-    let bytes = read?;
+    let mine = match (group.rank(), rank0) {
+        (0, Err(e)) => return Err(e),
+        (0, Ok(bytes)) => bytes,
+        _ => None,
+    };
     let len = match u64::try_from(len) {
         Ok(n) if n <= MAX_CHECKPOINT_BYTES => n as usize,
         Ok(n) => {
             return Err(DistError::RemoteFailure {
                 rank: 0,
                 message: format!(
-                    "announced a checkpoint of {n} bytes, more than {MAX_CHECKPOINT_BYTES}"
+                    "announced {} of {n} bytes, more than {MAX_CHECKPOINT_BYTES}",
+                    what()
                 ),
             })
         }
+        Err(_) if len == NOTHING => return Ok(None),
         Err(_) => {
             return Err(DistError::RemoteFailure {
                 rank: 0,
-                message: format!("could not read the checkpoint {}", path.display()),
+                message: format!("could not read {}", what()),
             })
         }
     };
-    let mine = if group.rank() == 0 {
-        bytes
-    } else {
-        vec![0u8; len]
-    };
+    let mine = mine.unwrap_or_else(|| vec![0u8; len]);
     let mut data = Tensor::from_vec(mine, &[len], Device::Cpu)?.to_device(device)?;
     group.broadcast(&mut data, 0)?;
-    Ok(data.to_vec::<u8>()?)
+    Ok(Some(data.to_vec::<u8>()?))
 }
 
 /// The bytes of `path`, if it is at most [`MAX_CHECKPOINT_BYTES`] long.

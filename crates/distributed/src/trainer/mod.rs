@@ -20,8 +20,10 @@
 //! [`Trainer`]: nn_mini::train::Trainer
 
 mod checkpoint;
+mod latest;
 
 pub use checkpoint::{MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
+pub use latest::ResumedLatest;
 
 use std::sync::Arc;
 

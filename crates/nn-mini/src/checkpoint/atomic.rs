@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::probe::folder_of;
 use super::stale::{remove_stale_temp_files, temp_name};
 use super::CheckpointError;
 
@@ -31,22 +32,14 @@ pub(crate) fn write_atomically_with(
         let path = path.to_path_buf();
         move |source| CheckpointError::Io { path, source }
     };
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = folder_of(path);
     let name = path.file_name().ok_or_else(|| CheckpointError::Io {
         path: path.to_path_buf(),
         source: io::Error::new(io::ErrorKind::InvalidInput, "not a file path"),
     })?;
     let name = name.to_string_lossy();
     remove_stale_temp_files(&dir, &name);
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let tmp = dir.join(temp_name(
-        &name,
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed),
-    ));
+    let tmp = temp_path(&dir, &name);
     let written = (|| {
         let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         file.lock()?;
@@ -68,6 +61,17 @@ pub(crate) fn write_atomically_with(
         return Err(io_error(path)(e));
     }
     sync_dir(&dir).map_err(io_error(&dir))
+}
+
+/// A temporary file path of this process for a save of `name` (a file name) in `dir`,
+/// unique among this process's saves and probes.
+pub(crate) fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    dir.join(temp_name(
+        name,
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+    ))
 }
 
 /// Makes a rename in `dir` durable.

@@ -19,6 +19,32 @@ pub enum CheckpointError {
         #[source]
         source: std::io::Error,
     },
+    /// A path a run will save to cannot be written: checked before the run starts
+    /// ([`check_writable`](crate::checkpoint::check_writable),
+    /// [`CheckpointDir::create`](crate::checkpoint::CheckpointDir::create)), so a bad
+    /// path costs seconds, not the training before the first save.
+    #[error("cannot save checkpoints at {path}: {source}")]
+    NotWritable {
+        /// The checkpoint file or folder asked for.
+        path: PathBuf,
+        /// What the operating system said when a file was created there.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A checkpoint folder holds checkpoint files, but none of them loads. Starting a
+    /// fresh run there instead would bury what may be a run's only progress (files of a
+    /// newer ditto, say), and its saves would later prune them away.
+    #[error(
+        "none of the {} checkpoint(s) in {dir} loads: {}",
+        .skipped.len(),
+        describe_skipped(.skipped)
+    )]
+    NoLoadableCheckpoint {
+        /// The folder.
+        dir: PathBuf,
+        /// Each checkpoint file, newest first, with why it did not load.
+        skipped: Vec<(PathBuf, String)>,
+    },
     /// The file ends before the data its header describes (a partial copy or an
     /// interrupted write that bypassed the atomic save).
     #[error("checkpoint is truncated: {reason}")]
@@ -187,4 +213,13 @@ impl CheckpointError {
             },
         }
     }
+}
+
+/// `a: why; b: why` for [`CheckpointError::NoLoadableCheckpoint`].
+fn describe_skipped(skipped: &[(PathBuf, String)]) -> String {
+    let each: Vec<String> = skipped
+        .iter()
+        .map(|(path, why)| format!("{}: {why}", path.display()))
+        .collect();
+    each.join("; ")
 }

@@ -70,6 +70,12 @@ fn may_be_alive(_pid: u32) -> bool {
 /// or removing a file are ignored: cleaning up is a courtesy, never a reason for the
 /// save itself to fail.
 pub(crate) fn remove_stale_temp_files(dir: &Path, target: &str) -> usize {
+    remove_stale_temp_files_of(dir, |of| of == target)
+}
+
+/// [`remove_stale_temp_files`] for every target whose file name `is_target` accepts (a
+/// checkpoint folder cleans up after killed saves of any of its steps).
+pub(crate) fn remove_stale_temp_files_of(dir: &Path, is_target: impl Fn(&str) -> bool) -> usize {
     let Ok(entries) = fs::read_dir(dir) else {
         return 0;
     };
@@ -80,7 +86,7 @@ pub(crate) fn remove_stale_temp_files(dir: &Path, target: &str) -> usize {
         let Some((of, pid)) = name.to_str().and_then(parse_temp_name) else {
             continue;
         };
-        if of != target || pid == me || may_be_alive(pid) {
+        if !is_target(of) || pid == me || may_be_alive(pid) {
             continue;
         }
         let path = entry.path();
