@@ -119,13 +119,5 @@ grep -q "did not prove the job token" "$work/foreign.log" ||
   { echo "strays: the other job's rank 1 was not refused for its token" >&2; cat "$work/foreign.log" >&2; exit 1; }
 echo "strangers during formation (HTTP, another job's rank 1): refused; the 2-process CSV is byte-identical"
 
-# The README's torchrun line, where torch is installed.
-if command -v torchrun > /dev/null 2>&1; then
-  mkdir -p "$work/t2"
-  (cd "$work/t2" && timeout "$limit" torchrun --nproc-per-node 2 --no-python "$ddp" --backend nccl \
-    "${common[@]}" --out curve.csv > "$work/t2.log" 2>&1) || { cat "$work/t2.log" >&2; exit 1; }
-  cmp "$work/w1/rank0/curve.csv" "$work/t2/curve.csv"
-  echo "torchrun --nproc-per-node 2: the CSV is byte-identical to 1 process's"
-else
-  echo "torchrun is not installed here: the README's torchrun line was not run"
-fi
+# The README's torchrun lines (torchrun's own agent store, restarts) are run by
+# scripts/torchrun_tests.sh, with torch from scripts/install_torch.sh.
