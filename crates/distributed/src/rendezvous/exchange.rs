@@ -211,6 +211,24 @@ fn await_receipts(
     Ok(())
 }
 
+/// `world` and `rank` as the wire's u32s, for a rank that checks in with rank 0
+/// (`1..world`); a typed error for `op` otherwise.
+pub(crate) fn peer_claim(op: &'static str, world: usize, rank: usize) -> Result<(u32, u32)> {
+    let (Ok(world32), Ok(rank32)) = (u32::try_from(world), u32::try_from(rank)) else {
+        return Err(DistError::invalid(
+            op,
+            format!("world size {world} does not fit the wire format's u32"),
+        ));
+    };
+    if rank == 0 || rank >= world {
+        return Err(DistError::invalid(
+            op,
+            format!("rank {rank}; expected 1..{world} (rank 0 hosts the rendezvous)"),
+        ));
+    }
+    Ok((world32, rank32))
+}
+
 /// A non-zero rank's side: checks in as `rank` of `world` under `keys` and waits up to
 /// `timeout` (plus [`VERDICT_GRACE`]) for rank 0's verdict; returns the payload.
 pub fn peer(
@@ -221,18 +239,7 @@ pub fn peer(
     rank: usize,
     timeout: Duration,
 ) -> Result<Vec<u8>> {
-    let (Ok(world32), Ok(rank32)) = (u32::try_from(world), u32::try_from(rank)) else {
-        return Err(DistError::invalid(
-            "rendezvous",
-            format!("world size {world} does not fit the wire format's u32"),
-        ));
-    };
-    if rank == 0 || rank >= world {
-        return Err(DistError::invalid(
-            "rendezvous",
-            format!("rank {rank} cannot check in; expected 1..{world}"),
-        ));
-    }
+    let (world32, rank32) = peer_claim("rendezvous", world, rank)?;
     let check_in = CheckIn {
         world: world32,
         rank: rank32,

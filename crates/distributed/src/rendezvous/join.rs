@@ -101,35 +101,23 @@ impl Rendezvous {
         timeout: Duration,
     ) -> Result<Rendezvous> {
         let deadline = Instant::now() + timeout;
-        let (Ok(world32), Ok(rank32)) = (u32::try_from(world), u32::try_from(rank)) else {
-            return Err(DistError::invalid(
-                "Rendezvous::peer",
-                format!("world size {world} does not fit the wire format's u32"),
-            ));
-        };
-        if rank == 0 || rank >= world {
-            return Err(DistError::invalid(
-                "Rendezvous::peer",
-                format!("rank {rank}; expected 1..{world} (rank 0 hosts the store)"),
-            ));
-        }
+        let (world32, rank32) = exchange::peer_claim("Rendezvous::peer", world, rank)?;
         let handshake = Handshake {
             token,
             world: world32,
             rank: rank32,
         };
         let client = StoreClient::connect(address, Some(handshake), timeout)?;
-        Ok(Rendezvous {
-            store: Box::new(client),
-            hosted: None,
-            keys: Keys::own_store(),
-            agent: false,
-            token: token.clone(),
-            rank,
-            world,
+        let keys = Keys::own_store();
+        Ok(Rendezvous::client(
+            client,
+            keys,
+            false,
+            token,
+            (rank, world),
             timeout,
             deadline,
-        })
+        ))
     }
 
     /// Rank `rank` of `world`, joining torchrun's agent store at `address` (a plain
@@ -151,17 +139,39 @@ impl Rendezvous {
         }
         let mut client = StoreClient::connect(address, None, timeout)?;
         check_restart_count(&mut client, restart_count)?;
-        Ok(Rendezvous {
+        let keys = Keys::torchrun(restart_count);
+        Ok(Rendezvous::client(
+            client,
+            keys,
+            true,
+            token,
+            (rank, world),
+            timeout,
+            deadline,
+        ))
+    }
+
+    /// A rank that reaches its store through `client`.
+    fn client(
+        client: StoreClient,
+        keys: Keys,
+        agent: bool,
+        token: &JobToken,
+        (rank, world): (usize, usize),
+        timeout: Duration,
+        deadline: Instant,
+    ) -> Rendezvous {
+        Rendezvous {
             store: Box::new(client),
             hosted: None,
-            keys: Keys::torchrun(restart_count),
-            agent: true,
+            keys,
+            agent,
             token: token.clone(),
             rank,
             world,
             timeout,
             deadline,
-        })
+        }
     }
 
     /// Hands rank 0's `payload` (NCCL's id) to every rank: rank 0 passes it and gets it
