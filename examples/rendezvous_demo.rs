@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
-use distributed::rendezvous::{fetch, JobToken, RendezvousServer};
+use distributed::rendezvous::{JobToken, Rendezvous};
 use distributed::{DistError, LaunchEnv};
 
 /// One rank of a rendezvous-only job (see the file's documentation).
@@ -56,26 +56,28 @@ fn main() -> ExitCode {
 }
 
 fn run(env: &LaunchEnv, token: &JobToken, timeout: Duration) -> Result<(), DistError> {
+    let mut rendezvous = Rendezvous::join(env, token, timeout)?;
     if env.rank == 0 {
         let greeting = format!("hello from rank 0 of job {:?}", token.job_id());
-        let server = RendezvousServer::bind((env.rendezvous_bind.as_str(), env.master_port))?;
         println!(
             "rank 0: listening on {} for {} rank(s) of job {:?}",
-            server.address(),
+            rendezvous.store().address(),
             env.world_size - 1,
             token.job_id()
         );
-        let refusals = server.serve(env.world_size, token, greeting.as_bytes(), timeout)?;
+        let formed = rendezvous.exchange(Some(greeting.as_bytes())).map(drop);
+        let refusals = rendezvous.take_refusals();
         for refusal in &refusals {
             println!("rank 0: {refusal}");
         }
+        formed?;
         println!(
             "rank 0: the job formed ({} rank(s) joined, {} connection(s) refused)",
             env.world_size,
             refusals.len()
         );
     } else {
-        let payload = fetch(env.master(), env.rank, env.world_size, token, timeout)?;
+        let payload = rendezvous.exchange(None)?;
         println!(
             "rank {}: joined; rank 0 says {:?}",
             env.rank,

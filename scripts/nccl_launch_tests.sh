@@ -30,10 +30,10 @@ trap 'rm -rf "$work"' EXIT
 
 # launch NAME N ARGS...: ddp_train --backend nccl ARGS on N processes, rank r working in
 # $work/NAME/rank<r>; prints rank 0's last line. With HOLD_RANK1_FOR set to a file, rank 1
-# starts only once that file says "did not prove this job's token" (at most 60 s later):
+# starts only once that file says "did not prove the job token" (at most 60 s later):
 # the strangers' test uses it so that the stranger, not rank 1, is first at the master.
 rank_prologue='if [ "$RANK" = 1 ] && [ -n "${HOLD_RANK1_FOR:-}" ]; then
-  for _ in $(seq 600); do grep -qs "did not prove this job" "$HOLD_RANK1_FOR" && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -qs "did not prove the job token" "$HOLD_RANK1_FOR" && break; sleep 0.1; done
 fi
 '
 launch() {
@@ -115,17 +115,9 @@ if wait "$foreign"; then
   exit 1
 fi
 cmp "$work/w1/rank0/curve.csv" "$work/strays/rank0/curve.csv"
-grep -q "did not prove this job's token" "$work/foreign.log" ||
+grep -q "did not prove the job token" "$work/foreign.log" ||
   { echo "strays: the other job's rank 1 was not refused for its token" >&2; cat "$work/foreign.log" >&2; exit 1; }
 echo "strangers during formation (HTTP, another job's rank 1): refused; the 2-process CSV is byte-identical"
 
-# The README's torchrun line, where torch is installed.
-if command -v torchrun > /dev/null 2>&1; then
-  mkdir -p "$work/t2"
-  (cd "$work/t2" && timeout "$limit" torchrun --nproc-per-node 2 --no-python "$ddp" --backend nccl \
-    "${common[@]}" --out curve.csv > "$work/t2.log" 2>&1) || { cat "$work/t2.log" >&2; exit 1; }
-  cmp "$work/w1/rank0/curve.csv" "$work/t2/curve.csv"
-  echo "torchrun --nproc-per-node 2: the CSV is byte-identical to 1 process's"
-else
-  echo "torchrun is not installed here: the README's torchrun line was not run"
-fi
+# The README's torchrun lines (torchrun's own agent store, restarts) are run by
+# scripts/torchrun_tests.sh, with torch from scripts/install_torch.sh.

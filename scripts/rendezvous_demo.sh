@@ -15,7 +15,9 @@ trap 'kill "${master:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 source scripts/free_port.sh
 port="$(free_port)"
 export MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2
-export DITTO_JOB_ID="demo-$$" DITTO_RENDEZVOUS_SECRET="not-on-the-wire-$RANDOM$RANDOM"
+# A random 256-bit secret (64 hex digits): the rendezvous refuses one under 128 bits.
+secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export DITTO_JOB_ID="demo-$$" DITTO_RENDEZVOUS_SECRET="$secret"
 
 RANK=0 "$demo" --timeout 30 >"$work/rank0.log" 2>&1 &
 master=$!
@@ -30,7 +32,11 @@ if DITTO_JOB_ID="someone-elses-job" RANK=1 "$demo" --timeout 5 | tee "$work/fore
     echo "rendezvous_demo: the foreign process was admitted" >&2
     exit 1
 fi
-grep -q "did not prove this job's token" "$work/foreign.log"
+grep -q "did not prove the job token" "$work/foreign.log"
+if grep -q "demo-$$" "$work/foreign.log"; then
+    echo "rendezvous_demo: the refusal told the foreign process the job id" >&2
+    exit 1
+fi
 
 echo "== an HTTP request to the master's port"
 exec 3<>"/dev/tcp/127.0.0.1/$port"
@@ -48,7 +54,7 @@ wait "$master"
 master=
 echo "== rank 0's log"
 cat "$work/rank0.log"
-grep -q "did not prove this job's token" "$work/rank0.log"
-grep -q "not a ditto rendezvous check-in" "$work/rank0.log"
+grep -q "did not prove the job token" "$work/rank0.log"
+grep -q "not a ditto check-in" "$work/rank0.log"
 grep -q "the job formed" "$work/rank0.log"
 echo "rendezvous_demo: the foreign process and the HTTP request were refused; the 2-rank job formed"

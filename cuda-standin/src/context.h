@@ -15,7 +15,8 @@ namespace standin {
 
 // One simulated GPU, from DITTO_CUDA_STANDIN_DEVICES (see devices.cpp).
 struct DeviceInfo {
-    int ordinal;
+    int ordinal;   // as this process numbers it (after CUDA_VISIBLE_DEVICES)
+    int physical;  // among all the stand-in's devices: the same GPU in every process
     int sm_count;
     int cc_major;
     int cc_minor;
@@ -26,6 +27,8 @@ struct DeviceInfo {
 
 // Parsed once; empty (and `device_config_error` set) when the variable is malformed.
 const std::vector<DeviceInfo>& devices();
+// The physical index of visible device `ordinal` (itself when out of range).
+int physical_device(int ordinal);
 const std::string& device_config_error();
 
 // A device's primary context: the only kind the stand-in creates.

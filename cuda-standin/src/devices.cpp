@@ -7,6 +7,12 @@
 // Even ordinals report memory pools (cudarc then allocates with cuMemAllocAsync), odd ones
 // do not (cuMemAlloc_v2 with a sync before each free), so both of cudarc's paths run.
 // DITTO_CUDA_STANDIN_MEMORY_MB caps each device's memory (default 8192).
+//
+// CUDA_VISIBLE_DEVICES is honoured as the driver does: a comma list of device indices
+// picks which of those devices the process sees, in that order, renumbered from 0; the
+// list ends at the first entry that is not a device (so "" or "-1" hides them all).
+// Device names keep the index they have among all devices ("#2"), so two processes
+// that see "device 0" can tell which one each has.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -71,6 +77,7 @@ Config read_config() {
     for (size_t i = 0; i < sms.size(); ++i) {
         DeviceInfo d;
         d.ordinal = static_cast<int>(i);
+        d.physical = static_cast<int>(i);
         d.sm_count = sms[i];
         d.cc_major = 9;
         d.cc_minor = 0;
@@ -84,8 +91,38 @@ Config read_config() {
     return config;
 }
 
+// The devices CUDA_VISIBLE_DEVICES (when set) leaves visible, renumbered.
+void apply_visible_devices(Config* config) {
+    const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+    if (env == nullptr || !config->error.empty()) return;
+    const std::string list = env;
+    std::vector<DeviceInfo> visible;
+    size_t start = 0;
+    while (start <= list.size()) {
+        const size_t comma = list.find(',', start);
+        std::string item = list.substr(start, comma - start);
+        item.erase(0, item.find_first_not_of(' '));
+        item.erase(item.find_last_not_of(' ') + 1);
+        long index = -1;
+        const bool known = parse_int(item, 0, long(config->devices.size()) - 1, &index);
+        if (!known) break;
+        bool repeated = false;
+        for (const DeviceInfo& v : visible) repeated |= v.physical == int(index);
+        if (repeated) break;
+        visible.push_back(config->devices[size_t(index)]);
+        visible.back().ordinal = int(visible.size()) - 1;
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    config->devices = visible;
+}
+
 const Config& config() {
-    static const Config c = read_config();
+    static const Config c = [] {
+        Config read = read_config();
+        apply_visible_devices(&read);
+        return read;
+    }();
     return c;
 }
 
@@ -114,7 +151,7 @@ bool attribute_value(const DeviceInfo& d, int attribute, int* value) {
         case 20: *value = 0; return true;          // COMPUTE_MODE (default)
         case 31: *value = 1; return true;          // CONCURRENT_KERNELS
         case 32: *value = 0; return true;          // ECC_ENABLED
-        case 33: *value = d.ordinal + 1; return true;  // PCI_BUS_ID
+        case 33: *value = d.physical + 1; return true;  // PCI_BUS_ID
         case 34: *value = 0; return true;          // PCI_DEVICE_ID
         case 39: *value = 2048; return true;       // MAX_THREADS_PER_MULTIPROCESSOR
         case 40: *value = 2; return true;          // ASYNC_ENGINE_COUNT
@@ -138,6 +175,11 @@ bool attribute_value(const DeviceInfo& d, int attribute, int* value) {
 }  // namespace
 
 const std::vector<DeviceInfo>& devices() { return config().devices; }
+
+int physical_device(int ordinal) {
+    const auto& all = devices();
+    return ordinal >= 0 && size_t(ordinal) < all.size() ? all[size_t(ordinal)].physical : ordinal;
+}
 const std::string& device_config_error() { return config().error; }
 
 CUresult require_init(const char* call) {
@@ -168,7 +210,10 @@ CUresult cuInit(unsigned int flags) {
         return fail(CUDA_ERROR_INVALID_VALUE, "cuInit", "%s", device_config_error().c_str());
     }
     if (devices().empty()) {
-        return fail(CUDA_ERROR_NO_DEVICE, "cuInit", "DITTO_CUDA_STANDIN_DEVICES=0");
+        return fail(CUDA_ERROR_NO_DEVICE, "cuInit", "%s",
+                    std::getenv("CUDA_VISIBLE_DEVICES") != nullptr
+                        ? "no device is visible (CUDA_VISIBLE_DEVICES)"
+                        : "DITTO_CUDA_STANDIN_DEVICES=0");
     }
     std::lock_guard<std::mutex> guard(state_lock());
     initialized = true;

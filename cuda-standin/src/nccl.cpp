@@ -4,7 +4,8 @@
 //
 // Each rank drives one emulated device, in its own process (one per GPU, as torchrun
 // launches them) or as a thread of a shared one (the tests); both join the same way. The
-// unique id names a clique and the loopback port of its hub, which ncclGetUniqueId
+// unique id names a clique and the address and port of its hub (loopback, or the
+// interface NCCL_SOCKET_IFNAME selects, for ranks on several hosts), which ncclGetUniqueId
 // starts in the calling process (nccl_hub.h), as NCCL's bootstrap root lives in rank 0's
 // process. Device memory is host memory here, so a collective copies each rank's buffer
 // to the hub and back, and runs when it is issued (the stand-in runs all stream work in

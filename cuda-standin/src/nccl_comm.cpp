@@ -3,6 +3,8 @@
 // every call holds a `Use` and the abort wakes the holder through an eventfd.
 #include "nccl_comm.h"
 
+#include "context.h"
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "nccl_hub.h"
+#include "nccl_iface.h"
 
 namespace standin::nccl {
 
@@ -50,8 +53,8 @@ namespace {
 std::mutex live_lock;
 std::set<Comm*> live;
 
-// Connects to the hub on the loopback port; -1 and `*why` when it cannot.
-int connect_hub(uint16_t port, std::string* why) {
+// Connects to the hub at `address:port` (the unique id's); -1 and `*why` when it cannot.
+int connect_hub(uint32_t address, uint16_t port, std::string* why) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         *why = std::string("socket: ") + std::strerror(errno);
@@ -59,10 +62,10 @@ int connect_hub(uint16_t port, std::string* why) {
     }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_addr.s_addr = address;
     addr.sin_port = htons(port);
     if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-        *why = std::string("connecting to 127.0.0.1:") + std::to_string(port) + ": " + std::strerror(errno);
+        *why = "connecting to " + address_text(address) + ":" + std::to_string(port) + ": " + std::strerror(errno);
         close(fd);
         return -1;
     }
@@ -190,7 +193,8 @@ NcclResult make_unique_id(char id[128]) {
         body.key = keys();
     }
     std::string why;
-    body.port = start_hub(body.key, &why);
+    if (!hub_address(&body.address, &why)) return fail(ncclSystemError, "ncclGetUniqueId", why);
+    body.port = start_hub(body.key, body.address, &why);
     if (body.port == 0) return fail(ncclSystemError, "ncclGetUniqueId", "cannot start the bootstrap hub: " + why);
     static std::once_flag exit_hook;
     std::call_once(exit_hook, [] { std::atexit(at_exit); });
@@ -208,7 +212,7 @@ NcclResult join(const char id[128], int nranks, int rank, int device, Comm** out
         return fail(ncclInvalidArgument, call, "the unique id was not made by this stand-in's ncclGetUniqueId");
     }
     std::string why;
-    const int fd = connect_hub(body.port, &why);
+    const int fd = connect_hub(body.address, body.port, &why);
     if (fd < 0) {
         return fail(ncclSystemError, call,
                     "cannot reach the hub of this unique id (made by pid " + std::to_string(body.pid) + "): " + why);
@@ -227,7 +231,9 @@ NcclResult join(const char id[128], int nranks, int rank, int device, Comm** out
     hello.key = body.key;
     hello.nranks = nranks;
     hello.rank = rank;
-    hello.device = device;
+    // The hub refuses two ranks on one GPU, as NCCL does: the same physical device (the
+    // same bus id), not the same ordinal, which CUDA_VISIBLE_DEVICES renumbers.
+    hello.device = physical_device(device);
     hello.pid = int32_t(getpid());
     const Waiter wait{-1, Clock::now() + safety_valve()};
     Header head{};

@@ -2,6 +2,7 @@
 // (which acts on what the rank sends) and a writer (which drains what is queued for it),
 // so a rank that is slow to read never stops the hub from hearing the others.
 #include "nccl_hub.h"
+#include "nccl_iface.h"
 
 #include <cerrno>
 #include <condition_variable>
@@ -132,7 +133,7 @@ void form(Hub& h) {
                 // NCCL refuses two ranks on one GPU ("Duplicate GPU detected").
                 code = ncclInvalidUsage;
                 why = "Duplicate GPU detected: rank " + std::to_string(a) + " and rank " + std::to_string(b) +
-                      " both on CUDA device " + std::to_string(h.devices[a]);
+                      " both on the stand-in's device #" + std::to_string(h.devices[a]);
                 break;
             }
         }
@@ -292,7 +293,7 @@ void acceptor(std::shared_ptr<Hub> hub) {
 
 }  // namespace
 
-uint16_t start_hub(uint64_t key, std::string* why) {
+uint16_t start_hub(uint64_t key, uint32_t address, std::string* why) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         *why = std::string("socket: ") + std::strerror(errno);
@@ -300,12 +301,12 @@ uint16_t start_hub(uint64_t key, std::string* why) {
     }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_addr.s_addr = address;
     addr.sin_port = 0;
     socklen_t len = sizeof addr;
     if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, 64) != 0 ||
         getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-        *why = std::string("listening on 127.0.0.1: ") + std::strerror(errno);
+        *why = "listening on " + address_text(address) + ": " + std::strerror(errno);
         close(fd);
         return 0;
     }

@@ -17,10 +17,10 @@
 
 namespace standin::nccl {
 
-// Starts a hub for a new clique with key `key`; its port, or 0 when no socket could be
-// opened (`*why` says why). The hub stops accepting once every rank joined, or after the
+// Starts a hub for a new clique with key `key`, listening on `address` (network byte
+// order, nccl_iface.h); its port, or 0 when no socket could be opened (`*why` says why). The hub stops accepting once every rank joined, or after the
 // safety valve if some never did, and ends when every rank has left.
-uint16_t start_hub(uint64_t key, std::string* why);
+uint16_t start_hub(uint64_t key, uint32_t address, std::string* why);
 
 // Waits (until `deadline`) until every hub this process runs has seen every rank leave
 // and has written out every frame it queued; called when the process exits. A hub lives

@@ -67,13 +67,16 @@ struct Hello {
     int32_t pid;
 };
 
-// The unique id's layout: magic, key, the hub's loopback port and process id.
+// The unique id's layout: magic, key, the hub's port and process id, and its IPv4
+// address (network byte order; loopback unless NCCL_SOCKET_IFNAME picks an interface,
+// nccl_iface.h), as NCCL's id carries rank 0's bootstrap address.
 constexpr char kMagic[16] = "ditto-standin-n";
 struct IdBody {
     char magic[16];
     uint64_t key;
     uint16_t port;
     int32_t pid;
+    uint32_t address;
 };
 
 // No frame's payload may exceed this: a collective's buffer is device memory, which the

@@ -69,6 +69,21 @@ pub enum DistError {
         /// backend does; NCCL does not say which peer it waits for).
         missing: Option<Vec<usize>>,
     },
+    /// A collective did not complete within the collective timeout, and the ranks'
+    /// progress in the job's store ([`crate::ProgressBoard`]) names the rank(s) that did
+    /// not arrive and where they stopped. Like [`DistError::CollectiveTimeout`] (which
+    /// it replaces when the store can tell), the group is unusable afterwards.
+    #[error("{op} #{sequence} timed out after {timeout:?}: {}", describe_stragglers(.stragglers))]
+    CollectiveTimeoutNamed {
+        /// The collective.
+        op: &'static str,
+        /// Its number among this group's collectives, counting from 0.
+        sequence: u64,
+        /// The limit that expired.
+        timeout: Duration,
+        /// The ranks that did not arrive, with where they stopped.
+        stragglers: Vec<crate::progress::Straggler>,
+    },
     /// Some ranks left (their handle was dropped, their process exited or their
     /// connection closed) before they took part.
     #[error("{op}{}: rank(s) {ranks:?} exited before taking part", describe_sequence(.sequence))]
@@ -128,6 +143,15 @@ pub enum DistError {
         /// What went wrong.
         message: String,
     },
+    /// The rendezvous store closed the connection: its host (rank 0, or torchrun's
+    /// agent) exited, or the store refused what this rank sent.
+    #[error("rendezvous: the store at {address} closed the connection during {during}")]
+    StoreClosed {
+        /// The store's address.
+        address: String,
+        /// The query under way.
+        during: String,
+    },
     /// An operating-system error (sockets, files).
     #[error("{context}: {source}")]
     Io {
@@ -152,6 +176,11 @@ fn describe_missing(missing: &Option<Vec<usize>>) -> String {
         Some(ranks) => format!("rank(s) {ranks:?} did not arrive"),
         None => "the backend does not say which rank(s) did not arrive".into(),
     }
+}
+
+fn describe_stragglers(stragglers: &[crate::progress::Straggler]) -> String {
+    let named: Vec<String> = stragglers.iter().map(ToString::to_string).collect();
+    named.join("; ")
 }
 
 fn describe_sequence(sequence: &Option<u64>) -> String {

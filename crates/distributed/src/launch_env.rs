@@ -1,5 +1,6 @@
 //! torchrun's environment (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`,
-//! `MASTER_PORT`) and ditto's own launch variables (`DITTO_JOB_ID`,
+//! `MASTER_PORT`, and under torchrun's agent `TORCHELASTIC_USE_AGENT_STORE`,
+//! `TORCHELASTIC_RESTART_COUNT`) and ditto's own launch variables (`DITTO_JOB_ID`,
 //! `DITTO_RENDEZVOUS_BIND`, `DITTO_COLLECTIVE_TIMEOUT_S`), read with typed errors that
 //! name the variable and the range it must lie in. Everything is checked here, at
 //! start-up, before any socket is opened or any collective runs: a bad launch fails on
@@ -39,7 +40,17 @@ pub struct LaunchEnv {
     /// How long a collective may take before every rank gives up:
     /// `DITTO_COLLECTIVE_TIMEOUT_S`, else [`crate::DEFAULT_TIMEOUT`].
     pub collective_timeout: Duration,
+    /// torchrun's agent hosts the job's TCPStore on `MASTER_ADDR:MASTER_PORT`
+    /// (`TORCHELASTIC_USE_AGENT_STORE=True`): every rank joins it as a client and no
+    /// rank binds the port.
+    pub agent_store: bool,
+    /// How many times torchrun has restarted the workers (`TORCHELASTIC_RESTART_COUNT`,
+    /// default 0); the rendezvous keys of each attempt live under their own prefix.
+    pub restart_count: u64,
 }
+
+/// The largest restart count accepted (torchrun's `--max-restarts` is far below it).
+pub const MAX_RESTART_COUNT: u64 = 1_000_000;
 
 /// The reminder every "not set" error carries.
 const LAUNCH_HINT: &str = "launch with torchrun-style variables: RANK, WORLD_SIZE, \
@@ -95,6 +106,24 @@ impl LaunchEnv {
             None => master_addr.clone(),
         };
         let collective_timeout = collective_timeout_from_vars(&get)?;
+        // torchrun writes Python's str(True) / str(False).
+        let agent_store = match get("TORCHELASTIC_USE_AGENT_STORE")
+            .as_deref()
+            .map(str::trim)
+        {
+            None | Some("False") => false,
+            Some("True") => true,
+            Some(other) => {
+                return Err(bad(
+                    "TORCHELASTIC_USE_AGENT_STORE",
+                    format!("{other:?}; expected True or False (torchrun sets it)"),
+                ))
+            }
+        };
+        let restart_count = match get("TORCHELASTIC_RESTART_COUNT") {
+            Some(v) => parse_in("TORCHELASTIC_RESTART_COUNT", &v, 0..=MAX_RESTART_COUNT)?,
+            None => 0,
+        };
         Ok(LaunchEnv {
             rank,
             world_size,
@@ -104,6 +133,8 @@ impl LaunchEnv {
             job_id,
             rendezvous_bind,
             collective_timeout,
+            agent_store,
+            restart_count,
         })
     }
 
@@ -175,6 +206,15 @@ mod tests {
         assert_eq!(e.job_id, "127.0.0.1:1234/world=2");
         assert_eq!(e.rendezvous_bind, "127.0.0.1");
         assert_eq!(e.collective_timeout, crate::DEFAULT_TIMEOUT);
+        assert_eq!((e.agent_store, e.restart_count), (false, 0));
+        let e = env(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+            ("TORCHELASTIC_RESTART_COUNT", "2"),
+        ])
+        .unwrap();
+        assert_eq!((e.agent_store, e.restart_count), (true, 2));
         let e = env(&[
             ("RANK", "0"),
             ("WORLD_SIZE", "2"),
@@ -261,6 +301,16 @@ mod tests {
                 with("DITTO_COLLECTIVE_TIMEOUT_S", "0"),
                 "DITTO_COLLECTIVE_TIMEOUT_S",
                 "0 is not in 1..=86400",
+            ),
+            (
+                with("TORCHELASTIC_USE_AGENT_STORE", "yes"),
+                "TORCHELASTIC_USE_AGENT_STORE",
+                "expected True or False",
+            ),
+            (
+                with("TORCHELASTIC_RESTART_COUNT", "-1"),
+                "TORCHELASTIC_RESTART_COUNT",
+                "not a whole number",
             ),
             (
                 with("DITTO_COLLECTIVE_TIMEOUT_S", "10m"),

@@ -52,6 +52,7 @@ mod launch_env;
 mod mpi;
 #[cfg(feature = "nccl")]
 mod nccl;
+mod progress;
 pub mod rendezvous;
 mod threads;
 mod trainer;
@@ -64,11 +65,12 @@ pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
 pub use error::{DistError, Result};
 pub use flag::broadcast_flag;
 pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
-pub use launch_env::{LaunchEnv, MAX_WORLD_SIZE};
+pub use launch_env::{LaunchEnv, MAX_RESTART_COUNT, MAX_WORLD_SIZE};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiGroup;
 #[cfg(feature = "nccl")]
 pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
+pub use progress::{ProgressBoard, Straggler, HEARTBEAT};
 pub use threads::ThreadGroup;
 pub use trainer::{
     DdpLoop, DdpTrainer, GptDdpTrainer, ResumedLatest, MAX_CHECKPOINT_BYTES, MODE_KEY,

@@ -6,8 +6,10 @@
 //! ```
 //!
 //! Rank 0 creates NCCL's 128-byte unique id and hands it to the others through the
-//! [`rendezvous`](crate::rendezvous) store on `MASTER_ADDR:MASTER_PORT` (bootstrap
-//! only; every rank proves the job token there); every rank then joins the communicator
+//! [`rendezvous`](crate::rendezvous) store on `MASTER_ADDR:MASTER_PORT` (torchrun's
+//! agent store, or else ditto's own on rank 0; the id travels sealed with the job
+//! token), where each rank's progress stays published for naming a rank that stops
+//! ([`ProgressBoard`]); every rank then joins the communicator
 //! on GPU `LOCAL_RANK`. Collectives run
 //! on the device's default stream, the one ditto's kernels use, so they are ordered
 //! after the kernels that produced their inputs and before those that read their
@@ -44,7 +46,8 @@ use tensor_core::{DType, Device, Storage, Tensor};
 
 use crate::engine::{AllGather, AllToAll, Broadcast, Engine, GroupInfo, Sum, SumDtype};
 use crate::group::offsets;
-use crate::rendezvous::{fetch, JobToken, RendezvousServer};
+use crate::rendezvous::{JobToken, Rendezvous};
+use crate::ProgressBoard;
 use crate::{Backend, DistError, LaunchEnv, Result, DEFAULT_TIMEOUT};
 pub use library::{is_nccl_available, nccl_version, unique_id};
 use library::{nccl_error, require_library};
@@ -62,6 +65,9 @@ pub struct NcclGroup {
     /// Its device is `Device::Cuda(ordinal)`.
     info: GroupInfo,
     ordinal: usize,
+    /// Each rank's progress in the job's store, to name the rank(s) a timed-out
+    /// collective waited for (set by [`NcclGroup::from_env`]).
+    progress: Option<ProgressBoard>,
 }
 
 impl std::fmt::Debug for NcclGroup {
@@ -76,35 +82,36 @@ impl std::fmt::Debug for NcclGroup {
 
 impl NcclGroup {
     /// Joins the job described by torchrun's variables ([`LaunchEnv::from_env`]) on GPU
-    /// `LOCAL_RANK`, exchanging the id through the rendezvous store within `timeout`.
+    /// `LOCAL_RANK`, exchanging the id through the rendezvous store within `timeout`
+    /// ([`Rendezvous`]: torchrun's agent store, or else ditto's own on rank 0).
     /// Every variable is checked first, `LOCAL_RANK` against the machine's GPUs too.
-    /// Rank 0 listens on `DITTO_RENDEZVOUS_BIND` (default `MASTER_ADDR`) and prints the
-    /// connections it refused to stderr; collectives are bounded by
+    /// Rank 0's own store listens on `DITTO_RENDEZVOUS_BIND` (default `MASTER_ADDR`) and
+    /// rank 0 prints the connections it refused to stderr; collectives are bounded by
     /// `DITTO_COLLECTIVE_TIMEOUT_S` (default [`DEFAULT_TIMEOUT`]).
     pub fn from_env(timeout: Duration) -> Result<NcclGroup> {
         let env = LaunchEnv::from_env()?;
         let token = JobToken::from_env(&env)?;
         require_library()?;
         env.check_local_rank(tensor_core::cuda::device_count())?;
-        let id = if env.rank == 0 {
-            let id = unique_id()?;
-            let server = RendezvousServer::bind((env.rendezvous_bind.as_str(), env.master_port))?;
-            for refusal in server.serve(env.world_size, &token, &id, timeout)? {
-                eprintln!("rendezvous on {}: {refusal}", env.master());
-            }
-            id
+        let mut rendezvous = Rendezvous::join(&env, &token, timeout)?;
+        let made = if env.rank == 0 {
+            Some(unique_id()?)
         } else {
-            let bytes = fetch(env.master(), env.rank, env.world_size, &token, timeout)?;
-            bytes
-                .try_into()
-                .map_err(|b: Vec<u8>| DistError::Rendezvous {
-                    address: env.master(),
-                    message: format!("received {} bytes, an NCCL id has 128", b.len()),
-                })?
+            None
         };
+        let id = rendezvous.exchange(made.as_ref().map(|id| &id[..]))?;
+        for refusal in rendezvous.take_refusals() {
+            eprintln!("rendezvous on {}: {refusal}", env.master());
+        }
+        let id: [u8; 128] = id.try_into().map_err(|b: Vec<u8>| DistError::Rendezvous {
+            address: env.master(),
+            message: format!("received {} bytes, an NCCL id has 128", b.len()),
+        })?;
+        let progress = ProgressBoard::start(rendezvous, env.rank, env.world_size)?;
         Ok(
             NcclGroup::new(env.rank, env.world_size, env.local_rank, &id)?
-                .with_timeout(env.collective_timeout),
+                .with_timeout(env.collective_timeout)
+                .with_progress(progress),
         )
     }
 
@@ -113,6 +120,15 @@ impl NcclGroup {
     #[must_use]
     pub fn with_timeout(self, timeout: Duration) -> Self {
         self.watchdog.set_timeout(timeout);
+        self
+    }
+
+    /// Publishes this rank's progress through its collectives on `board`, so that a
+    /// collective that times out names the rank(s) that did not arrive
+    /// ([`DistError::CollectiveTimeoutNamed`]).
+    #[must_use]
+    pub fn with_progress(mut self, board: ProgressBoard) -> Self {
+        self.progress = Some(board);
         self
     }
 
@@ -162,6 +178,7 @@ impl NcclGroup {
                 device: Device::Cuda(ordinal),
             },
             ordinal,
+            progress: None,
         })
     }
 
@@ -182,6 +199,9 @@ impl NcclGroup {
         let sequence = *next;
         *next += 1;
         let comm = self.watchdog.begin(op, sequence)?;
+        if let Some(board) = &self.progress {
+            board.entered(sequence);
+        }
         let outcome = body(comm).and_then(|value| {
             self.stream.synchronize().map_err(|e| DistError::Nccl {
                 op,
@@ -189,7 +209,11 @@ impl NcclGroup {
             })?;
             Ok(value)
         });
-        self.watchdog.end(sequence, outcome)
+        let result = self.watchdog.end(sequence, outcome);
+        match &self.progress {
+            Some(board) => board.finished(sequence, result),
+            None => result,
+        }
     }
 
     /// A zeroed device buffer like `tensor` with `len` elements.

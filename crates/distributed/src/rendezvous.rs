@@ -1,56 +1,55 @@
-//! A small TCP rendezvous store on the master: how NCCL's 128-byte id reaches every
-//! rank (PyTorch's `TCPStore` plays this part under torchrun). Bootstrap only: it moves
-//! one payload from rank 0 to the others, never tensor data.
+//! How NCCL's 128-byte id reaches every rank: through a key-value store that speaks
+//! PyTorch's `TCPStore` protocol. Bootstrap (and, later, each rank's progress), never
+//! tensor data.
 //!
-//! Rank 0 listens on `MASTER_ADDR:MASTER_PORT` (or `DITTO_RENDEZVOUS_BIND`); every other
-//! rank connects (retrying while the master is not up yet), checks in with its rank and
-//! proves that it belongs to this job ([`JobToken`]: a challenge-response HMAC-SHA256
-//! over fresh nonces, so the key never crosses the wire and a recorded check-in cannot
-//! be replayed). When all `world - 1` peers are in, the master sends each of them the
-//! payload. Unlike `TCPStore`, the port need not be on a trusted network:
+//! - **Under torchrun** (`TORCHELASTIC_USE_AGENT_STORE=True`) the agent already hosts
+//!   the job's `TCPStore` on `MASTER_ADDR:MASTER_PORT`: every rank joins it as a client
+//!   ([`StoreClient`]) and no ditto process binds a port. Keys live under
+//!   `worker/attempt_N/ditto/` (`N` = `TORCHELASTIC_RESTART_COUNT`).
+//! - **Otherwise** rank 0 hosts ditto's own store ([`StoreServer`]) there: the same
+//!   protocol behind the job token's handshake ([`gate`]), so only ranks that prove the
+//!   token get a session, and strangers can neither stall the job nor learn anything
+//!   about it. One client serves both stores.
 //!
-//! - a connection that does not prove the token (another job, a stale process, a
-//!   replay) is refused with a message and takes no slot; the real rank still gets in;
-//! - a connection that is not a check-in at all (an HTTP request, a port scan) or says
-//!   nothing is closed, after at most a few seconds, by a handshake thread of its own:
-//!   it neither ends nor holds up the forming job;
-//! - a second proven check-in for a rank already in is refused with a message naming
-//!   both addresses; the first keeps its slot;
-//! - every length read from the socket is checked against a cap
-//!   ([`MAX_PAYLOAD`], [`MAX_REASON`], the world size) before anything is allocated.
+//! On either store the ranks run the same exchange ([`exchange`]): each peer writes a
+//! check-in MAC'd with the job token ([`JobToken`]), rank 0 checks them all and writes
+//! each peer a verdict sealed with the token (XChaCha20-Poly1305) and bound to that
+//! peer's check-in: the id, or why the job cannot form. Everything is bounded by one
+//! timeout:
 //!
-//! Everything is bounded by one timeout:
-//!
-//! - a rank that never checks in: the master answers every connected peer with the
-//!   missing ranks and returns [`DistError::Timeout`](crate::DistError::Timeout) naming
-//!   them; the peers return the same error;
-//! - a rank that checks in and then exits (its connection closes): the master notices
-//!   at once, and every rank returns
-//!   [`DistError::PeerExited`](crate::DistError::PeerExited) naming it;
-//! - a master that never comes up or goes away: the peers return `Timeout` /
+//! - a rank that never checks in: rank 0 tells every waiting peer which ranks are
+//!   missing, and every rank returns [`DistError::Timeout`](crate::DistError::Timeout)
+//!   naming them;
+//! - a rank that checks in and exits (ditto's store sees its connection close): every
+//!   rank returns [`DistError::PeerExited`](crate::DistError::PeerExited) naming it;
+//! - a rank 0 that never comes up or goes away: the peers return `Timeout` /
 //!   `PeerExited` naming rank 0.
 //!
-//! The wire format (version 2) is in docs/distributed.md, "The rendezvous wire format".
+//! What this protects, with and without `DITTO_RENDEZVOUS_SECRET`, and the wire format
+//! (version [`WIRE_VERSION`]) are in docs/distributed.md §5-6.
 
-mod client;
-mod server;
+pub mod exchange;
+pub mod gate;
+mod join;
+mod records;
+mod seal;
+mod store;
+pub mod tcpstore;
+pub(crate) mod timed_io;
 mod token;
-mod wire;
 
-use std::time::Duration;
+pub use exchange::{NoWatch, Watch, VERDICT_GRACE};
+pub use gate::{MAX_REASON, REFUSED_UNPROVEN, WIRE_VERSION};
+pub use join::{check_restart_count, Rendezvous, RESTART_COUNT_KEY};
+pub use records::{check_in_record, Keys, MAX_PAYLOAD};
+pub use store::Store;
+pub use tcpstore::{Handshake, LocalStore, RunningStore, StoreClient, StoreServer};
+pub use token::{
+    estimated_secret_bits, Claim, JobToken, Side, MAC_LEN, MAX_JOB_ID_LEN, MAX_SECRET_LEN,
+    MIN_SECRET_BITS, NONCE_LEN,
+};
 
-pub use client::fetch;
-pub use server::RendezvousServer;
-pub use token::{Claim, JobToken, Side, MAC_LEN, MAX_JOB_ID_LEN, MAX_SECRET_LEN, NONCE_LEN};
-pub use wire::{MAX_PAYLOAD, MAX_REASON};
-
-/// How often the master looks for new peers and closed connections.
-const POLL: Duration = Duration::from_millis(10);
-/// How long peers wait beyond the timeout for the master's verdict (which names the
-/// missing ranks), before concluding the master itself is gone.
-const VERDICT_GRACE: Duration = Duration::from_secs(2);
-
-/// A connection the master turned away while the job formed, and why (what the peer
+/// A connection ditto's store turned away while the job formed, and why (what the peer
 /// was told, when it spoke the protocol).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {

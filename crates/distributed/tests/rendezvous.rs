@@ -1,44 +1,49 @@
-//! The TCP rendezvous that hands NCCL's id to every rank: all ranks get the payload;
-//! a rank that never arrives, a rank that exits after checking in, and a master that
-//! never comes up each give every waiting rank a typed error naming the rank, within
-//! the timeout (plus the peers' short grace to hear the master's verdict).
+//! The rendezvous that hands NCCL's id to every rank, on ditto's own store: all ranks
+//! get the payload; a rank that never arrives, a rank that exits after checking in, and
+//! a rank 0 that never comes up each give every waiting rank a typed error naming the
+//! rank, within the timeout (plus the peers' short grace to hear rank 0's verdict).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use distributed::rendezvous::{fetch, Claim, JobToken, RendezvousServer, Side};
-use distributed::DistError;
+use distributed::rendezvous::{check_in_record, JobToken, Rendezvous, StoreServer};
+use distributed::{DistError, Result};
 
 const PAYLOAD: &[u8] = &[7u8; 128];
+const SECRET: &[u8] = b"9c1f3e5a7b2d4f6e8a0c1e3f5a7b9d2c4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b";
 
 fn token() -> JobToken {
-    JobToken::new("rendezvous-test", Some(b"s3cret")).unwrap()
+    JobToken::new("rendezvous-test", Some(SECRET)).unwrap()
 }
 
-/// Runs the master and ranks `peers` of `world` concurrently; returns the master's
-/// result, each peer's, and how long the slowest took.
+/// Rank `rank` of `world` joining rank 0's store at `address` and fetching the payload.
+fn fetch(address: &str, rank: usize, world: usize, timeout: Duration) -> Result<Vec<u8>> {
+    Rendezvous::peer(address, &token(), world, rank, timeout)?.exchange(None)
+}
+
+/// Runs rank 0 and ranks `peers` of `world` concurrently; returns rank 0's result, each
+/// peer's, and how long the slowest took.
 #[allow(clippy::type_complexity)]
 fn run(
     world: usize,
     peers: &[usize],
     timeout: Duration,
-) -> (
-    distributed::Result<()>,
-    Vec<(usize, distributed::Result<Vec<u8>>)>,
-    Duration,
-) {
-    let server = RendezvousServer::bind("127.0.0.1:0").unwrap();
-    let address = server.address();
+) -> (Result<()>, Vec<(usize, Result<Vec<u8>>)>, Duration) {
+    let running = StoreServer::bind("127.0.0.1:0")
+        .unwrap()
+        .start(world, &token())
+        .unwrap();
+    let address = running.address().to_string();
     let started = Instant::now();
     std::thread::scope(|scope| {
         let handles: Vec<_> = peers
             .iter()
             .map(|&rank| {
-                scope.spawn(move || (rank, fetch(address, rank, world, &token(), timeout)))
+                let address = address.clone();
+                scope.spawn(move || (rank, fetch(&address, rank, world, timeout)))
             })
             .collect();
-        let master = server.serve(world, &token(), PAYLOAD, timeout).map(drop);
+        let mut host = Rendezvous::hosting(running, &token(), world, timeout);
+        let master = host.exchange(Some(PAYLOAD)).map(drop);
         let results = handles.into_iter().map(|h| h.join().unwrap()).collect();
         (master, results, started.elapsed())
     })
@@ -54,13 +59,23 @@ fn every_rank_gets_the_payload() {
 }
 
 #[test]
+fn a_job_of_one_rank_forms_at_once() {
+    let (master, peers, took) = run(1, &[], Duration::from_secs(20));
+    master.unwrap();
+    assert!(
+        peers.is_empty() && took < Duration::from_secs(1),
+        "took {took:?}"
+    );
+}
+
+#[test]
 fn a_rank_that_never_arrives_is_named_by_every_rank() {
-    let timeout = Duration::from_millis(500);
+    let timeout = Duration::from_millis(800);
     let (master, peers, took) = run(4, &[1, 3], timeout);
-    assert!(took < timeout + Duration::from_secs(2), "took {took:?}");
+    assert!(took < timeout + Duration::from_secs(3), "took {took:?}");
     match master.unwrap_err() {
         DistError::Timeout { missing, .. } => assert_eq!(missing, [2]),
-        other => panic!("master: expected a timeout, got {other}"),
+        other => panic!("rank 0: expected a timeout, got {other}"),
     }
     for (rank, result) in peers {
         match result.unwrap_err() {
@@ -73,90 +88,129 @@ fn a_rank_that_never_arrives_is_named_by_every_rank() {
 #[test]
 fn a_rank_that_exits_after_checking_in_is_named_at_once() {
     let timeout = Duration::from_secs(30);
-    let server = RendezvousServer::bind("127.0.0.1:0").unwrap();
-    let address = server.address();
+    let running = StoreServer::bind("127.0.0.1:0")
+        .unwrap()
+        .start(4, &token())
+        .unwrap();
+    let address = running.address().to_string();
     let started = Instant::now();
     let (master, peer) = std::thread::scope(|scope| {
         // World 4: rank 3 never comes, so the job is still forming when rank 2 leaves.
-        let peer = scope.spawn(move || fetch(address, 1, 4, &token(), timeout));
-        // Rank 2 checks in by hand (wire version 2, proving the token), then its
-        // process "exits" (the socket closes).
-        let rank2 = scope.spawn(move || {
-            let mut rank2 = TcpStream::connect(address).unwrap();
-            let own = [9u8; 32];
-            let mut hello = b"DTRV\x02".to_vec();
-            hello.extend_from_slice(&4u32.to_le_bytes());
-            hello.extend_from_slice(&2u32.to_le_bytes());
-            hello.extend_from_slice(&own);
-            rank2.write_all(&hello).unwrap();
-            let mut challenge = [0u8; 1 + 64];
-            rank2.read_exact(&mut challenge).unwrap();
-            assert_eq!(challenge[0], 4, "a challenge");
-            let master_nonce: [u8; 32] = challenge[1..33].try_into().unwrap();
-            let proof = token().prove(&Claim {
-                side: Side::Peer,
-                challenge: &master_nonce,
-                own_nonce: &own,
-                world: 4,
-                rank: 2,
-            });
-            rank2.write_all(&proof).unwrap();
-            std::thread::sleep(Duration::from_millis(200));
-        });
-        let master = server.serve(4, &token(), PAYLOAD, timeout).map(drop);
-        rank2.join().unwrap();
+        let leaver = {
+            let address = address.clone();
+            scope.spawn(move || {
+                let mut rank2 = Rendezvous::peer(&address, &token(), 4, 2, timeout).unwrap();
+                let keys = rank2.keys().clone();
+                // Check in (write its record, docs/distributed.md §6) without waiting
+                // for the verdict, then exit.
+                let record = check_in_record(&token(), 4, 2, &[2u8; 32]);
+                rank2
+                    .store()
+                    .set(&format!("{}/check-in/2", keys.base()), &record)
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(200));
+            })
+        };
+        let peer = scope.spawn(move || fetch(&address, 1, 4, timeout));
+        let mut host = Rendezvous::hosting(running, &token(), 4, timeout);
+        let master = host.exchange(Some(PAYLOAD));
+        leaver.join().unwrap();
         (master, peer.join().unwrap())
     });
     assert!(
-        started.elapsed() < timeout / 4,
-        "took {:?}",
-        started.elapsed()
+        started.elapsed() < Duration::from_secs(10),
+        "named at once, not at the timeout"
     );
-    for result in [master.map(|()| Vec::new()), peer] {
+    for (who, result) in [("rank 0", master.map(drop)), ("rank 1", peer.map(drop))] {
         match result.unwrap_err() {
-            DistError::PeerExited { ranks, .. } => assert_eq!(ranks, [2]),
-            other => panic!("expected PeerExited, got {other}"),
+            DistError::PeerExited { ranks, .. } => assert_eq!(ranks, [2], "{who}"),
+            other => panic!("{who}: expected rank 2 named as gone, got {other}"),
         }
     }
 }
 
 #[test]
-fn a_master_that_never_comes_up_is_a_timeout_naming_rank_0() {
-    // A port that was free a moment ago, now closed: connections are refused.
-    let address = RendezvousServer::bind("127.0.0.1:0").unwrap().address();
-    let timeout = Duration::from_millis(400);
+fn a_rank_0_that_never_comes_up_is_named() {
+    let address = StoreServer::bind("127.0.0.1:0")
+        .unwrap()
+        .address()
+        .to_string(); // bound, then closed
+    let timeout = Duration::from_millis(500);
     let started = Instant::now();
-    match fetch(address, 1, 2, &token(), timeout).unwrap_err() {
+    match fetch(&address, 1, 2, timeout).unwrap_err() {
         DistError::Timeout { missing, .. } => assert_eq!(missing, [0]),
-        other => panic!("expected a timeout, got {other}"),
+        other => panic!("expected a timeout naming rank 0, got {other}"),
     }
     assert!(started.elapsed() < timeout + Duration::from_secs(2));
 }
 
 #[test]
-fn a_rank_with_another_world_size_is_refused() {
-    let server = RendezvousServer::bind("127.0.0.1:0").unwrap();
-    let address = server.address();
-    let timeout = Duration::from_secs(10);
-    let (master, peer) = std::thread::scope(|scope| {
-        let peer = scope.spawn(move || fetch(address, 1, 3, &token(), timeout));
-        (
-            server.serve(2, &token(), PAYLOAD, timeout),
-            peer.join().unwrap(),
-        )
-    });
-    assert!(
-        matches!(master, Err(DistError::Rendezvous { .. })),
-        "{master:?}"
-    );
-    match peer {
-        Err(DistError::Rendezvous { message, .. }) => {
-            assert!(message.contains("world size 3"), "{message}")
-        }
-        other => panic!("expected a refusal, got {other:?}"),
+fn a_rank_0_that_goes_away_is_named() {
+    let running = StoreServer::bind("127.0.0.1:0")
+        .unwrap()
+        .start(3, &token())
+        .unwrap();
+    let address = running.address().to_string();
+    let peer = std::thread::spawn(move || fetch(&address, 1, 3, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_millis(300));
+    drop(running); // rank 0's process ends before the job formed
+    match peer.join().unwrap().unwrap_err() {
+        DistError::PeerExited { ranks, .. } => assert_eq!(ranks, [0]),
+        other => panic!("expected rank 0 named as gone, got {other}"),
     }
-    assert!(
-        fetch(address, 0, 2, &token(), timeout).is_err(),
-        "rank 0 serves, it does not fetch"
-    );
+}
+
+#[test]
+fn a_rank_launched_with_another_world_size_ends_the_job_for_every_rank() {
+    let timeout = Duration::from_secs(20);
+    let running = StoreServer::bind("127.0.0.1:0")
+        .unwrap()
+        .start(3, &token())
+        .unwrap();
+    let address = running.address().to_string();
+    let started = Instant::now();
+    let (master, good, bad) = std::thread::scope(|scope| {
+        let good = {
+            let address = address.clone();
+            scope.spawn(move || fetch(&address, 1, 3, timeout))
+        };
+        let bad = scope.spawn(move || fetch(&address, 2, 4, timeout));
+        let master = Rendezvous::hosting(running, &token(), 3, timeout).exchange(Some(PAYLOAD));
+        (master, good.join().unwrap(), bad.join().unwrap())
+    });
+    assert!(started.elapsed() < Duration::from_secs(10));
+    for (who, result) in [("rank 0", master), ("rank 1", good), ("the bad rank", bad)] {
+        let message = result.unwrap_err().to_string();
+        assert!(message.contains("world size 4"), "{who}: {message}");
+    }
+}
+
+#[test]
+fn a_restart_count_that_goes_backwards_is_refused() {
+    use distributed::rendezvous::{check_restart_count, Store, RESTART_COUNT_KEY};
+    let running = StoreServer::bind("127.0.0.1:0")
+        .unwrap()
+        .start(2, &token())
+        .unwrap();
+    let mut store = running.local();
+    for count in [0, 0, 2, 2, 5] {
+        check_restart_count(&mut store, count).unwrap();
+    }
+    match check_restart_count(&mut store, 4).unwrap_err() {
+        DistError::Environment { name, message } => {
+            assert_eq!(name, "TORCHELASTIC_RESTART_COUNT");
+            assert!(
+                message.contains("is 4") && message.contains("attempt 5"),
+                "{message}"
+            );
+        }
+        other => panic!("expected the restart count named, got {other}"),
+    }
+    store.set(RESTART_COUNT_KEY, b"not a number").unwrap();
+    match check_restart_count(&mut store, 6).unwrap_err() {
+        DistError::Rendezvous { message, .. } => {
+            assert!(message.contains("not a restart count"), "{message}")
+        }
+        other => panic!("expected garbage in the store named, got {other}"),
+    }
 }

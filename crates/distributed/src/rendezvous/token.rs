@@ -1,19 +1,20 @@
 //! The job token: what lets the rendezvous tell this job's ranks from anything else that
-//! reaches the master's port (a port scanner, a stale process of yesterday's job, a
-//! second job started on the same port by mistake, an attacker who does not know the
-//! secret).
+//! reaches its store (a port scanner, a stale process of yesterday's job, a second job
+//! started on the same port by mistake, an attacker who does not know the secret).
 //!
-//! Every rank derives the same 32-byte key from the job id and the optional shared
-//! secret, `HMAC-SHA256(secret, "ditto-rendezvous-v2 job " + job_id)`, and proves that it
-//! holds the key by answering a fresh random challenge with an HMAC of it. Only the
-//! nonces and MACs cross the wire, never the key nor the secret, and a MAC recorded
-//! from a finished job answers another nonce, so replaying it fails.
+//! Every rank derives the same two 32-byte keys from the job id and the optional shared
+//! secret with HKDF-SHA256: a MAC key (HMAC-SHA256 proofs that a side holds the key) and
+//! a seal key (XChaCha20-Poly1305 over what rank 0 writes to the store, `seal.rs`). Only
+//! nonces, MACs and sealed records cross the wire, never a key nor the secret.
 //!
-//! Without `DITTO_RENDEZVOUS_SECRET`, anyone who knows the job id can compute the key:
-//! the token then keeps out accidents (another job, another world size, a stale
-//! process, a stray HTTP client), not an attacker. With the secret, only the holders of
-//! the secret get in.
+//! Without `DITTO_RENDEZVOUS_SECRET`, anyone who knows the job id can compute both keys:
+//! the token then keeps out accidents (another job on the same port, another world
+//! size, a stale process, a stray HTTP client), not an attacker. With the secret, only
+//! its holders get in or read the NCCL id; a secret must carry at least
+//! [`MIN_SECRET_BITS`] bits, because a MAC seen on the wire lets anyone test guesses of a
+//! short one offline.
 
+use hkdf::Hkdf;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -21,49 +22,55 @@ use crate::{DistError, LaunchEnv, Result};
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// Bytes of a nonce and of a MAC on the wire.
+/// Bytes of a nonce on the wire.
 pub const NONCE_LEN: usize = 32;
 /// Bytes of an HMAC-SHA256 tag.
 pub const MAC_LEN: usize = 32;
-/// The longest secret read from `DITTO_RENDEZVOUS_SECRET` (HMAC takes any length; this
-/// only keeps a wrong variable, such as a whole file pasted in, from going unnoticed).
+/// The longest secret read from `DITTO_RENDEZVOUS_SECRET` (this only keeps a wrong
+/// variable, such as a whole file pasted in, from going unnoticed).
 pub const MAX_SECRET_LEN: usize = 4096;
 /// The longest job id.
 pub const MAX_JOB_ID_LEN: usize = 1024;
+/// The fewest bits of entropy a secret must show ([`estimated_secret_bits`]).
+pub const MIN_SECRET_BITS: u32 = 128;
 
-/// Which side of the handshake a MAC is for, so a master's proof cannot be sent back
-/// to it as a peer's.
+/// The HKDF salt, which also names the wire format version the keys belong to.
+const KDF_SALT: &[u8] = b"ditto-rendezvous-v3";
+
+/// Which side of the connection handshake a MAC is for, so a master's proof cannot be
+/// sent back to it as a peer's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
-    /// Rank 0, answering a peer's nonce.
+    /// Rank 0's store, answering a peer's proof.
     Master,
-    /// A non-zero rank, answering the master's challenge.
+    /// A non-zero rank, proving itself first.
     Peer,
 }
 
-/// What a proof binds besides the key: which side proves, the other side's nonce it
-/// answers (`challenge`), its own nonce, and the world size and rank the peer claims.
-/// One MAC covers all of them, so none can be changed in transit, and a proof made for
-/// one handshake answers no other.
+/// What a handshake proof binds besides the key: which side proves, both sides' fresh
+/// nonces, and the world size and rank the peer claims. One MAC covers all of them, so
+/// none can be changed in transit, and a proof made for one handshake answers no other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Claim<'a> {
     /// Who proves.
     pub side: Side,
-    /// The other side's nonce.
-    pub challenge: &'a [u8; NONCE_LEN],
-    /// The proving side's own nonce.
-    pub own_nonce: &'a [u8; NONCE_LEN],
+    /// The nonce the peer sent in its check-in.
+    pub peer_nonce: &'a [u8; NONCE_LEN],
+    /// The nonce the master sent in its challenge.
+    pub master_nonce: &'a [u8; NONCE_LEN],
     /// The world size the peer claims.
     pub world: u32,
     /// The rank the peer claims.
     pub rank: u32,
 }
 
-/// This job's key, from its id and optional secret. `Debug` never shows the key.
+/// This job's keys, from its id and optional secret. `Debug` never shows a key.
 #[derive(Clone)]
 pub struct JobToken {
     job_id: String,
-    key: [u8; 32],
+    mac_key: [u8; 32],
+    /// Read by `seal.rs`.
+    pub(super) seal_key: [u8; 32],
     has_secret: bool,
 }
 
@@ -78,7 +85,8 @@ impl std::fmt::Debug for JobToken {
 
 impl JobToken {
     /// The token of job `job_id`, with `secret` mixed in when given. Every rank of one
-    /// job must pass the same two values.
+    /// job must pass the same two values. A secret that shows fewer than
+    /// [`MIN_SECRET_BITS`] bits is refused.
     pub fn new(job_id: &str, secret: Option<&[u8]>) -> Result<Self> {
         if job_id.is_empty() || job_id.len() > MAX_JOB_ID_LEN {
             return Err(DistError::invalid(
@@ -89,19 +97,20 @@ impl JobToken {
                 ),
             ));
         }
-        if secret.is_some_and(|s| s.is_empty() || s.len() > MAX_SECRET_LEN) {
-            return Err(DistError::invalid(
-                "JobToken::new",
-                format!("a secret must have 1..={MAX_SECRET_LEN} bytes"),
-            ));
+        if let Some(secret) = secret {
+            check_secret(secret).map_err(|message| DistError::invalid("JobToken::new", message))?;
         }
-        let mut mac = HmacSha256::new_from_slice(secret.unwrap_or_default())
-            .expect("HMAC takes keys of any length");
-        mac.update(b"ditto-rendezvous-v2 job ");
-        mac.update(job_id.as_bytes());
+        let kdf = Hkdf::<Sha256>::new(Some(KDF_SALT), secret.unwrap_or_default());
+        let derive = |label: &[u8]| {
+            let mut key = [0u8; 32];
+            kdf.expand_multi_info(&[label, job_id.as_bytes()], &mut key)
+                .expect("32 bytes is a valid HKDF-SHA256 output length");
+            key
+        };
         Ok(JobToken {
             job_id: job_id.to_string(),
-            key: mac.finalize().into_bytes().into(),
+            mac_key: derive(b"mac key for job "),
+            seal_key: derive(b"seal key for job "),
             has_secret: secret.is_some(),
         })
     }
@@ -116,15 +125,10 @@ impl JobToken {
     pub fn from_vars(env: &LaunchEnv, get: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let secret = get("DITTO_RENDEZVOUS_SECRET");
         if let Some(s) = &secret {
-            if s.is_empty() || s.len() > MAX_SECRET_LEN {
-                return Err(DistError::Environment {
-                    name: "DITTO_RENDEZVOUS_SECRET",
-                    message: format!(
-                        "has {} bytes; expected 1..={MAX_SECRET_LEN} (or leave it unset)",
-                        s.len()
-                    ),
-                });
-            }
+            check_secret(s.as_bytes()).map_err(|message| DistError::Environment {
+                name: "DITTO_RENDEZVOUS_SECRET",
+                message,
+            })?;
         }
         JobToken::new(&env.job_id, secret.as_deref().map(str::as_bytes))
     }
@@ -142,30 +146,127 @@ impl JobToken {
     }
 
     /// The MAC that proves `claim.side` holds the key, over the whole [`Claim`]. Public
-    /// so that the wire format can be spoken by hand (tests, other clients); the key
-    /// itself never leaves this type.
+    /// so that the wire format can be spoken by hand (tests, other clients); the keys
+    /// themselves never leave this type.
     #[must_use]
     pub fn prove(&self, claim: &Claim<'_>) -> [u8; MAC_LEN] {
-        self.mac(claim).finalize().into_bytes().into()
+        self.gate_mac(claim).finalize().into_bytes().into()
+    }
+
+    fn gate_mac(&self, claim: &Claim<'_>) -> HmacSha256 {
+        let side: &[u8] = match claim.side {
+            Side::Master => b"master",
+            Side::Peer => b"peer  ",
+        };
+        self.mac(
+            b"ditto gate ",
+            &[
+                side,
+                claim.peer_nonce,
+                claim.master_nonce,
+                &claim.world.to_le_bytes(),
+                &claim.rank.to_le_bytes(),
+            ],
+        )
     }
 
     /// Checks `proof` of `claim` in constant time.
     pub(crate) fn verify(&self, claim: &Claim<'_>, proof: &[u8; MAC_LEN]) -> bool {
-        self.mac(claim).verify_slice(proof).is_ok()
+        self.gate_mac(claim).verify_slice(proof).is_ok()
     }
 
-    fn mac(&self, claim: &Claim<'_>) -> HmacSha256 {
-        let mut mac = HmacSha256::new_from_slice(&self.key).expect("32-byte key");
-        mac.update(match claim.side {
-            Side::Master => b"master",
-            Side::Peer => b"peer  ",
-        });
-        mac.update(claim.challenge);
-        mac.update(claim.own_nonce);
-        mac.update(&claim.world.to_le_bytes());
-        mac.update(&claim.rank.to_le_bytes());
+    /// The MAC of a rank's check-in record in the store (`exchange.rs`): its world size,
+    /// rank and fresh nonce. Public for the same reason as [`prove`](Self::prove).
+    #[must_use]
+    pub fn prove_check_in(&self, world: u32, rank: u32, nonce: &[u8; NONCE_LEN]) -> [u8; MAC_LEN] {
+        self.check_in_mac(world, rank, nonce)
+            .finalize()
+            .into_bytes()
+            .into()
+    }
+
+    fn check_in_mac(&self, world: u32, rank: u32, nonce: &[u8; NONCE_LEN]) -> HmacSha256 {
+        self.mac(
+            b"ditto check-in ",
+            &[&world.to_le_bytes(), &rank.to_le_bytes(), nonce],
+        )
+    }
+
+    /// Checks a check-in record's MAC in constant time.
+    pub(crate) fn verify_check_in(
+        &self,
+        world: u32,
+        rank: u32,
+        nonce: &[u8; NONCE_LEN],
+        proof: &[u8; MAC_LEN],
+    ) -> bool {
+        self.check_in_mac(world, rank, nonce)
+            .verify_slice(proof)
+            .is_ok()
+    }
+
+    /// HMAC-SHA256 under the MAC key of a label and fixed-length fields (so no two
+    /// different inputs concatenate to the same bytes).
+    /// (`verify_slice` on the result compares in constant time.)
+    fn mac(&self, label: &[u8], fields: &[&[u8]]) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(&self.mac_key).expect("HMAC takes any key");
+        mac.update(label);
+        for field in fields {
+            mac.update(field);
+        }
         mac
     }
+}
+
+/// A lower-bound guess of a secret's entropy from its length and the character classes
+/// it uses: `length × log2(alphabet)`, where the alphabet is 16 for a hex string, else
+/// the sum of the classes present (digits 10, lower case 26, upper case 26, other
+/// printable ASCII and space 33, other bytes 128). It catches secrets that are too short for their
+/// alphabet; it cannot tell a random secret from a predictable one of the same shape.
+#[must_use]
+pub fn estimated_secret_bits(secret: &[u8]) -> u32 {
+    let hex =
+        secret.iter().all(u8::is_ascii_hexdigit) && secret.iter().any(u8::is_ascii_alphabetic);
+    let alphabet: u32 = if hex {
+        16
+    } else {
+        let has = |class: fn(&u8) -> bool| secret.iter().any(class);
+        [
+            (has(u8::is_ascii_digit), 10),
+            (has(u8::is_ascii_lowercase), 26),
+            (has(u8::is_ascii_uppercase), 26),
+            (
+                has(|b| (b.is_ascii_graphic() || *b == b' ') && !b.is_ascii_alphanumeric()),
+                33,
+            ),
+            (has(|b| !b.is_ascii_graphic() && *b != b' '), 128),
+        ]
+        .iter()
+        .filter(|(present, _)| *present)
+        .map(|(_, size)| size)
+        .sum()
+    };
+    (secret.len() as f64 * f64::from(alphabet.max(1)).log2()).floor() as u32
+}
+
+/// Refuses a secret that is empty, too long, or shows fewer than [`MIN_SECRET_BITS`].
+fn check_secret(secret: &[u8]) -> std::result::Result<(), String> {
+    if secret.is_empty() || secret.len() > MAX_SECRET_LEN {
+        return Err(format!(
+            "has {} bytes; expected 1..={MAX_SECRET_LEN} (or leave it unset)",
+            secret.len()
+        ));
+    }
+    let bits = estimated_secret_bits(secret);
+    if bits < MIN_SECRET_BITS {
+        return Err(format!(
+            "looks like at most {bits} bits of entropy ({} bytes); at least {MIN_SECRET_BITS} \
+             are needed, since a proof seen on the wire lets anyone test guesses offline: \
+             make one with `openssl rand -hex 32` or `head -c 32 /dev/urandom | base64`",
+            secret.len()
+        ));
+    }
+    Ok(())
 }
 
 /// A fresh nonce from the operating system's random source.
@@ -182,14 +283,16 @@ pub(crate) fn nonce() -> Result<[u8; NONCE_LEN]> {
 mod tests {
     use super::*;
 
+    const SECRET: &[u8] = b"0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
     #[test]
-    fn the_key_depends_on_the_job_id_and_the_secret_and_proofs_on_everything() {
+    fn the_keys_depend_on_the_job_id_and_the_secret_and_proofs_on_everything() {
         let a = JobToken::new("job-a", None).unwrap();
         let (n1, n2) = ([1u8; 32], [2u8; 32]);
         let claim = Claim {
             side: Side::Peer,
-            challenge: &n1,
-            own_nonce: &n2,
+            peer_nonce: &n1,
+            master_nonce: &n2,
             world: 4,
             rank: 1,
         };
@@ -201,11 +304,11 @@ mod tests {
                 ..claim
             },
             Claim {
-                challenge: &n2,
+                peer_nonce: &n2,
                 ..claim
             },
             Claim {
-                own_nonce: &n1,
+                master_nonce: &n1,
                 ..claim
             },
             Claim { rank: 2, ..claim },
@@ -215,12 +318,37 @@ mod tests {
         }
         for other in [
             JobToken::new("job-b", None).unwrap(),
-            JobToken::new("job-a", Some(b"s")).unwrap(),
+            JobToken::new("job-a", Some(SECRET)).unwrap(),
         ] {
             assert!(!other.verify(&claim, &proof));
+            assert_ne!(other.seal_key, a.seal_key);
         }
-        assert!(!format!("{a:?}").contains(&format!("{:?}", a.key)));
+        assert_ne!(a.mac_key, a.seal_key, "one key per use");
+        assert!(a.verify_check_in(4, 1, &n1, &a.prove_check_in(4, 1, &n1)));
+        assert!(!a.verify_check_in(4, 2, &n1, &a.prove_check_in(4, 1, &n1)));
+        let shown = format!("{a:?}");
+        assert!(!shown.contains(&format!("{:?}", a.mac_key)) && !shown.contains("seal_key"));
         assert!(JobToken::new("", None).is_err());
         assert!(JobToken::new("x", Some(b"")).is_err());
+    }
+
+    #[test]
+    fn short_or_low_entropy_secrets_are_refused_and_random_ones_accepted() {
+        for weak in [
+            &b"s3cret"[..],
+            b"0123456789abcdef0123456789abcde", // 31 hex digits: 124 bits
+            b"correct horse battery",
+        ] {
+            let err = JobToken::new("job", Some(weak)).unwrap_err().to_string();
+            assert!(err.contains("at least 128"), "{err}");
+        }
+        for strong in [
+            SECRET,
+            b"0123456789abcdef0123456789abcdef", // 32 hex digits: 128 bits
+            b"q4Gm8Rz0Lk2vX9wT5nB7cY1dHs6Jf3Ue", // 32 base64-like characters
+        ] {
+            JobToken::new("job", Some(strong)).unwrap();
+        }
+        assert_eq!(estimated_secret_bits(SECRET), 256);
     }
 }
