@@ -270,7 +270,7 @@ mod tests {
             ("--backend mpi --world-size 2", "threads backend"),
             ("--demo --backend nccl", "--demo runs its three runs"),
             (
-                "--lr -1",
+                "--lr=-1",
                 "expected a number in [0, 1000000000000000000000000000000]",
             ),
             ("--dropout 1.5", "expected a number in [0, 1]"),

@@ -2,12 +2,15 @@
 //! the same losses, parameters and dropout stream on 1, 2 and 4 ranks (every attention
 //! and residual mask drawn at its sequence's global position); a checkpoint saved on 4
 //! ranks resumes on 2 with the straight run's curve; fast mode on one rank is the
-//! single-process GPT trainer, bit for bit.
+//! single-process GPT trainer, bit for bit; a folder of periodic checkpoints resumes its
+//! newest on another world size (elastic restarts, as the MLP's).
 
+use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::Arc;
 
 use distributed::{GptDdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
+use nn_mini::checkpoint::CheckpointDir;
 use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
 use nn_mini::train::TrainingRun;
 use nn_mini::Module;
@@ -137,4 +140,46 @@ fn fast_mode_on_one_rank_is_the_single_process_gpt() {
         single.dropout_generator().offset(),
     );
     assert_eq!(ddp[0], want);
+}
+
+#[test]
+fn a_gpt_run_resumes_the_newest_checkpoint_of_its_folder_on_another_world_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = write_text(tmp.path());
+    std::fs::create_dir(tmp.path().join("ck")).unwrap();
+    let dir = CheckpointDir::new(tmp.path().join("ck"), NonZeroUsize::new(2).unwrap());
+    let reference = straight(&data, 1, INVARIANT);
+    // 2 ranks, saving every 2 steps up to 6 (the newest 2 kept), then "killed".
+    ThreadGroup::run(2, |pg| {
+        let group: Arc<dyn ProcessGroup> = Arc::new(pg);
+        let mut t = GptDdpTrainer::new(config(&data), INVARIANT, group)?;
+        while t.step_count() < 6 {
+            t.step()?;
+            if t.step_count().is_multiple_of(2) {
+                t.save_in(&dir)?;
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(dir.steps().unwrap(), [4, 6]);
+    // A restart on 4 ranks finds step 6 and finishes with the 1-rank curve; the text's
+    // path may be given anew (resume_latest_with), here the same one.
+    let resumed = ThreadGroup::run(4, |pg| {
+        let group: Arc<dyn ProcessGroup> = Arc::new(pg);
+        let path = data.path.clone();
+        let latest = GptDdpTrainer::resume_latest_with(&dir, group, |c: &mut GptTrainConfig| {
+            c.data.path = path
+        })?
+        .expect("a checkpoint to resume");
+        assert_eq!(latest.path, dir.path_of(6));
+        finish(latest.trainer, STEPS)
+    })
+    .unwrap();
+    for (rank, got) in resumed.iter().enumerate() {
+        assert_eq!(
+            got, &reference[0],
+            "2 -> 4 ranks from the folder, rank {rank}"
+        );
+    }
 }
