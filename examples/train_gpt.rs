@@ -158,7 +158,7 @@ fn run_rank(args: &Args, group: Option<Arc<dyn ProcessGroup>>) -> Result<ExitCod
 fn describe(c: &GptTrainConfig, placement: &str) -> String {
     let m = &c.model;
     format!(
-        "seed {} | GPT {} layers x {} heads x width {}, context {} | dropout {} | AdamW lr {} betas ({}, {}) wd {} | warm-up {} cosine to {} at step {} | clip {} | batch {} | {} ({} bytes) | {placement}",
+        "seed {} | GPT {} layers x {} heads x width {}, context {} | dropout {} | AdamW lr {} betas ({}, {}) wd {} | warm-up {} then cosine to {} after {} steps | clip {} | batch {} | {} ({} bytes) | {placement}",
         c.seed,
         m.n_layer,
         m.n_head,

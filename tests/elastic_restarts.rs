@@ -1,5 +1,5 @@
 //! Elastic restarts of the training examples (issue 27, items 2 and 5), run as a user
-//! runs them: `train_resume` and `ddp_train` processes started with one command line,
+//! runs them: `train_resume`, `ddp_train` and `train_gpt` (issue 30) processes started with one command line,
 //! killed with SIGKILL at random steps, and started again with the same line, as
 //! torchrun's `--max-restarts` does. After the last restart the CSV is the
 //! uninterrupted run's, byte for byte. Also: a damaged newest checkpoint is skipped
@@ -293,6 +293,55 @@ fn ddp_kill_and_restart(max_kills: usize) {
     kill_and_restart(&program, dir.path(), (60, 5, max_kills), line, &w1);
 }
 
+/// A tiny `train_gpt` run (issue 30): 1 layer, 2 heads, width 16, context 8, batches of
+/// 8 sequences of data/emma.txt, no sample at the end.
+const GPT_RUN: [&str; 18] = [
+    "--seed",
+    "7",
+    "--steps",
+    "40",
+    "--batch-size",
+    "8",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--width",
+    "16",
+    "--context",
+    "8",
+    "--block-size",
+    "8",
+    "--sample",
+    "0",
+];
+
+#[test]
+fn train_gpt_killed_and_restarted_on_2_and_4_thread_ranks_writes_the_1_rank_csv() {
+    let program = example("train_gpt");
+    let dir = tempfile::tempdir().unwrap();
+    let ranks =
+        |world: &'static str| ["--backend", "threads", "--invariant", "--world-size", world];
+    let one_rank = [&GPT_RUN[..], &ranks("1"), &["--out", "w1.csv"]].concat();
+    let straight = run(&program, dir.path(), &one_rank);
+    assert!(straight.status.success(), "{}", text(&straight));
+    let elastic = [
+        "--checkpoint-dir",
+        "ck",
+        "--save-every",
+        "4",
+        "--resume-latest",
+        "--out",
+        "run.csv",
+    ];
+    let line = |restart: usize| {
+        let world = if restart.is_multiple_of(2) { "2" } else { "4" };
+        strings(&[&GPT_RUN[..], &elastic, &ranks(world)].concat())
+    };
+    let w1 = dir.path().join("w1.csv");
+    kill_and_restart(&program, dir.path(), (40, 4, 2), line, &w1);
+}
+
 #[test]
 fn a_damaged_newest_checkpoint_is_skipped_with_a_warning_and_keep_leaves_the_newest_k() {
     let program = example("train_resume");
@@ -422,7 +471,11 @@ fn a_path_the_run_cannot_write_ends_it_within_5_s_before_step_1() {
     let under_a_file = file.path().join("ck");
     let under_a_file = under_a_file.to_str().unwrap();
     let long = ["--steps", "1000000"];
-    for program in [example("train_resume"), example("ddp_train")] {
+    for program in [
+        example("train_resume"),
+        example("ddp_train"),
+        example("train_gpt"),
+    ] {
         for bad in [
             &["--out", "/proc/x/y.csv"][..],
             &["--out", "/proc/version"],
