@@ -155,7 +155,7 @@ impl<C: RunConfig> DdpLoop<C> {
     }
 }
 
-/// The largest checkpoint [`DdpTrainer::resume`] moves between ranks (the demo's is
+/// The largest checkpoint [`DdpLoop::resume`](super::DdpLoop::resume) moves between ranks (the demo's is
 /// under 1 MB; the flags' ranges keep any `ddp_train` run far below this). The other
 /// ranks allocate what rank 0 announces, so the announcement is capped first.
 pub const MAX_CHECKPOINT_BYTES: u64 = 1 << 30;
