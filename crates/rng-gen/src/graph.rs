@@ -10,7 +10,9 @@
 //!   the graph*: its offset counts from the graph's start (`intra_offset`), and the
 //!   generator's host offset does not move. The op launches its kernel's graph twin,
 //!   which reads `{seed, base offset}` from two device words the generator owns and
-//!   adds `intra_offset` (`kernels::launch::Philox::Graphed`).
+//!   adds `intra_offset` (`kernels::launch::Philox::Graphed`). The words are new driver
+//!   memory, never a block the allocator cached: a cached block may be one a node of
+//!   the capture writes, which would overwrite the words on every replay.
 //! - The capture ends with one node per generator that moves the base offset in the
 //!   device words past the graph's whole reservation (`ditto_philox_advance_kernel`).
 //! - A replay first makes each generator's device words hold its current host

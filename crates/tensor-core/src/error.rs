@@ -226,6 +226,27 @@ pub enum TensorError {
         /// Why that is not allowed, and what to do instead.
         reason: String,
     },
+    /// The device ran out of memory during a CUDA graph capture of it. Unlike eager
+    /// code, a capture cannot give the allocator's cache back to make room (the frees
+    /// would be recorded into the graph), so the cache is kept, as the statistics say.
+    #[error(
+        "out of memory on cuda:{ordinal} during a CUDA graph capture of it: {elements} \
+         elements of {dtype} ({bytes} bytes) do not fit beside the {cached_bytes} bytes \
+         the allocator's cache holds, which a capture cannot give back; call empty_cache \
+         before the capture, or capture less"
+    )]
+    CaptureOutOfMemory {
+        /// The device being captured.
+        ordinal: usize,
+        /// Element type asked for.
+        dtype: DType,
+        /// Element count asked for.
+        elements: usize,
+        /// Bytes asked of the driver (the request's size class).
+        bytes: u64,
+        /// Bytes of free blocks the allocator's cache held at the time.
+        cached_bytes: u64,
+    },
     /// A buffer could not be allocated (too large for the address space or the allocator).
     #[error("could not allocate {elements} elements of {dtype} on {device}")]
     AllocationFailed {

@@ -12,6 +12,14 @@ use crate::stream::key::Key;
 use crate::{Generator, RngError};
 
 /// A generator's `{seed, base offset}` on its CUDA device, read by graph kernels.
+///
+/// Made at the generator's first capture, in memory no node of any capture writes
+/// ([`CudaStorage::alloc_uninit_uncached`]): a replay uploads the words and then runs
+/// the whole graph, so words sharing a block with a buffer some node writes (a
+/// temporary that died earlier in the capture, whose block the allocator would hand
+/// out again) would be overwritten after the upload, and the replay would draw from
+/// garbage. They live as long as the generator, and every graph that drew from it holds
+/// the generator.
 #[derive(Debug)]
 pub(super) struct DeviceWords {
     storage: Arc<CudaStorage>,
@@ -78,9 +86,12 @@ pub(super) fn reserve_in_capture(
         let intra = capturing.intra;
         capturing.intra = intra.wrapping_add(blocks);
         if state.words.is_none() {
-            // No memset: a graph would replay it. The words are uploaded before the
-            // first replay.
-            let storage = CudaStorage::alloc_uninit(ordinal, DType::I64, 2)?;
+            // New driver memory, never a cached block: the host uploads the words before
+            // a replay, and the replay then runs every node of the graph; a block that
+            // died earlier in this capture (the graph's pool) or was overwritten and
+            // dropped in it (the shared cache) is written by such a node, which would
+            // overwrite the words after the upload. No memset: a graph would replay it.
+            let storage = CudaStorage::alloc_uninit_uncached(ordinal, DType::I64, 2)?;
             state.words = Some(DeviceWords {
                 storage: Arc::new(storage),
                 holds: None,

@@ -21,7 +21,9 @@
 //!
 //! Memory goes back to the driver when asked ([`empty_cache`]) and under pressure: an
 //! allocation the driver refuses empties the cache and tries once more before it is an
-//! error.
+//! error. Never during a CUDA graph capture of the device: the frees would land in the
+//! graph, so there an allocation the driver refuses is at once a
+//! [`TensorError::CaptureOutOfMemory`], and [`empty_cache`] is refused.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -106,6 +108,19 @@ fn is_standin(ordinal: usize) -> bool {
     get_device_name(ordinal).is_ok_and(|name| name.starts_with("CUDA stand-in"))
 }
 
+/// Whether device `ordinal`'s size classes are exact (decided at its first allocation).
+fn exact_classes(ordinal: usize) -> bool {
+    let known = lock(ordinal).exact_classes;
+    match known {
+        Some(exact) => exact,
+        None => {
+            let exact = is_standin(ordinal);
+            lock(ordinal).exact_classes = Some(exact);
+            exact
+        }
+    }
+}
+
 /// A block of at least `bytes` bytes on device `ordinal`, from the cache or the driver,
 /// and the graph pool it belongs to (during a capture of the device, see
 /// [`super::graph`]: it goes back there when released). Its contents are whatever its
@@ -116,18 +131,7 @@ pub(crate) fn allocate(
     dtype: DType,
 ) -> Result<(CudaSlice<u8>, Option<u64>)> {
     let graph_pool = super::capture_state::capture_pool(ordinal)?;
-    let exact = {
-        let known = lock(ordinal).exact_classes;
-        match known {
-            Some(exact) => exact,
-            None => {
-                let exact = is_standin(ordinal);
-                lock(ordinal).exact_classes = Some(exact);
-                exact
-            }
-        }
-    };
-    let class = size_class(bytes, exact);
+    let class = size_class(bytes, exact_classes(ordinal));
     {
         let mut pool = lock(ordinal);
         // A capture takes its own pool's blocks first, then the shared cache's.
@@ -144,34 +148,82 @@ pub(crate) fn allocate(
             return Ok((block, graph_pool));
         }
     }
-    let driver = |class| match graph_pool {
-        Some(_) => driver_allocate_during_capture(ordinal, class),
-        None => driver_allocate(ordinal, class),
-    };
-    let block = match driver(class)? {
-        Err(e) if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-            // Memory pressure: give the cache back and try once more.
-            empty_cache(ordinal)?;
-            driver(class)?.map_err(|e| {
-                if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-                    TensorError::AllocationFailed {
-                        device: Device::Cuda(ordinal),
-                        dtype,
-                        elements: bytes / dtype.size_in_bytes().max(1),
-                    }
-                } else {
-                    driver_error(ordinal, "alloc")(e)
+    let block = from_driver(ordinal, class, graph_pool.is_some(), dtype, bytes)?;
+    Ok((block, graph_pool))
+}
+
+/// A block of at least `bytes` bytes on device `ordinal` that comes from the driver,
+/// never from the shared cache or a graph's pool; released, it joins the shared cache.
+///
+/// Why: during a capture every cached block may be one the capture's own nodes write
+/// (a temporary freed earlier in the region goes to the graph's pool, an older tensor
+/// the region overwrote and dropped goes to the shared cache), and a replay runs those
+/// nodes again. A buffer the host fills between replays (a generator's device words)
+/// would be overwritten there. New driver memory is written by no node of the capture:
+/// nothing goes back to the driver while one is in progress ([`empty_cache`] refuses).
+pub(crate) fn allocate_uncached(
+    ordinal: usize,
+    bytes: usize,
+    dtype: DType,
+) -> Result<CudaSlice<u8>> {
+    let capturing = super::capture_state::capture_pool(ordinal)?.is_some();
+    let class = size_class(bytes, exact_classes(ordinal));
+    from_driver(ordinal, class, capturing, dtype, bytes)
+}
+
+/// A new block of `class` bytes from the driver (`bytes` of `dtype` asked for), counted
+/// in the statistics. Out of memory outside a capture, the cache is given back and the
+/// driver asked once more; during one it cannot be (see [`empty_cache`]), and the error
+/// says so.
+fn from_driver(
+    ordinal: usize,
+    class: usize,
+    capturing: bool,
+    dtype: DType,
+    bytes: usize,
+) -> Result<CudaSlice<u8>> {
+    let out_of_memory = |e: &DriverError| e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY;
+    let elements = bytes / dtype.size_in_bytes().max(1);
+    let block = if capturing {
+        driver_allocate_during_capture(ordinal, class)?.map_err(|e| {
+            if out_of_memory(&e) {
+                TensorError::CaptureOutOfMemory {
+                    ordinal,
+                    dtype,
+                    elements,
+                    bytes: class as u64,
+                    cached_bytes: lock(ordinal).stats.cached_bytes,
                 }
-            })?
+            } else {
+                driver_error(ordinal, "alloc")(e)
+            }
+        })?
+    } else {
+        match driver_allocate(ordinal, class)? {
+            Err(e) if out_of_memory(&e) => {
+                // Memory pressure: give the cache back and try once more.
+                empty_cache(ordinal)?;
+                driver_allocate(ordinal, class)?.map_err(|e| {
+                    if out_of_memory(&e) {
+                        TensorError::AllocationFailed {
+                            device: Device::Cuda(ordinal),
+                            dtype,
+                            elements,
+                        }
+                    } else {
+                        driver_error(ordinal, "alloc")(e)
+                    }
+                })?
+            }
+            other => other.map_err(driver_error(ordinal, "alloc"))?,
         }
-        other => other.map_err(driver_error(ordinal, "alloc"))?,
     };
     let mut pool = lock(ordinal);
     let stats = &mut pool.stats;
     stats.driver_allocations += 1;
     stats.allocated_bytes += class as u64;
     stats.peak_allocated_bytes = stats.peak_allocated_bytes.max(stats.allocated_bytes);
-    Ok((block, graph_pool))
+    Ok(block)
 }
 
 /// One driver allocation of `bytes` on the device's stream: the driver's answer, or a
@@ -243,7 +295,24 @@ pub(crate) fn close_pool(ordinal: usize, id: u64) {
 /// Gives every cached block of device `ordinal` back to the driver
 /// (`torch.cuda.empty_cache`). Live buffers are untouched. The frees are queued on the
 /// device's stream, after the work that may still use the blocks.
+///
+/// Refused (a [`TensorError::Capture`] error, nothing freed) while the device is being
+/// captured, from any thread: the frees would be stream-ordered frees on the captured
+/// stream, which the driver refuses there, invalidating the capture, and the blocks
+/// would stay allocated while the statistics counted them as given back.
 pub fn empty_cache(ordinal: usize) -> Result<()> {
+    // Held until the frees are queued, so no capture of the device begins meanwhile and
+    // records them.
+    let captures = super::capture_state::active();
+    if captures.contains_key(&ordinal) {
+        return Err(super::capture_state::capture_error(
+            ordinal,
+            "empty_cache",
+            "was called during a capture of the device: its frees would be recorded \
+             into the graph (the driver refuses them and invalidates the capture); \
+             call it before the capture or after it ends",
+        ));
+    }
     let blocks: Vec<CudaSlice<u8>> = {
         let mut pool = lock(ordinal);
         let blocks: Vec<_> = pool.free.drain().flat_map(|(_, v)| v).collect();
@@ -263,6 +332,7 @@ pub fn empty_cache(ordinal: usize) -> Result<()> {
         })?;
         drop(blocks);
     }
+    drop(captures);
     Ok(())
 }
 

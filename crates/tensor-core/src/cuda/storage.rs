@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::allocator::{allocate, release};
+use super::allocator::{allocate, allocate_uncached, release};
 use super::copy::{download_range, host_bytes};
 use super::driver_error;
 use super::registry::guarded;
@@ -63,6 +63,24 @@ impl CudaStorage {
         Ok(CudaStorage {
             bytes: ManuallyDrop::new(bytes),
             graph_pool,
+            dtype,
+            len,
+            ordinal,
+        })
+    }
+
+    /// [`alloc_uninit`](Self::alloc_uninit), but new memory from the driver, never a
+    /// block the allocator's cache or a CUDA graph's pool held. For a buffer the host
+    /// writes between replays of a graph that reads it: during a capture any cached
+    /// block may be one the capture's own nodes write, and a replay would overwrite the
+    /// host's values there (see [`super::allocator`]). Dropped, its block joins the
+    /// shared cache. Costs a driver call each time: for long-lived buffers only.
+    pub fn alloc_uninit_uncached(ordinal: usize, dtype: DType, len: usize) -> Result<Self> {
+        let n_bytes = Self::byte_len(ordinal, dtype, len)?;
+        let bytes = allocate_uncached(ordinal, n_bytes, dtype)?;
+        Ok(CudaStorage {
+            bytes: ManuallyDrop::new(bytes),
+            graph_pool: None,
             dtype,
             len,
             ordinal,
