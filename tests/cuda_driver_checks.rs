@@ -472,3 +472,54 @@ fn standin_modules_are_checked_against_the_host_builds_and_the_driver_version() 
         "{missing}"
     );
 }
+
+/// The driver's rule for graphs holding memory (issue 33, item 2): an allocation a
+/// capture made with `cuMemAllocAsync` and did not free is still allocated after a
+/// launch, and the graph cannot be launched again (`CUDA_ERROR_INVALID_VALUE`) unless it
+/// was instantiated with `CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH` or frees it
+/// itself. cuBLAS 12.2+ makes such an allocation when a gemm is captured with no
+/// workspace set, which is why ditto sets one and instantiates with that flag.
+#[test]
+fn a_graph_holding_an_allocation_relaunches_only_with_auto_free_on_launch() {
+    if !gpu() {
+        return;
+    }
+    use ditto::tensor_core::cudarc::driver::result;
+    use sys::{CUgraphInstantiate_flags as Flags, CUstreamCaptureMode};
+    let context = cuda::context(0).unwrap();
+    context.bind_to_thread().unwrap();
+    // A stream of its own: other tests' work on ditto's stream must not land in the graph.
+    let stream = context.new_stream().unwrap();
+    let graph = |free_in_graph: bool, flags: Flags| {
+        let mode = CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        stream.begin_capture(mode).unwrap();
+        // SAFETY: a stream-ordered allocation of 256 bytes on a live stream, freed (if at
+        // all) on the same stream; nothing reads or writes it.
+        unsafe {
+            let ptr = result::malloc_async(stream.cu_stream(), 256).unwrap();
+            if free_in_graph {
+                result::free_async(ptr, stream.cu_stream()).unwrap();
+            }
+        }
+        stream.end_capture(flags).unwrap().unwrap()
+    };
+    let plain = Flags(0);
+    let auto_free = Flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+    let holding = graph(false, plain);
+    holding.launch().unwrap();
+    assert_eq!(
+        holding.launch().unwrap_err(),
+        DriverError(CUresult::CUDA_ERROR_INVALID_VALUE),
+        "a relaunch while the last launch's allocation is unfreed"
+    );
+    for (what, g) in [
+        ("auto-free-on-launch", graph(false, auto_free)),
+        ("freed in the graph", graph(true, plain)),
+    ] {
+        for launch in 0..3 {
+            g.launch()
+                .unwrap_or_else(|e| panic!("{what}: launch {launch}: {e}"));
+        }
+    }
+    stream.synchronize().unwrap();
+}

@@ -2,7 +2,9 @@
 //! with a small device (DITTO_CUDA_STANDIN_MEMORY_MB): running out of memory inside a
 //! capture is a typed out-of-memory error naming the capture, `empty_cache` during a
 //! capture is refused, the allocator's statistics stay equal to what the driver holds,
-//! and eager work afterwards still runs (and may then empty the cache to fit).
+//! and eager work afterwards still runs (and may then empty the cache to fit). And a
+//! captured matmul allocates nothing: cuBLAS has the workspace ditto set, so the graph
+//! holds no allocation of its own and can be replayed (issue 33, item 2).
 //!
 //! Why it matters: emptying the cache frees blocks with stream-ordered frees on the
 //! device's stream, which a capture would record; the driver refuses them there and
@@ -22,8 +24,9 @@ use support::{gpu, on_standin, STANDIN_LABEL};
 
 const GPU: Device = Device::Cuda(0);
 /// Each stand-in device's memory in this process.
-const MEMORY_MB: usize = 64;
-/// Elements of a 24 MiB f32 tensor: two fit the device, three do not.
+const MEMORY_MB: usize = 96;
+/// Elements of a 24 MiB f32 tensor: two fit the device beside cuBLAS's 32 MiB workspace,
+/// three do not.
 const BIG: usize = 6 << 20;
 
 /// True when the stand-in runs this process with [`MEMORY_MB`] per device.
@@ -42,10 +45,15 @@ fn standin() -> bool {
         println!("skipping: the device's memory is sized on the {STANDIN_LABEL} only");
         return false;
     }
+    // cuBLAS's handle and workspace are made at the first matmul and kept: make them
+    // first, so every test counts memory with them in place.
+    let a = Tensor::ones(&[2, 2], DType::F32, GPU).unwrap();
+    a.matmul(&a).unwrap();
     true
 }
 
-/// A capture claims the whole device, so this file's tests take turns.
+/// A capture claims the whole device, so this file's tests take turns (from before
+/// [`standin`], whose matmul must not land in another test's capture).
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
@@ -80,10 +88,10 @@ fn cache_big_blocks(n: usize) {
 
 #[test]
 fn out_of_memory_in_a_capture_is_typed_and_keeps_the_cache() {
+    let _turn = serial();
     if !standin() {
         return;
     }
-    let _turn = serial();
     cache_big_blocks(2);
     assert_statistics_true("before the capture");
     let before = memory_stats(0);
@@ -145,10 +153,10 @@ fn out_of_memory_in_a_capture_is_typed_and_keeps_the_cache() {
 
 #[test]
 fn empty_cache_during_a_capture_is_refused() {
+    let _turn = serial();
     if !standin() {
         return;
     }
-    let _turn = serial();
     cache_big_blocks(1);
     let before = memory_stats(0);
     assert!(before.cached_bytes > 0);
@@ -191,4 +199,24 @@ fn empty_cache_during_a_capture_is_refused() {
     empty_cache(0).unwrap();
     assert_eq!(memory_stats(0).cached_bytes, 0);
     assert_statistics_true("after empty_cache");
+}
+
+/// Without a workspace of its own, cuBLAS (12.2 and later; the stand-in models it)
+/// allocates one when a gemm is captured: memory the graph holds beyond the allocator's
+/// statistics, and a graph the driver would relaunch only with auto-free-on-launch.
+#[test]
+fn a_captured_matmul_uses_the_workspace_ditto_set() {
+    let _turn = serial();
+    if !standin() {
+        return;
+    }
+    let a = Tensor::from_vec(vec![1f32, 2., 3., 4.], &[2, 2], GPU).unwrap();
+    let (graph, product) = CudaGraph::capture(0, || a.matmul(&a)).unwrap();
+    assert_statistics_true("with the graph of a matmul");
+    for _ in 0..3 {
+        graph.replay().unwrap();
+    }
+    assert_eq!(product.to_vec::<f32>().unwrap(), vec![7., 10., 15., 22.]);
+    std::mem::drop(graph);
+    assert_statistics_true("after the graph");
 }

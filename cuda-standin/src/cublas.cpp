@@ -50,6 +50,7 @@ using namespace standin;
 enum : int {
     CUBLAS_STATUS_SUCCESS = 0,
     CUBLAS_STATUS_NOT_INITIALIZED = 1,
+    CUBLAS_STATUS_ALLOC_FAILED = 3,
     CUBLAS_STATUS_INVALID_VALUE = 7,
     CUBLAS_STATUS_EXECUTION_FAILED = 13,
     CUBLAS_STATUS_NOT_SUPPORTED = 15,
@@ -60,7 +61,18 @@ struct Handle {
     CUstream stream;  // as given to cublasSetStream (NULL: the default stream)
     int math_mode = 0;
     int pointer_mode = 0;  // 0 host, 1 device
+    // As given to cublasSetWorkspace (0: none, cuBLAS then allocates its own).
+    CUdeviceptr workspace = 0;
+    size_t workspace_bytes = 0;
+    // The capture (Capture::serial) whose graph holds this handle's own workspace.
+    unsigned long long workspace_capture = 0;
 };
+
+// What cuBLAS 12.2 and later do on a capturing stream when no workspace was set
+// (PyTorch issue 113994): allocate their workspace with cudaMallocAsync, once per
+// capture, which the capture records as an allocation node the graph never frees. The
+// size matters little to the rule; this is cuBLAS's recommendation for Hopper.
+constexpr size_t kCaptureWorkspaceBytes = size_t(32) << 20;
 
 std::set<Handle*>& handles() {
     static std::set<Handle*> all;
@@ -180,6 +192,10 @@ int gemm(const char* call, Handle* h, int transa, int transb, I m, I n, I k, con
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
     if (outside(C, extent(m, n, ldc), "C")) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (h->workspace != 0 && outside(reinterpret_cast<const void*>(h->workspace), h->workspace_bytes / sizeof(T),
+                                     "the workspace (cublasSetWorkspace)")) {
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
     bool tf32 = false;
     if constexpr (sizeof(T) == 4) tf32 = (h->math_mode & 0xf) == 3 && tf32_allowed();
     auto input = [tf32](T x) -> T {
@@ -208,6 +224,13 @@ int gemm(const char* call, Handle* h, int transa, int transb, I m, I n, I k, con
         // On a capturing stream the gemm is recorded, to run at each replay (graphs.h).
         std::lock_guard<std::mutex> guard(state_lock());
         if (Capture* capture = capture_of(h->stream)) {
+            if (h->workspace == 0 && h->workspace_capture != capture->serial) {
+                CUdeviceptr own = 0;
+                if (record_alloc(capture, device, kCaptureWorkspaceBytes, call, &own) != CUDA_SUCCESS) {
+                    return blas_fail(CUBLAS_STATUS_ALLOC_FAILED, call, "its workspace could not be allocated");
+                }
+                h->workspace_capture = capture->serial;
+            }
             if (record_host(capture, compute, call) != CUDA_SUCCESS) {
                 return blas_fail(CUBLAS_STATUS_EXECUTION_FAILED, call, "the stream's capture was invalidated");
             }
@@ -308,8 +331,24 @@ int cublasGetVersion_v2(cublasHandle_t h, int* version) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-// No workspace is needed on the host; any given is accepted.
-int cublasSetWorkspace_v2(cublasHandle_t h, void*, size_t) { return live(h) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED; }
+// The host needs no workspace, but which one is set decides what a capture records: with
+// none, a gemm on a capturing stream allocates one (kCaptureWorkspaceBytes); with one,
+// every gemm checks that it is still live memory of the handle's device.
+int cublasSetWorkspace_v2(cublasHandle_t h, void* workspace, size_t bytes) {
+    if (!live(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    const CUdeviceptr ptr = reinterpret_cast<CUdeviceptr>(workspace);
+    if (ptr != 0) {
+        Allocation a;
+        if (bytes == 0 || check_device_range(ptr, bytes, "cublasSetWorkspace_v2", "workspace", &a) != CUDA_SUCCESS ||
+            a.device != h->ctx->device) {
+            return blas_fail(CUBLAS_STATUS_INVALID_VALUE, "cublasSetWorkspace_v2",
+                             "%zu bytes at %p are not live memory of device %d", bytes, workspace, h->ctx->device);
+        }
+    }
+    h->workspace = ptr;
+    h->workspace_bytes = ptr == 0 ? 0 : bytes;
+    return CUBLAS_STATUS_SUCCESS;
+}
 
 const char* cublasGetStatusName(int status) {
     switch (status) {

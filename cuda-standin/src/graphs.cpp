@@ -4,7 +4,8 @@
 // legacy NULL stream) into a recorder: kernel launches, memsets and device-to-device
 // copies issued to it are checked as if they ran, then kept as nodes of a graph, with a
 // copy of each kernel's argument bytes. Work that cannot be part of a graph on a GPU
-// (copies to or from host memory, stream-ordered allocations, waiting for the stream)
+// (copies to or from host memory, freeing memory the capture did not allocate, waiting
+// for the stream)
 // is refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture, so
 // cuStreamEndCapture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as with the
 // driver. cuBLAS calls on a capturing stream are recorded as host nodes (cublas.cpp).
@@ -13,6 +14,7 @@
 // same checks as cuLaunchKernel (so a graph whose buffers were freed faults, as it
 // would on a GPU). The call counts (DITTO_CUDA_STANDIN_STATS) show one cuGraphLaunch
 // per replay and no cuLaunchKernel: recorded kernels are not launched through it.
+#include <algorithm>
 #include <cinttypes>
 #include <cstring>
 #include <set>
@@ -35,6 +37,12 @@ std::set<GraphExec*>& execs() {
     return all;
 }
 
+// The memory of every live graph's allocation nodes (GraphMemory).
+std::set<CUdeviceptr>& graph_allocations() {
+    static std::set<CUdeviceptr> all;
+    return all;
+}
+
 // Every capture in progress, to find the ones an unsafe call would disturb.
 std::set<Stream*>& capturing_streams() {
     static std::set<Stream*> all;
@@ -46,8 +54,16 @@ bool is_default_stream(CUstream s) {
 }
 
 // Replays one memset, copy or host node (kernels go through launch_checked).
-CUresult replay_memory_node(const GraphNode& node) {
+CUresult replay_memory_node(GraphExec* exec, const GraphNode& node) {
     const char* call = "cuGraphLaunch";
+    if (node.kind == GraphNode::Alloc) {
+        exec->unfreed.insert(node.dst);
+        return CUDA_SUCCESS;
+    }
+    if (node.kind == GraphNode::Free) {
+        exec->unfreed.erase(node.dst);
+        return CUDA_SUCCESS;
+    }
     if (node.kind == GraphNode::Host) {
         node.host();
         return CUDA_SUCCESS;
@@ -75,6 +91,44 @@ CUresult live_exec(CUgraphExec exec, const char* call) {
 }
 
 }  // namespace
+
+GraphMemory::~GraphMemory() {
+    for (CUdeviceptr block : blocks) {
+        graph_allocations().erase(block);
+        Allocation live;
+        // Gone already if the context was destroyed with its memory.
+        if (find_allocation(block, &live) && live.base == block) device_free(block, "cuGraphDestroy", nullptr);
+    }
+}
+
+bool is_graph_allocation(CUdeviceptr ptr) { return graph_allocations().count(ptr) != 0; }
+
+CUresult record_alloc(Capture* capture, int device, size_t bytes, const char* call, CUdeviceptr* out) {
+    if (capture->invalidated) return refuse_in_capture(capture, call, "an allocation after the capture failed");
+    CUresult ok = device_alloc(device, bytes, call, out);
+    if (ok != CUDA_SUCCESS) return ok;
+    capture->graph->memory->blocks.push_back(*out);
+    graph_allocations().insert(*out);
+    GraphNode node;
+    node.kind = GraphNode::Alloc;
+    node.dst = *out;
+    node.count = bytes;
+    capture->graph->nodes.push_back(node);
+    return CUDA_SUCCESS;
+}
+
+CUresult record_free(Capture* capture, CUdeviceptr ptr, const char* call) {
+    const std::vector<CUdeviceptr>& own = capture->graph->memory->blocks;
+    if (std::find(own.begin(), own.end(), ptr) == own.end()) {
+        return refuse_in_capture(capture, call, "freeing memory this capture did not allocate");
+    }
+    if (capture->invalidated) return refuse_in_capture(capture, call, "a free after the capture failed");
+    GraphNode node;
+    node.kind = GraphNode::Free;
+    node.dst = ptr;
+    capture->graph->nodes.push_back(node);
+    return CUDA_SUCCESS;
+}
 
 Capture* capture_of(CUstream stream) {
     if (is_default_stream(stream)) return nullptr;
@@ -152,7 +206,8 @@ CUresult cuStreamBeginCapture_v2(CUstream stream, int mode) {
     if (stream->capture != nullptr) return fail(CUDA_ERROR_ILLEGAL_STATE, call, "the stream is already capturing");
     Graph* graph = new Graph{ctx, ctx->generation, {}};
     graphs().insert(graph);
-    stream->capture = new Capture{graph, mode, std::this_thread::get_id(), false, {}};
+    static unsigned long long captures_begun = 0;
+    stream->capture = new Capture{graph, mode, std::this_thread::get_id(), false, {}, ++captures_begun};
     capturing_streams().insert(stream);
     return CUDA_SUCCESS;
 }
@@ -202,13 +257,15 @@ CUresult cuStreamIsCapturing(CUstream stream, int* status) {
 CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph graph, unsigned long long flags) {
     const char* call = "cuGraphInstantiateWithFlags";
     if (out == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, call, "NULL pointer");
-    if (flags != 0) return not_supported(call, "instantiate flags other than 0");
+    if ((flags & ~kAutoFreeOnLaunch) != 0) {
+        return not_supported(call, "instantiate flags other than 0 and CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH");
+    }
     std::lock_guard<std::mutex> guard(state_lock());
     if (graphs().count(graph) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, call, "not a live graph");
     if (graph->generation != graph->ctx->generation) {
         return fail(CUDA_ERROR_INVALID_HANDLE, call, "the context of the graph was destroyed");
     }
-    GraphExec* exec = new GraphExec{graph->ctx, graph->generation, graph->nodes};
+    GraphExec* exec = new GraphExec{graph->ctx, graph->generation, graph->nodes, flags, graph->memory, {}};
     execs().insert(exec);
     *out = exec;
     return CUDA_SUCCESS;
@@ -229,6 +286,17 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
             return fail(CUDA_ERROR_INVALID_HANDLE, call, "a graph of device %d launched on a stream of device %d",
                         exec->ctx->device, ctx->device);
         }
+        // The driver's rule for graphs with allocation nodes: a relaunch needs what the
+        // last launch allocated freed first, unless the graph frees it itself.
+        if (!exec->unfreed.empty() && (exec->flags & kAutoFreeOnLaunch) == 0) {
+            return fail(CUDA_ERROR_INVALID_VALUE, call,
+                        "relaunch of a graph whose allocation at %#" PRIx64 " (made during capture by "
+                        "cuMemAllocAsync or a library such as cuBLAS) from the previous launch is still "
+                        "allocated; free it in the graph, or instantiate with "
+                        "CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH",
+                        (uint64_t)*exec->unfreed.begin());
+        }
+        exec->unfreed.clear();
     }
     for (const GraphNode& node : exec->nodes) {
         CUresult ok = CUDA_SUCCESS;
@@ -237,7 +305,7 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
             for (const auto& bytes : node.params) params.push_back(const_cast<unsigned char*>(bytes.data()));
             ok = launch_checked(node.function, ctx, nullptr, node.grid, node.block, node.shared, params.data());
         } else {
-            ok = replay_memory_node(node);
+            ok = replay_memory_node(exec, node);
         }
         if (ok != CUDA_SUCCESS) return ok;
     }

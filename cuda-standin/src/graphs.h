@@ -3,6 +3,8 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,7 +17,7 @@ namespace standin {
 
 // One piece of recorded stream work, replayed by cuGraphLaunch in recording order.
 struct GraphNode {
-    enum Kind { Kernel, Memset, Copy, Host } kind = Kernel;
+    enum Kind { Kernel, Memset, Copy, Host, Alloc, Free } kind = Kernel;
     // Kernel: the function, its geometry and a copy of every kernelParams value.
     CUfunction function = nullptr;
     Dim3 grid{1, 1, 1};
@@ -23,7 +25,8 @@ struct GraphNode {
     unsigned shared = 0;
     std::vector<std::vector<unsigned char>> params;
     // Memset: `count` elements of `width` bytes of `value` at `dst`. Copy: `count` bytes
-    // from `src` to `dst` (device to device).
+    // from `src` to `dst` (device to device). Alloc / Free: the graph allocation at `dst`
+    // (`count` bytes) becomes allocated / freed.
     CUdeviceptr dst = 0;
     CUdeviceptr src = 0;
     unsigned value = 0;
@@ -34,16 +37,35 @@ struct GraphNode {
     std::function<void()> host;
 };
 
+// The memory of a graph's allocation nodes (cuMemAllocAsync during capture, or a
+// cuBLAS workspace cuBLAS allocated so): reserved at capture, as a GPU reserves the
+// addresses, and given back when the graph and every executable graph made from it are
+// gone.
+struct GraphMemory {
+    std::vector<CUdeviceptr> blocks;
+    ~GraphMemory();
+};
+
 struct Graph {
     Context* ctx;
     unsigned generation;
     std::vector<GraphNode> nodes;
+    std::shared_ptr<GraphMemory> memory = std::make_shared<GraphMemory>();
 };
+
+// CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH: a launch first frees what the
+// previous launch allocated and left unfreed.
+constexpr unsigned long long kAutoFreeOnLaunch = 1;
 
 struct GraphExec {
     Context* ctx;
     unsigned generation;
     std::vector<GraphNode> nodes;
+    unsigned long long flags = 0;
+    std::shared_ptr<GraphMemory> memory;
+    // Graph allocations a launch made that nothing freed yet: the driver refuses to
+    // launch the graph again while one is (unless kAutoFreeOnLaunch).
+    std::set<CUdeviceptr> unfreed;
 };
 
 // A stream's capture in progress (cuStreamBeginCapture's mode, CUstreamCaptureMode).
@@ -53,6 +75,7 @@ struct Capture {
     std::thread::id thread;
     bool invalidated = false;
     std::string reason;
+    unsigned long long serial = 0;  // distinct for every capture of the process
 };
 
 // The capture of `stream`, or nullptr (also for the default streams). state_lock held.
@@ -74,6 +97,19 @@ CUresult record_memset(Capture* capture, CUdeviceptr dst, unsigned value, size_t
                        const char* call);
 CUresult record_copy(Capture* capture, CUdeviceptr dst, CUdeviceptr src, size_t bytes, const char* call);
 CUresult record_host(Capture* capture, std::function<void()> work, const char* call);
+
+// Records an allocation node: `bytes` of new memory on `device`, owned by the graph
+// (cuMemAllocAsync on a capturing stream, or cuBLAS allocating its workspace during a
+// capture). state_lock held.
+CUresult record_alloc(Capture* capture, int device, size_t bytes, const char* call, CUdeviceptr* out);
+
+// Records a free node for `ptr`, which must be an allocation node of the same capture
+// (cuMemFreeAsync on a capturing stream); refuses (invalidating the capture) otherwise.
+// state_lock held.
+CUresult record_free(Capture* capture, CUdeviceptr ptr, const char* call);
+
+// True when `ptr` is the memory of a graph's allocation node. state_lock held.
+bool is_graph_allocation(CUdeviceptr ptr);
 
 // A kernel launch after the driver's checks (launch.cpp): runs it, or with `capture`
 // non-null records it. `ctx` is the stream's context.

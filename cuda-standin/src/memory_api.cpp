@@ -3,8 +3,8 @@
 // "Async" calls finish before they return (the stand-in has no queue), which is one of
 // the orders a GPU may run them in. Device ranges must lie inside one live allocation;
 // host ranges must not be device memory, and a host address that faults while copying
-// is an error, not a crash. On a capturing stream memsets and device-to-device copies are
-// recorded; other calls are refused (graphs.cpp). With unified addressing a copy may name any device's memory
+// is an error, not a crash. On a capturing stream memsets, device-to-device copies and
+// stream-ordered allocations and frees are recorded; other calls are refused (graphs.cpp). With unified addressing a copy may name any device's memory
 // (the driver infers the device from the pointer); kernels may not (see launch.cpp).
 #include <cinttypes>
 #include <cstring>
@@ -56,18 +56,31 @@ CUresult copy_bytes(void* dst, const void* src, size_t bytes, const char* call) 
     return CUDA_SUCCESS;
 }
 
+// On a capturing stream, cuMemAllocAsync records an allocation node and cuMemFreeAsync
+// of its memory a free node (graphs.h).
 CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream stream, bool async, const char* call) {
     if (out == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, call, "NULL pointer");
     Context* ctx = nullptr;
-    const CUresult ok = context_for(stream, async, call, &ctx);
+    Capture* capture = nullptr;
+    const CUresult ok = context_for(stream, async, call, &ctx, async ? &capture : nullptr);
     if (ok != CUDA_SUCCESS) return ok;
+    if (capture != nullptr) {
+        std::lock_guard<std::mutex> guard(state_lock());
+        return record_alloc(capture, ctx->device, bytes, call, out);
+    }
     return device_alloc(ctx->device, bytes, call, out);
 }
 
 CUresult free_ptr(CUdeviceptr ptr, CUstream stream, bool async, const char* call) {
     Context* ctx = nullptr;
-    const CUresult ok = context_for(stream, async, call, &ctx);
+    Capture* capture = nullptr;
+    const CUresult ok = context_for(stream, async, call, &ctx, async ? &capture : nullptr);
     if (ok != CUDA_SUCCESS) return ok;
+    std::lock_guard<std::mutex> guard(state_lock());
+    if (capture != nullptr) return record_free(capture, ptr, call);
+    if (is_graph_allocation(ptr)) {
+        return not_supported(call, "freeing a graph's allocation outside the graph (the stand-in does not model it)");
+    }
     return device_free(ptr, call, nullptr);
 }
 

@@ -21,7 +21,13 @@
 //!   the device meanwhile (it would land in the graph). The capture is in the driver's
 //!   relaxed mode: ditto's own checks above refuse what must not happen, and a block
 //!   the pool lacks can still be allocated (with `cuMemAlloc`, which the stream-ordered
-//!   allocation of eager code would turn into a graph node).
+//!   allocation of eager code would turn into a graph node). Nothing goes back to the
+//!   driver during a capture: `empty_cache` is refused, and out of memory is
+//!   [`TensorError::CaptureOutOfMemory`](crate::TensorError::CaptureOutOfMemory).
+//! - Libraries may still allocate stream-ordered memory inside a capture. cuBLAS does
+//!   for its workspace unless one was set; ditto sets one per device with its handle
+//!   (`ops::cuda::matmul`), and instantiates graphs with auto-free-on-launch, so a
+//!   graph holding such an allocation can still be replayed.
 //!
 //! Random numbers need more (their Philox offset would be frozen into the graph): see
 //! `rng_gen::graph`, which builds on this.
@@ -36,6 +42,14 @@ use super::{allocator, default_stream, driver_error};
 
 pub use super::capture_state::{is_capturing, refuse_during_capture};
 use crate::Result;
+
+/// How captured graphs are instantiated: `CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH`,
+/// as PyTorch's `CUDAGraph` does. A library may allocate stream-ordered memory during a
+/// capture (cuBLAS does for its workspace when none was set), which the graph records as
+/// an allocation node it never frees; the driver refuses to launch such a graph again
+/// unless this flag lets each launch free the previous launch's allocations first.
+const INSTANTIATE_FLAGS: CUgraphInstantiate_flags =
+    CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
 
 /// A captured, instantiated graph of device work; [`replay`](Self::replay) runs it.
 pub struct CudaGraph {
@@ -93,7 +107,7 @@ impl CudaGraph {
                 Ok(result) => result,
                 Err(panic) => {
                     if is_stream_capturing(&stream) {
-                        let _ = stream.end_capture(CUgraphInstantiate_flags(0));
+                        let _ = stream.end_capture(INSTANTIATE_FLAGS);
                     }
                     active().remove(&ordinal);
                     allocator::close_pool(ordinal, pool);
@@ -105,7 +119,7 @@ impl CudaGraph {
         let ended = if result.is_ok() || is_stream_capturing(&stream) {
             guarded(ordinal, || {
                 stream
-                    .end_capture(CUgraphInstantiate_flags(0))
+                    .end_capture(INSTANTIATE_FLAGS)
                     .map_err(driver_error(ordinal, "end capture"))
             })
         } else {

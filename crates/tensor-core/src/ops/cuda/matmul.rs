@@ -5,7 +5,8 @@
 //! SM count with the same cuBLAS version, when one stream is used (ditto issues all work
 //! on the device's default stream). It does not promise the same bits across GPU models
 //! or versions, so a training run resumed on a different GPU model may drift in the last
-//! bits. The handle is set to `CUBLAS_PEDANTIC_MATH`, so f32 products never use TF32.
+//! bits. The handle is set to `CUBLAS_PEDANTIC_MATH`, so f32 products never use TF32,
+//! and given a fixed workspace, so captured (CUDA graph) and eager products use the same.
 //!
 //! # Layout
 //! cuBLAS is column-major. A row-major product `C = A * B` is computed as
@@ -98,14 +99,26 @@ fn cublas_error(ordinal: usize, op: &'static str) -> impl FnOnce(String) -> Tens
     }
 }
 
-/// The cuBLAS handle of device `ordinal`, created on first use. Errors (never panics)
-/// when libcublas cannot be loaded.
+/// The bytes of cuBLAS's workspace on each device, set once with the handle
+/// (`cublasSetWorkspace`): NVIDIA's recommendation for Hopper, more than older GPUs use.
+///
+/// Why ditto sets one: without it, cuBLAS 12.2 and later allocate their own with
+/// `cudaMallocAsync` when a gemm is captured, which the graph records as an allocation
+/// it never frees, so the graph could not be launched twice (PyTorch #113994); and a
+/// workspace of another size can make cuBLAS choose another algorithm, so eager and
+/// graphed products could differ in their bits. One workspace, set before any capture,
+/// serves both.
+const WORKSPACE_BYTES: usize = 32 << 20;
+
+/// The cuBLAS handle of device `ordinal` and its workspace, created on first use.
+/// Errors (never panics) when libcublas cannot be loaded.
 fn handle(ordinal: usize) -> Result<Arc<CudaBlas>> {
-    static HANDLES: OnceLock<Mutex<HashMap<usize, Arc<CudaBlas>>>> = OnceLock::new();
+    type Handles = HashMap<usize, (Arc<CudaBlas>, crate::cuda::CudaStorage)>;
+    static HANDLES: OnceLock<Mutex<Handles>> = OnceLock::new();
     let handles = HANDLES.get_or_init(|| Mutex::new(HashMap::new()));
     // A panic while holding the lock cannot leave the map half-updated (one insert).
     let mut map = handles.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(h) = map.get(&ordinal) {
+    if let Some((h, _)) = map.get(&ordinal) {
         return Ok(h.clone());
     }
     let stream = crate::cuda::default_stream(ordinal)?;
@@ -118,8 +131,12 @@ fn handle(ordinal: usize) -> Result<Arc<CudaBlas>> {
                 .into(),
         });
     }
+    // Fresh driver memory (never a block a capture in progress writes), kept for the
+    // process with the handle.
+    let workspace =
+        crate::cuda::CudaStorage::alloc_uninit_uncached(ordinal, DType::U8, WORKSPACE_BYTES)?;
     let created = catch_unwind(AssertUnwindSafe(|| {
-        let blas = CudaBlas::new(stream).map_err(|e| format!("{e:?}"))?;
+        let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("{e:?}"))?;
         // SAFETY: a valid handle just created; the mode is a plain enum value.
         unsafe {
             cudarc::cublas::sys::cublasSetMathMode(
@@ -129,12 +146,25 @@ fn handle(ordinal: usize) -> Result<Arc<CudaBlas>> {
         }
         .result()
         .map_err(|e| format!("cublasSetMathMode: {e:?}"))?;
+        use cudarc::driver::DevicePtr;
+        let (ptr, _sync) = workspace.bytes().device_ptr(&stream);
+        // SAFETY: a valid handle; `ptr` is WORKSPACE_BYTES of device memory of the
+        // handle's device, alive as long as the handle (both kept in HANDLES).
+        unsafe {
+            cudarc::cublas::sys::cublasSetWorkspace_v2(
+                *blas.handle(),
+                ptr as *mut std::ffi::c_void,
+                WORKSPACE_BYTES,
+            )
+        }
+        .result()
+        .map_err(|e| format!("cublasSetWorkspace_v2: {e:?}"))?;
         Ok::<_, String>(blas)
     }))
     .unwrap_or_else(|_| Err("libcublas is present but could not be used".into()))
     .map_err(cublas_error(ordinal, "cublas handle"))?;
     let created = Arc::new(created);
-    map.insert(ordinal, created.clone());
+    map.insert(ordinal, (created.clone(), workspace));
     Ok(created)
 }
 
