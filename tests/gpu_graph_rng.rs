@@ -295,8 +295,8 @@ fn graph_words_avoid_freed_temporaries_in_an_f16_dropout() {
 }
 
 /// A tensor made before the capture, overwritten by a copy the capture records and freed
-/// inside it: its block goes back to the shared cache, not the graph's pool, yet a
-/// replay still writes it. The words must not land there either.
+/// inside it: a replay still writes its block (which went to the shared cache before
+/// the allocator kept such blocks in the graph's pool). The words must not land there.
 #[test]
 fn graph_words_avoid_an_older_tensor_the_capture_wrote_and_freed() {
     if !gpu() {

@@ -112,3 +112,36 @@ fn nested_captures_replays_and_other_threads_are_refused() {
     assert!(is_capture_error(&other_thread.unwrap_err()));
     assert!(!cuda::is_capturing(0));
 }
+
+/// A tensor made before a capture, overwritten by the captured region and dropped in it:
+/// every replay writes its block again, so no buffer made after the capture may get
+/// that block while the graph lives (it stays the graph's, like the region's own
+/// temporaries). Found with issue 33's graph-words tests.
+#[test]
+fn a_block_the_region_wrote_and_freed_is_not_handed_out_while_the_graph_lives() {
+    if !gpu() {
+        return;
+    }
+    let _turn = serial();
+    let mut older = Tensor::zeros(&[3, 5], DType::F32, GPU).unwrap();
+    let ones = Tensor::ones(&[3, 5], DType::F32, GPU).unwrap();
+    let source = &ones;
+    let (graph, ()) = CudaGraph::capture(0, move || {
+        older.copy_from_(source)?;
+        std::mem::drop(older);
+        Ok(())
+    })
+    .unwrap();
+    // Eager buffers of the same size, made while the graph lives.
+    let fresh: Vec<Tensor> = (0..4)
+        .map(|_| Tensor::full(&[3, 5], 7.0, DType::F32, GPU).unwrap())
+        .collect();
+    graph.replay().unwrap();
+    for (i, t) in fresh.iter().enumerate() {
+        assert_eq!(
+            t.to_vec::<f32>().unwrap(),
+            vec![7.0; 15],
+            "buffer {i} was overwritten by the replay"
+        );
+    }
+}

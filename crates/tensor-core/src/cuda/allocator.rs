@@ -263,7 +263,14 @@ fn driver_allocate_during_capture(
 /// Takes back a block whose buffer died: it waits in the cache (or in the private pool
 /// of the graph it was made for, while that graph lives) for the next request of its
 /// class. No driver call, so dropping a tensor is cheap on any thread.
+///
+/// A block freed while its device is being captured joins that capture's pool even if
+/// it was made before: the region may have written it (an older tensor it overwrote and
+/// dropped), and every replay would write it again, so nothing outside the graph may
+/// get it while the graph lives.
 pub(crate) fn release(ordinal: usize, block: CudaSlice<u8>, graph_pool: Option<u64>) {
+    let graph_pool =
+        graph_pool.or_else(|| super::capture_state::active().get(&ordinal).map(|a| a.pool));
     let class = block.len();
     let mut pool = lock(ordinal);
     pool.stats.allocated_bytes = pool.stats.allocated_bytes.saturating_sub(class as u64);

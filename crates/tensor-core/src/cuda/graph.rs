@@ -13,7 +13,8 @@
 //! - Every replay reads and writes the very buffers the capture used. So buffers made
 //!   during the capture come from a private pool of the graph: when a tensor made in the
 //!   region dies, its block goes back to that pool, never to the shared cache, and
-//!   other code cannot be handed memory a later replay overwrites. The pool's blocks go
+//!   other code cannot be handed memory a later replay overwrites. So does any block
+//!   freed during the capture (an older tensor the region overwrote and dropped). The pool's blocks go
 //!   to the shared cache when the graph is dropped. Inputs are fed by overwriting
 //!   tensors made before the capture in place (`copy_from_`), outputs are read from
 //!   tensors the region returned.
