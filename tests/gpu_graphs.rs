@@ -145,3 +145,35 @@ fn a_block_the_region_wrote_and_freed_is_not_handed_out_while_the_graph_lives() 
         );
     }
 }
+
+/// The same for a buffer an earlier, dropped graph made: its block belonged to that
+/// graph's pool, which is gone when a second capture overwrites and drops it.
+#[test]
+fn a_block_of_a_dropped_graph_freed_in_a_capture_is_not_handed_out() {
+    if !gpu() {
+        return;
+    }
+    let _turn = serial();
+    let x = Tensor::ones(&[2, 7], DType::F32, GPU).unwrap();
+    let (first, mut made_by_first) = CudaGraph::capture(0, || x.add_scalar(1.0)).unwrap();
+    first.replay().unwrap();
+    std::mem::drop(first);
+    let source = &x;
+    let (graph, ()) = CudaGraph::capture(0, move || {
+        made_by_first.copy_from_(source)?;
+        std::mem::drop(made_by_first);
+        Ok(())
+    })
+    .unwrap();
+    let fresh: Vec<Tensor> = (0..4)
+        .map(|_| Tensor::full(&[2, 7], 7.0, DType::F32, GPU).unwrap())
+        .collect();
+    graph.replay().unwrap();
+    for (i, t) in fresh.iter().enumerate() {
+        assert_eq!(
+            t.to_vec::<f32>().unwrap(),
+            vec![7.0; 14],
+            "buffer {i} was overwritten by the replay"
+        );
+    }
+}

@@ -265,18 +265,21 @@ fn driver_allocate_during_capture(
 /// class. No driver call, so dropping a tensor is cheap on any thread.
 ///
 /// A block freed while its device is being captured joins that capture's pool even if
-/// it was made before: the region may have written it (an older tensor it overwrote and
+/// it was made before (or for a graph now gone): the region may have written it (an older tensor it overwrote and
 /// dropped), and every replay would write it again, so nothing outside the graph may
 /// get it while the graph lives.
 pub(crate) fn release(ordinal: usize, block: CudaSlice<u8>, graph_pool: Option<u64>) {
-    let graph_pool =
-        graph_pool.or_else(|| super::capture_state::active().get(&ordinal).map(|a| a.pool));
+    let capture_pool = super::capture_state::active().get(&ordinal).map(|a| a.pool);
     let class = block.len();
     let mut pool = lock(ordinal);
     pool.stats.allocated_bytes = pool.stats.allocated_bytes.saturating_sub(class as u64);
     pool.stats.cached_bytes += class as u64;
     let pool = &mut *pool;
-    let free = match graph_pool.and_then(|id| pool.private.get_mut(&id)) {
+    // Its own graph's pool while that graph lives, else the capture's, else the cache.
+    let target = graph_pool
+        .filter(|id| pool.private.contains_key(id))
+        .or(capture_pool);
+    let free = match target.and_then(|id| pool.private.get_mut(&id)) {
         Some(private) => private,
         None => &mut pool.free,
     };
