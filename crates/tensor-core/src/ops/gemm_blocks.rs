@@ -13,10 +13,14 @@
 //! packing from `n`, and does not promise that the sums stay the same (see
 //! `ops/matmul.rs`).
 //!
-//! Small products are one block (the call ditto made before it fanned out): below
-//! [`MIN_BLOCK_WORK`] multiply-adds per half, splitting costs more than a second core
-//! gives back (`benches/portable_matmul.rs`, `matmul/<shape>/gemm/<t>t`; numbers in
-//! `benches/RESULTS.md`).
+//! Small products are one block (the call ditto made before it fanned out, so the demo
+//! MLP's products keep their bits and their speed): every gemm call has a fixed cost
+//! (its packing buffers, its dispatch), and blocks too small to hide it make the whole
+//! product slower even on one thread. On the 2-core Xeon of `benches/RESULTS.md`
+//! (AVX-512, load 6-8 from other builds), blocks of 32 x 64 at a 2^20 multiply-add
+//! floor made the large MLP's 256x784x1024 product about 2x slower on one thread
+//! (`matmul/<shape>/gemm/1t` of `benches/portable_matmul.rs`, two interleaved rounds);
+//! [`MIN_BLOCK_WORK`] and [`MIN_EXTENT`] keep blocks far above that.
 
 use std::ops::Range;
 
@@ -27,14 +31,16 @@ use crate::portable::matmul::{blocks, Operand};
 use crate::{Element, Result, TensorError};
 
 /// A block is halved only while each half keeps at least this many multiply-adds
-/// (`rows * cols * k`): below it, a second thread's hand-off and the extra packing cost
-/// more than the work they share (measured on 2 cores, `benches/RESULTS.md`).
-pub(crate) const MIN_BLOCK_WORK: usize = 1 << 20;
+/// (`rows * cols * k`, about 0.75 ms on one core of the AVX-512 Xeon above), so the fixed
+/// cost of a gemm call stays a few percent of its work. Every product of the demo MLP
+/// (at most 128 x 256 x 256) is one block.
+pub(crate) const MIN_BLOCK_WORK: usize = 1 << 25;
 /// Rows or columns of a block are never halved below this: gemm packs the other
-/// operand once per block, which is cheap only while each block reuses it this often.
-const MIN_EXTENT: usize = 32;
-/// At most this many blocks: enough for a many-core machine to share a large product
-/// evenly; more would only repeat packing.
+/// operand once per block and fills its register tiles (up to 48 rows on AVX-512) best
+/// when a block has many of them.
+const MIN_EXTENT: usize = 64;
+/// At most this many blocks: enough for a many-core machine to share a large product;
+/// more would only repeat packing.
 const MAX_BLOCKS: usize = 128;
 
 /// The block shape `(rows, cols)` of C for an `m x k` by `k x n` product: the whole of C
@@ -160,7 +166,19 @@ mod tests {
 
     #[test]
     fn small_products_are_one_block() {
-        for (m, n, k) in [(1, 1, 1), (7, 5, 13), (128, 10, 256), (0, 9, 9), (9, 0, 9)] {
+        // (m, n, k): ragged ones, and the demo's products forward and backward.
+        for (m, n, k) in [
+            (1, 1, 1),
+            (7, 5, 13),
+            (129, 65, 257),
+            (128, 256, 64),
+            (128, 256, 256),
+            (128, 10, 256),
+            (256, 256, 128),
+            (128, 64, 256),
+            (0, 9, 9),
+            (9, 0, 9),
+        ] {
             assert_eq!(output_blocks(m, n, k), (m.max(1), n.max(1)), "{m}x{n}x{k}");
         }
     }
@@ -169,12 +187,14 @@ mod tests {
     fn large_products_split_into_blocks_that_keep_their_work() {
         for (m, n, k) in [
             (256, 1024, 784),
-            (129, 65, 257),
+            (256, 1024, 1024),
+            (1024, 784, 256),
             (4096, 4096, 4096),
-            (1, 4096, 4096),
+            (1, 1 << 20, 4096),
         ] {
             let (r, c) = output_blocks(m, n, k);
             let count = m.div_ceil(r) * n.div_ceil(c);
+            assert!(count > 1, "{m}x{n}x{k} is one block");
             assert!(count <= MAX_BLOCKS, "{m}x{n}x{k}: {count} blocks");
             assert!(r * c * k >= MIN_BLOCK_WORK, "{m}x{n}x{k}: {r}x{c}");
             assert!(
@@ -182,6 +202,7 @@ mod tests {
                 "{m}x{n}x{k}"
             );
         }
-        assert!(output_blocks(256, 1024, 784) != (256, 1024));
+        // The large MLP's first layer: 256 x 1024 in four 256 x 256 blocks.
+        assert_eq!(output_blocks(256, 1024, 784), (256, 256));
     }
 }
