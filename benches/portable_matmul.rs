@@ -3,9 +3,10 @@
 //! on 1 and 2 threads, and the demo's training step (`Trainer::step`) with the switch off
 //! and on.
 //!
-//! * `matmul/<shape>/gemm`: `Tensor::matmul` as it is by default. ditto calls gemm
-//!   single-threaded (`Parallelism::None`, see `ops::matmul`), so the thread count does
-//!   not change it; it is timed in each pool anyway, for a like-for-like comparison.
+//! * `matmul/<shape>/gemm/<t>t`: `Tensor::matmul` as it is by default, in a rayon pool
+//!   of `t` threads. ditto cuts C into blocks fixed by the shape (one single-threaded
+//!   gemm call each, `ops/gemm_blocks.rs`) and fans the blocks out over the pool; small
+//!   products are one block, so `1t` and `2t` are the same call there.
 //! * `matmul/<shape>/portable/<t>t`: the same call under `use_portable_arithmetic(true)`,
 //!   in a rayon pool of `t` threads (the portable kernel splits C's tiles over threads).
 //! * `demo_step/default`, `demo_step/portable`: one SGD step of the demo (batch 128,
@@ -13,7 +14,7 @@
 //!
 //! Shapes are `m x k x n`: the demo's forward products (batch 128 by each layer), and the
 //! backward's weight-gradient product `grad^T (out x 128) * x (128 x in)` read through a
-//! transposed view. Each timed call goes through `pool.install` (about a microsecond).
+//! transposed view; the same for the large MLP (784-1024-1024-10, batch 256). Each timed call goes through `pool.install` (about a microsecond).
 //! Run: `cargo bench --bench portable_matmul`; results in `benches/RESULTS.md`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -23,11 +24,15 @@ use tensor_core::{use_portable_arithmetic, Device, Tensor};
 /// (name, m, k, n, lhs transposed): the demo's products and the 1024, 2048 and 4096
 /// squares (the large ones take seconds a call: filter them in or out by name, e.g.
 /// `cargo bench --bench portable_matmul -- 128x` for the demo's shapes only).
-const SHAPES: [(&str, usize, usize, usize, bool); 7] = [
+const SHAPES: [(&str, usize, usize, usize, bool); 11] = [
     ("128x64x256", 128, 64, 256, false),
     ("128x256x256", 128, 256, 256, false),
     ("128x256x10", 128, 256, 10, false),
     ("256T128x256", 256, 128, 256, true),
+    ("256x784x1024", 256, 784, 1024, false),
+    ("256x1024x1024", 256, 1024, 1024, false),
+    ("256x1024x10", 256, 1024, 10, false),
+    ("1024T256x1024", 1024, 256, 1024, true),
     ("1024x1024x1024", 1024, 1024, 1024, false),
     ("2048x2048x2048", 2048, 2048, 2048, false),
     ("4096x4096x4096", 4096, 4096, 4096, false),
@@ -66,9 +71,11 @@ fn matmul(c: &mut Criterion) {
         };
         let b = operand(k, n, 2);
         use_portable_arithmetic(false);
-        group.bench_function(format!("{name}/gemm"), |bench| {
-            bench.iter(|| pools[0].1.install(|| a.matmul(&b).unwrap()));
-        });
+        for (threads, pool) in &pools {
+            group.bench_function(format!("{name}/gemm/{threads}t"), |bench| {
+                bench.iter(|| pool.install(|| a.matmul(&b).unwrap()));
+            });
+        }
         use_portable_arithmetic(true);
         for (threads, pool) in &pools {
             group.bench_function(format!("{name}/portable/{threads}t"), |bench| {

@@ -11,52 +11,14 @@
 
 #![cfg(unix)]
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-/// The path of example `name`, built for this test's profile and features.
-fn example(name: &str) -> PathBuf {
-    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(path) = built.get_or_insert_with(HashMap::new).get(name) {
-        return path.clone();
-    }
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo
-        .args(["build", "--quiet", "--example", name, "--manifest-path"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"));
-    if !cfg!(debug_assertions) {
-        cargo.arg("--release");
-    }
-    let features: Vec<&str> = [
-        ("cuda", cfg!(feature = "cuda")),
-        ("mpi", cfg!(feature = "mpi")),
-        ("nccl", cfg!(feature = "nccl")),
-    ]
-    .into_iter()
-    .filter_map(|(f, on)| on.then_some(f))
-    .collect();
-    cargo.args(["--no-default-features", "--features", &features.join(",")]);
-    let status = cargo.status().expect("run cargo build");
-    assert!(status.success(), "cargo build --example {name} failed");
-    // This test runs from <target>/<profile>/deps; the examples are built beside it.
-    let exe = std::env::current_exe().unwrap();
-    let path = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join(name);
-    assert!(path.is_file(), "{} was not built", path.display());
-    built.as_mut().unwrap().insert(name.into(), path.clone());
-    path
-}
+mod support;
+use support::example;
 
 /// `program args` in `dir`, to completion.
 fn run(program: &Path, dir: &Path, args: &[&str]) -> Output {

@@ -3,7 +3,7 @@
 //! (`torch.matmul` of two tensors of the same rank, without broadcasting).
 //!
 //! Each batch entry is exactly the 2-D [`Tensor::matmul`] of its two matrices: gemm
-//! (single-threaded, see `ops/matmul.rs`) or, under portable arithmetic, ditto's own
+//! (on blocks fixed by the sizes, see `ops/gemm_blocks.rs`) or, under portable arithmetic, ditto's own
 //! kernels (docs/contract.md §14). Entries are independent, so they run on rayon in
 //! parallel without changing a bit. Operands are read through their strides (a
 //! `transpose` of the last two dimensions, or of a batch dimension, is never copied).

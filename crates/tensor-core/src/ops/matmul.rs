@@ -1,17 +1,19 @@
 //! 2-D matrix multiply on the CPU via the `gemm` crate.
 //!
 //! # Determinism
-//! `gemm` is called with `Parallelism::None`. In gemm 0.19 the depth blocking `kc` comes
-//! from `(m, n, k)` and the cache sizes, not from the thread count, and a probe (f32;
-//! shapes 64x784x128, 256x1024x256, 1x4096x512, 512x4096x1, 1000x300x700;
-//! `Parallelism::Rayon(1, 2, 3, 8, 16)` against `None`; 2-core Intel Xeon with AVX-512
-//! and FMA, the dev machine) found no bit differing. But gemm does not promise this, and
-//! its packing and small-size paths do consult the thread count, so ditto stays
-//! single-threaded, which is deterministic by construction. The summation order over `k`
-//! still depends on `(m, n, k)`, on the cache sizes gemm detects and on the SIMD kernel
-//! it picks at run time (AVX-512, AVX2 + FMA, or scalar): results are bit-identical run
-//! to run and for any thread count on one machine, but an AVX-512 machine and an
-//! AVX2-only one may differ in the last bits.
+//! The output is cut into blocks whose shape depends only on `(m, n, k)`, and each block
+//! is one gemm call with `Parallelism::None` over the whole of `k` (`ops/gemm_blocks.rs`);
+//! rayon only decides which thread computes a block. gemm's own threading is not used:
+//! in gemm 0.19 the depth blocking `kc` comes from `(m, n, k)` and the cache sizes, not
+//! from the thread count, and a probe (f32; shapes 64x784x128, 256x1024x256,
+//! 1x4096x512, 512x4096x1, 1000x300x700; `Parallelism::Rayon(1, 2, 3, 8, 16)` against
+//! `None`; 2-core Intel Xeon with AVX-512 and FMA, the dev machine) found no bit
+//! differing, but gemm does not promise this, and its packing and small-size paths do
+//! consult the thread count. The summation order over `k` still depends on the block
+//! shape (so on `(m, n, k)`), on the cache sizes gemm detects and on the SIMD kernel it
+//! picks at run time (AVX-512, AVX2 + FMA, or scalar): results are bit-identical run to
+//! run and for any thread count on one machine, but an AVX-512 machine and an AVX2-only
+//! one may differ in the last bits.
 //!
 //! gemm's AVX-512 kernels are compiled in through its `x86-v4` feature (off by default
 //! in gemm; AVX-512 intrinsics are stable Rust since 1.89). Without it gemm used its AVX2
@@ -27,7 +29,6 @@
 //! operations is defined: the same bits with any SIMD level and thread count, and on
 //! CUDA.
 
-use crate::creation::try_filled;
 use crate::portable::matmul::{Operand, PortableElement};
 use crate::{Element, Result, Tensor, TensorError};
 
@@ -47,50 +48,6 @@ pub(crate) trait ProductElement: Element + Default + PortableElement {
 impl ProductElement for f32 {}
 impl ProductElement for f64 {}
 
-/// `dst (m x n) = a (m x k) * b (k x n)` with gemm.
-fn gemm_into<T: ProductElement>(a: Operand<'_, T>, b: Operand<'_, T>) -> Result<Vec<T>> {
-    let (m, k, n) = (a.rows, a.cols, b.cols);
-    let count = m.checked_mul(n).ok_or(TensorError::InvalidArgument {
-        op: "matmul",
-        message: format!("{m} x {n} output elements overflow usize"),
-    })?;
-    let mut dst = try_filled(count, T::default(), <T as Element>::DTYPE)?;
-    if m == 0 || n == 0 {
-        return Ok(dst);
-    }
-    // Strides come from valid views whose offsets lie inside their buffers, so they fit
-    // in isize (a Vec never exceeds isize::MAX bytes).
-    let stride = |s: usize| s as isize;
-    let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
-    // SAFETY: every index gemm forms is `offset + i * row_stride + j * col_stride` with
-    // `i`, `j` inside the operand's dims, which its view guarantees lies inside its
-    // buffer; `dst` is a fresh row-major m x n buffer.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            stride(n),
-            false,
-            a.data.as_ptr().add(a.offset),
-            stride(a.col_stride),
-            stride(a.row_stride),
-            b.data.as_ptr().add(b.offset),
-            stride(b.col_stride),
-            stride(b.row_stride),
-            zero,
-            one,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
-    }
-    Ok(dst)
-}
-
 /// `a * b` for 2-D operands read through their strides: gemm, or ditto's portable
 /// kernels under portable arithmetic. Every CPU product (2-D, and each entry of a
 /// batched one) is this call.
@@ -102,7 +59,7 @@ pub(crate) fn product_2d<T: ProductElement>(
     if portable {
         crate::portable::matmul::matmul(a, b)
     } else {
-        gemm_into(a, b)
+        super::gemm_blocks::gemm_into(a, b)
     }
 }
 

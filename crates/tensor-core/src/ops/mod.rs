@@ -3,7 +3,8 @@
 //! # Determinism
 //! No result depends on the number of threads. Elementwise ops may run on rayon (each
 //! output element is computed independently, so splitting cannot change it).
-//! Reductions follow the fixed order below. `matmul` runs `gemm` single-threaded (see
+//! Reductions follow the fixed order below. `matmul` runs `gemm` on blocks of the output
+//! whose shapes depend only on the matrix sizes, one single-threaded call per block (see
 //! [`Tensor::matmul`]), or under portable arithmetic ditto's own kernels, whose order is
 //! defined for any thread count ([`crate::portable`]).
 //!
@@ -40,6 +41,7 @@ pub(crate) mod cuda;
 mod float;
 pub(crate) mod fused_sgd;
 pub(crate) mod gelu;
+mod gemm_blocks;
 mod grouped;
 pub(crate) mod index_add;
 mod inplace;

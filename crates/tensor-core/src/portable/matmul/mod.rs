@@ -322,7 +322,7 @@ struct Panels<'p, 'a, T> {
 }
 
 /// `0..len` cut into consecutive ranges of `size` (the last shorter).
-fn blocks(len: usize, size: usize) -> Vec<Range<usize>> {
+pub(crate) fn blocks(len: usize, size: usize) -> Vec<Range<usize>> {
     (0..len.div_ceil(size))
         .map(|i| i * size..((i + 1) * size).min(len))
         .collect()

@@ -67,9 +67,18 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-/// Edge sizes around every kernel's MR / NR and around the k-block, plus odd ones.
-const SHAPES: [(usize, usize, usize); 14] = [
+/// `(m, k, n)`: edge sizes around every kernel's MR / NR and around the k-block, odd
+/// ones (7x13x5, 129x257x65: one past a power of two in every dimension), and the demo
+/// MLP's products (batch 128, 64-256-256-10: each layer forward, and the first layer's
+/// input gradient 128x256x64).
+const SHAPES: [(usize, usize, usize); 20] = [
     (1, 1, 1),
+    (7, 13, 5),
+    (129, 257, 65),
+    (128, 64, 256),
+    (128, 256, 256),
+    (128, 256, 10),
+    (128, 256, 64),
     (12, 3, 32),
     (25, 9, 64),
     (1, 7, 1),
@@ -100,7 +109,7 @@ fn every_level_equals_the_definition_bit_for_bit() {
 
 #[test]
 fn transposed_and_offset_views_equal_the_definition() {
-    for &(m, k, n) in &SHAPES[..10] {
+    for &(m, k, n) in &SHAPES[..16] {
         let (a_t, b_t) = (values(m * k, 7), values(k * n, 8));
         // A stored as k x m (read transposed), B as n x k, with offsets into bigger buffers.
         let a = transposed(&a_t, m, k);
