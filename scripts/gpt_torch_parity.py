@@ -18,7 +18,7 @@ and ditto's `loss`. The script
    first step's scheduled rate, no weight decay on biases, layer norms and
    embeddings) and checks every parameter against STEP1's to 1e-5.
 
-`crates/nn-mini/tests/gpt_torch_parity.rs` writes the files and runs this. Prints one
+`crates/nn-mini/tests/integration/gpt_torch_parity.rs` writes the files and runs this. Prints one
 line per check and exits 1 on the first failure.
 """
 import json

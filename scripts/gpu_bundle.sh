@@ -41,19 +41,20 @@ for line in sys.stdin:
 }
 
 echo "building GPU test binaries (release)..." >&2
-tests=$(cargo test --release --no-run --message-format=json \
-          -p ditto --test gpu_random --test gpu_custom_op --test gpu_tensor_ops --test gpu_train_resume \
-          --test gpu_multi_device --test cuda_driver_checks --test gpu_determinism \
-          --test gpu_portable --test gpu_portable_train --test gpu_graphs --test gpu_graph_rng \
-          --test gpu_step_budget --test audit_runs \
-          -p kernels --test nvrtc_compile \
-          -p tensor-core --test cuda --test nvrtc_tensor_ops | executables)
+# One integration-test binary per crate; the runner runs each GPU module of it
+# (scripts/gpu_test_modules.sh --list --bundle) in a process of its own.
+rm -rf "$BUNDLE.tmp"; mkdir -p "$BUNDLE.tmp"
+for package in ditto kernels tensor-core; do
+  exe=$(cargo test --release --no-run --message-format=json -p "$package" --test integration | executables)
+  cp "$exe" "$BUNDLE.tmp/${package//-/_}_tests"
+done
 echo "building the training demo (release)..." >&2
 examples=$(cargo build --release --message-format=json -p ditto --example train_resume --bin ditto-audit | executables)
 # --- data parallel (issue 11): NCCL at world size 1 on the GPU -----------------------
 echo "building ddp_train and the NCCL availability test with --features nccl (release)..." >&2
 examples="$examples $(cargo build --release --message-format=json -p ditto --features nccl --example ddp_train | executables)"
-tests="$tests $(cargo test --release --no-run --message-format=json -p distributed --features nccl --test nccl_availability | executables)"
+exe=$(cargo test --release --no-run --message-format=json -p distributed --features nccl --test integration | executables)
+cp "$exe" "$BUNDLE.tmp/distributed_tests"
 # ----------------------------------------------------------------------------------------
 echo "building the GPU bench (release)..." >&2
 benches=$(cargo bench --no-run --message-format=json -p ditto --bench gpu_bench | executables)
@@ -65,7 +66,10 @@ benches="$benches $(cargo bench --no-run --message-format=json -p ditto --bench 
 
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
-for exe in $tests $benches $examples; do
+mv "$BUNDLE.tmp"/*_tests "$BUNDLE/bin/"
+rmdir "$BUNDLE.tmp"
+{ bash scripts/gpu_test_modules.sh --list --bundle; echo "distributed nccl_availability"; } > "$BUNDLE/modules.txt"
+for exe in $benches $examples; do
   # Strip cargo's hash suffix: gpu_random-0123abcd -> gpu_random.
   name="$(basename "$exe" | sed 's/-[0-9a-f]\{16\}$//')"
   cp "$exe" "$BUNDLE/bin/$name"
@@ -114,25 +118,22 @@ mkdir -p "$HERE/logs"
   echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo unknown)"
   echo "- CUDA libraries: ${LIB:-not found}"
   echo
-  echo "| test binary | result | summary |"
+  echo "| crate: test module | result | summary |"
   echo "|---|---|---|"
 } > "$HERE/results.md"
 
 status=0
 export DITTO_EXPECT_NCCL=1  # nccl_availability: the GPU machines have NCCL
-for t in "$HERE"/bin/*; do
-  name="$(basename "$t")"
-  [ "$name" = gpu_bench ] && continue
-  [ "$name" = gpu_determinism_bench ] && continue
-  [ "$name" = train_resume ] && continue
-  [ "$name" = ddp_train ] && continue
-  [ "$name" = ditto-audit ] && continue
-  [ "$name" = gpu_portable_bench ] && continue
-  if "$t" --test-threads=1 > "$HERE/logs/$name.log" 2>&1; then result=pass; else result=FAIL; status=1; fi
+while read -r package module; do
+  t="$HERE/bin/${package//-/_}_tests"
+  name="$module"
+  if "$t" --test-threads=1 "$module::" > "$HERE/logs/$name.log" 2>&1; then result=pass; else result=FAIL; status=1; fi
   summary="$(grep -E '^test result:' "$HERE/logs/$name.log" | tail -1)"
-  echo "| $name | $result | ${summary:-see logs/$name.log} |" >> "$HERE/results.md"
-  echo "$name: $result ($summary)"
-done
+  # A filter that matched nothing ran nothing: not a pass.
+  if [[ "$summary" == *" 0 passed"* ]]; then result=FAIL; status=1; fi
+  echo "| $package: $name | $result | ${summary:-see logs/$name.log} |" >> "$HERE/results.md"
+  echo "$package $name: $result ($summary)"
+done < "$HERE/modules.txt"
 
 # Issue 4's acceptance on the GPU: straight run, save at 120, resume, compare; then a
 # truncated and a bit-flipped checkpoint must fail with a message and no panic.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs PyTorch into a cached virtual environment outside the checkout, for the tests
 # that run ditto under torch's own launcher and store (issue 27): `torchrun`, and torch's
-# TCPStore server for tests/tcpstore_torch.rs. Only their CPU side is used.
+# TCPStore server for tests/integration/tcpstore_torch.rs. Only their CPU side is used.
 #
 #   eval "$(bash scripts/install_torch.sh --print-env)"   # install if needed, then export
 #                                                         # TORCHRUN (the launcher) and

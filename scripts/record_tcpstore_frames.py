@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Records the bytes PyTorch's TCPStore client and server exchange, one operation at a
-time, for ditto's TCPStore conformance test (crates/distributed/tests/tcpstore_conformance.rs).
+time, for ditto's TCPStore conformance test (crates/distributed/tests/integration/tcpstore_conformance.rs).
 
 A small TCP relay sits between a torch TCPStore client and a torch TCPStore server and
 writes down every chunk in each direction, filed under the operation the client was

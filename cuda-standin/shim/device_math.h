@@ -8,7 +8,7 @@
 // arithmetic, docs/contract.md §14, removes that dependence). So kernels built for the
 // stand-in get these instead: Cody-Waite reduction and Taylor polynomials evaluated with
 // fused multiply-adds, as GPU math libraries do, accurate to about 1 ulp (checked by
-// tests/gpu_portable.rs against the CPU with a tolerance; they differ in some last bits).
+// tests/integration/gpu_portable.rs against the CPU with a tolerance; they differ in some last bits).
 // f64 `exp` / `log` stay the host's.
 #pragma once
 

@@ -3,7 +3,7 @@
 //
 // Why: the host work a training step costs on a GPU is mostly driver calls (allocations,
 // memsets, launches, copies, synchronisations), and their counts are the same on the
-// stand-in as on a GPU. Tests hold a per-step budget on them (tests/gpu_step_budget.rs).
+// stand-in as on a GPU. Tests hold a per-step budget on them (tests/integration/gpu_step_budget.rs).
 //
 // The counting happens in one place, generated at build time (cuda-standin/generate.py
 // `counters`): each exported name is a trampoline that adds one to its counter and jumps

@@ -13,7 +13,7 @@
 //! [`Engine`] the same way and gets [`ProcessGroup`](crate::ProcessGroup), with its
 //! checks, from the blanket impl: it reports itself as [`Backend::Custom`], and since it
 //! can receive the argument structs but not build them, it cannot be handed arguments
-//! that skipped a check either (`crates/distributed/tests/custom_backend.rs` is one).
+//! that skipped a check either (`crates/distributed/tests/integration/custom_backend.rs` is one).
 
 use tensor_core::{DType, Device, Tensor};
 

@@ -113,7 +113,7 @@ pub trait Module: Send {
     /// parameters (`ReLU`, `Dropout`) writes nothing. A layer that owns parameters, or
     /// holds layers that do, must override this and [`parameters_mut`](Module::parameters_mut),
     /// or the optimiser never updates them and checkpoints never save them;
-    /// `crates/nn-mini/tests/parameter_overrides.rs` fails for any `impl Module` in the
+    /// `crates/nn-mini/tests/integration/parameter_overrides.rs` fails for any `impl Module` in the
     /// workspace that holds a [`Parameter`] or a `dyn Module` and overrides neither.
     fn parameters(&self) -> Vec<&Parameter> {
         Vec::new()

@@ -5,6 +5,8 @@
 
 #![warn(missing_docs)]
 
+mod own_process;
 mod save_loop;
 
+pub use own_process::{exact_name, run_in_own_process, TestOutcome, OWN_PROCESS_ENV};
 pub use save_loop::{temp_files, SaveLoopChild, SAVED};

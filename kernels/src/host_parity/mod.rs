@@ -5,7 +5,7 @@
 //! the `__host__ __device__` functions the kernels call: the Philox rounds, every
 //! conversion, `ln`, `sincospi`, Box-Muller ([this module](self)), and the per-block
 //! body of every kernel ([`blocks`]). The parity tests
-//! (`crates/rng-gen/tests/cuda_header_parity.rs`) compare them with the Rust engine bit
+//! (`crates/rng-gen/tests/integration/cuda_header_parity.rs`) compare them with the Rust engine bit
 //! for bit, so the GPU code is checked on machines without a GPU; the GPU tests then
 //! only have to show that the device runs it the same way.
 

@@ -26,7 +26,7 @@
 //!   those per shard, from the shard's rows, with the ops a pass over the shard alone
 //!   runs. Each shard's loss and output gradient come from `loss_fn` on the shard's
 //!   output rows, as before. The bits are those of one pass per shard
-//!   (`tests/ddp_single_pass.rs` compares the two at 1, 2 and 4 ranks).
+//!   (`tests/integration/ddp_single_pass.rs` compares the two at 1, 2 and 4 ranks).
 //! - **Otherwise** one forward and backward per micro-shard (smaller matrix products).
 //!   gemm and cuBLAS pick blockings and split-k by the matrix sizes, so outside portable
 //!   arithmetic a row's bits may depend on its batch, and the shard passes are what

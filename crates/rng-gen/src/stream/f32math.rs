@@ -11,7 +11,7 @@
 //!
 //! Accuracy, checked exhaustively over every input the normal sampler can produce (about
 //! 8 * 10^7 distinct f32 values in (0, 1]) against an f64 reference, see
-//! `tests/f32math_exhaustive.rs`: `ln` within 0.83 ulp, `sincospi` within 1.72 ulp.
+//! `tests/integration/f32math_exhaustive.rs`: `ln` within 0.83 ulp, `sincospi` within 1.72 ulp.
 
 /// Natural logarithm, within 1 ulp on positive normal and subnormal inputs.
 ///
@@ -56,7 +56,7 @@ fn ln_reduced(bits: u32, k: i32) -> f32 {
 const ROUND_TO_INTEGER: f32 = 12_582_912.0;
 
 /// Coefficients of `sin(pi/2 * t) / t` as a polynomial in `t^2`, `|t| <= 1/2`
-/// (fitted for relative error; ditto's own, see `tests/f32math_exhaustive.rs`).
+/// (fitted for relative error; ditto's own, see `tests/integration/f32math_exhaustive.rs`).
 const SIN_COEFFS: [f32; 4] = [
     f32::from_bits(0x3fc9_0fdb), //  1.5707964     (pi / 2)
     f32::from_bits(0xbf25_5ddd), // -0.64596349

@@ -5,7 +5,7 @@
 //! each kernel's loop over all its work items, calling the same `__host__ __device__`
 //! function the GPU calls. The functions here hand it the same arguments the CUDA
 //! launchers do (the same [`kernel_layout`](crate::ops::kernel_layout) code builds
-//! them), so the parity tests (`tests/cuda_tensor_ops_parity.rs` in the `ditto` crate)
+//! them), so the parity tests (`tests/integration/cuda_tensor_ops_parity.rs` in the `ditto` crate)
 //! check the GPU code against the CPU ops on machines without a GPU.
 //!
 //! Ops are named as the [`Tensor`] methods they mirror (`"add"`, `"relu"`, ...); an

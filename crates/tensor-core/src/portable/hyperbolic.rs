@@ -11,7 +11,7 @@
 //! the same order of operations. Why `expm1` rather than `exp`? `tanh(x) = (e^2x - 1) /
 //! (e^2x + 1)` loses every significant bit near 0 when `e^2x - 1` is computed from
 //! `e^2x`; `expm1` keeps them, so `tanh` stays within about an ulp everywhere
-//! (`tests/portable_math_exhaustive.rs` measures both over every f32 input).
+//! (`tests/integration/portable_math_exhaustive.rs` measures both over every f32 input).
 
 const LN2_HI: f32 = f32::from_bits(0x3f31_7180); // 6.9313812256e-01
 const LN2_LO: f32 = f32::from_bits(0x3717_f7d1); // 9.0580006145e-06

@@ -11,7 +11,7 @@
 //! `--fmad=false`, and Rust never contracts `a * b + c`).
 //!
 //! Accuracy, measured exhaustively over all 2^32 f32 inputs against an f64 reference
-//! (`tests/portable_math_exhaustive.rs`, release mode, 2026-11-25 on the 2-core x86-64
+//! (`tests/integration/portable_math_exhaustive.rs`, release mode, 2026-11-25 on the 2-core x86-64
 //! development VM): `exp` at most 0.910 ulp, `log` at most 0.835 ulp, and the CUDA
 //! header compiled for the host equal to these on every input.
 

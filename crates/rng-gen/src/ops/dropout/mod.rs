@@ -12,8 +12,8 @@
 //!   `kernels/cuda/random.cu`; their arguments: `kernels/src/launch/dropout.rs`; the
 //!   packed mask's layout, shared by CPU and GPU: `kernels/src/mask.rs`;
 //! - their host-parity tests: `dropout_matches` in
-//!   `crates/rng-gen/tests/cuda_header_parity.rs`; GPU against CPU:
-//!   `tests/gpu_random.rs`.
+//!   `crates/rng-gen/tests/integration/cuda_header_parity.rs`; GPU against CPU:
+//!   `tests/integration/gpu_random.rs`.
 
 mod backward;
 mod forward;

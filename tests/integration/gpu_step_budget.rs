@@ -1,0 +1,238 @@
+//! The host work of one training step on a CUDA device, counted in driver calls and held
+//! to a budget (issue 18): after warm-up, an eager step of the demo's model allocates
+//! and frees nothing through the driver, fills no output with zeros, looks up no kernel,
+//! creates no event, initialises nothing, uploads only its batch (input and targets: 2
+//! copies), and reads the device (1 copy, 1 wait) only when the loss is asked for.
+//!
+//! Counts come from the CUDA stand-in's `DITTO_CUDA_STANDIN_STATS` (docs/cuda-standin.md),
+//! written when a process exits, so each run is a child process: this test binary again,
+//! running only [`child_trains`] with the step count in `DITTO_STEP_BUDGET_STEPS`. Calls
+//! per step = (counts after 2N steps - counts after N steps) / N, which cancels start-up
+//! and warm-up. Skips (prints why) unless the stand-in is the driver: a real driver
+//! counts nothing; `REQUIRE_GPU=1` turns the skip into a failure.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use ditto::nn_mini::train::{TrainConfig, Trainer, TrainingRun};
+use ditto::tensor_core::Device;
+use support::gpu;
+
+/// Steps of the shorter run; the longer runs twice as many.
+const STEPS: u64 = 12;
+
+/// Driver / cuBLAS call counts of one process.
+type Counts = BTreeMap<String, u64>;
+
+/// In a child (`DITTO_STEP_BUDGET_STEPS` set): trains that many steps of the demo's
+/// model on cuda:0, reading the losses every `DITTO_STEP_BUDGET_READ_EVERY` steps.
+/// In the parent run of the tests: does nothing.
+#[test]
+fn child_trains() {
+    let Ok(steps) = std::env::var("DITTO_STEP_BUDGET_STEPS") else {
+        return;
+    };
+    let steps: u64 = steps.parse().expect("a step count");
+    let read_every: u64 = std::env::var("DITTO_STEP_BUDGET_READ_EVERY")
+        .expect("the read interval")
+        .parse()
+        .expect("a step count");
+    let config = TrainConfig {
+        device: Device::Cuda(0),
+        ..TrainConfig::default()
+    };
+    let mut trainer = Trainer::new(config).unwrap();
+    let graphed = std::env::var("DITTO_STEP_BUDGET_GRAPHED").as_deref() == Ok("1");
+    trainer.set_cuda_graph(graphed).unwrap();
+    while trainer.step_count() < steps {
+        trainer.step_deferred().unwrap();
+        if trainer.step_count().is_multiple_of(read_every) {
+            trainer.read_losses().unwrap();
+        }
+    }
+    trainer.read_losses().unwrap();
+    assert_eq!(trainer.losses().len() as u64, steps);
+}
+
+/// Runs [`child_trains`] for `steps` steps in a new process and returns its counts.
+fn counts_of_run(dir: &Path, steps: u64, read_every: u64, graphed: bool) -> Counts {
+    let stats = dir.join(format!("stats-{steps}-{read_every}-{graphed}.json"));
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            test_support::exact_name(module_path!(), "child_trains").as_str(),
+            "--test-threads",
+            "1",
+        ])
+        .env("DITTO_STEP_BUDGET_STEPS", steps.to_string())
+        .env("DITTO_STEP_BUDGET_READ_EVERY", read_every.to_string())
+        .env("DITTO_STEP_BUDGET_GRAPHED", if graphed { "1" } else { "0" })
+        .env("DITTO_CUDA_STANDIN_STATS", &stats)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the child run failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(&stats).expect("the stand-in wrote its call counts");
+    serde_json::from_str(&text).expect("the call counts are a JSON object of numbers")
+}
+
+/// Calls per step after warm-up: (2N-step counts - N-step counts) / N, as a float so a
+/// call made every k steps shows as 1/k. `graphed`: steps replayed as a CUDA graph
+/// (captured at step 2, so inside the first N).
+fn per_step(read_every: u64, graphed: bool) -> BTreeMap<String, f64> {
+    let dir = tempfile::tempdir().unwrap();
+    let short = counts_of_run(dir.path(), STEPS, read_every, graphed);
+    let long = counts_of_run(dir.path(), 2 * STEPS, read_every, graphed);
+    long.iter()
+        .map(|(name, &n)| {
+            let extra = n.saturating_sub(short.get(name).copied().unwrap_or(0));
+            (name.clone(), extra as f64 / STEPS as f64)
+        })
+        .filter(|&(_, per)| per > 0.0)
+        .collect()
+}
+
+/// The stand-in is the driver (its counts are what this test reads).
+fn standin() -> bool {
+    if std::env::var("DITTO_CUDA_STANDIN").as_deref() == Ok("1") {
+        return true;
+    }
+    println!("skipped: the call counts come from the CUDA stand-in (scripts/cuda_standin.sh)");
+    assert!(
+        std::env::var("REQUIRE_GPU").as_deref() != Ok("1"),
+        "REQUIRE_GPU=1 but the CUDA stand-in is not the driver"
+    );
+    false
+}
+
+/// Sum of the per-step counts of `names`.
+fn total(per: &BTreeMap<String, f64>, names: &[&str]) -> f64 {
+    names
+        .iter()
+        .map(|n| per.get(*n).copied().unwrap_or(0.0))
+        .sum()
+}
+
+const ALLOCATIONS: &[&str] = &[
+    "cuMemAlloc_v2",
+    "cuMemAllocAsync",
+    "cuMemAllocFromPoolAsync",
+];
+const FREES: &[&str] = &["cuMemFree_v2", "cuMemFreeAsync"];
+const MEMSETS: &[&str] = &[
+    "cuMemsetD8_v2",
+    "cuMemsetD8Async",
+    "cuMemsetD16Async",
+    "cuMemsetD32_v2",
+    "cuMemsetD32Async",
+];
+const DEVICE_TO_HOST: &[&str] = &["cuMemcpyDtoH_v2", "cuMemcpyDtoHAsync_v2"];
+const HOST_TO_DEVICE: &[&str] = &["cuMemcpyHtoD_v2", "cuMemcpyHtoDAsync_v2"];
+const WAITS: &[&str] = &[
+    "cuStreamSynchronize",
+    "cuCtxSynchronize",
+    "cuEventSynchronize",
+];
+const PER_STEP_NEVER: &[&str] = &[
+    "cuModuleGetFunction",
+    "cuModuleLoadData",
+    "cuEventCreate",
+    "cuEventDestroy_v2",
+    "cuInit",
+    "cuDeviceGetCount",
+];
+
+#[test]
+fn an_eager_step_stays_within_its_driver_call_budget() {
+    if !gpu() || !standin() {
+        return;
+    }
+    // The loss read after every step: one copy and one wait per step, no more.
+    let per = per_step(1, false);
+    println!("calls per step, loss read every step (CUDA stand-in): {per:?}");
+    let within = |what: &str, names: &[&str], most: f64| {
+        let n = total(&per, names);
+        assert!(n <= most, "{what}: {n} per step, budget {most}: {per:?}");
+    };
+    within("driver allocations", ALLOCATIONS, 0.0);
+    within("driver frees", FREES, 0.0);
+    within("memsets", MEMSETS, 0.0);
+    // Issue 18's budget: the loss read (1 copy, 1 wait) and the batch (input and
+    // targets: 2 uploads). cross_entropy picks on the device (gather / one_hot).
+    within("device-to-host copies", DEVICE_TO_HOST, 1.0);
+    within("waits for the device", WAITS, 1.0);
+    within("host-to-device copies", HOST_TO_DEVICE, 2.0);
+    for name in PER_STEP_NEVER {
+        within(name, &[name], 0.0);
+    }
+    assert!(
+        total(&per, &["cuLaunchKernel"]) >= 1.0,
+        "a step launches kernels: {per:?}"
+    );
+    // Kernel launches: 32 per step once the optimiser became one fused launch per
+    // parameter (`Tensor::sgd_momentum_step_`; three per parameter before, 44 in all).
+    // A change that adds launches to the step raises this with its reason.
+    within("kernel launches", &["cuLaunchKernel"], 32.0);
+
+    // Losses read every 4 steps: the loss's copy and wait are shared by the 4, so a
+    // step reads the device a quarter of a time on average.
+    let every_4 = per_step(4, false);
+    assert_eq!(
+        total(&every_4, DEVICE_TO_HOST),
+        0.25,
+        "reads per step when reading every 4: {every_4:?}"
+    );
+    assert_eq!(
+        total(&every_4, WAITS),
+        0.25,
+        "waits per step when reading every 4: {every_4:?}"
+    );
+    assert_eq!(
+        total(&every_4, HOST_TO_DEVICE),
+        2.0,
+        "uploads per step when reading every 4: {every_4:?}"
+    );
+}
+
+#[test]
+fn a_graphed_step_is_one_graph_launch_and_its_batch() {
+    if !gpu() || !standin() {
+        return;
+    }
+    let per = per_step(1, true);
+    println!("calls per graphed step, loss read every step (CUDA stand-in): {per:?}");
+    let exactly = |what: &str, names: &[&str], want: f64| {
+        let n = total(&per, names);
+        assert_eq!(n, want, "{what}: {n} per step, want {want}: {per:?}");
+    };
+    exactly("graph launches", &["cuGraphLaunch"], 1.0);
+    exactly("kernel launches", &["cuLaunchKernel"], 0.0);
+    exactly(
+        "host-to-device copies (input, targets)",
+        HOST_TO_DEVICE,
+        2.0,
+    );
+    exactly("device-to-host copies (the loss)", DEVICE_TO_HOST, 1.0);
+    exactly("waits for the device", WAITS, 1.0);
+    exactly("driver allocations", ALLOCATIONS, 0.0);
+    exactly("driver frees", FREES, 0.0);
+    exactly("memsets", MEMSETS, 0.0);
+    for name in PER_STEP_NEVER
+        .iter()
+        .chain(&["cuStreamBeginCapture_v2", "cuGraphInstantiateWithFlags"])
+    {
+        exactly(name, &[name], 0.0);
+    }
+    // Reading every 4 steps: the read and the wait are shared by the 4.
+    let every_4 = per_step(4, true);
+    assert_eq!(total(&every_4, DEVICE_TO_HOST), 0.25, "{every_4:?}");
+    assert_eq!(total(&every_4, WAITS), 0.25, "{every_4:?}");
+    assert_eq!(total(&every_4, &["cuGraphLaunch"]), 1.0, "{every_4:?}");
+}
