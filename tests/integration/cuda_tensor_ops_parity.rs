@@ -5,7 +5,7 @@
 //! this checks the GPU code's indexing, broadcasting, order of sums and NaN handling on
 //! any machine. On the host `exp` / `log` are the C library's, which is what Rust's
 //! `f32::exp` calls too; on a GPU they are libdevice's (compared within a few ulp by the
-//! GPU tests in `crates/tensor-core/tests/cuda_ops.rs`).
+//! GPU tests in `crates/tensor-core/tests/integration/cuda.rs`).
 
 use crate::support;
 

@@ -3,7 +3,7 @@
 //! the very `__host__ __device__` functions the kernels call, including each kernel's
 //! per-block body, so a pass here means the GPU computes what the CPU samplers compute as
 //! long as the device does IEEE arithmetic the way the host does (checked by the GPU
-//! tests in the workspace's `tests/gpu_random.rs`).
+//! tests in the workspace's `tests/integration/gpu_random.rs`).
 //!
 //! Inputs are many pseudo-random values (a fixed SplitMix64 stream, so failures repeat)
 //! plus the edge cases that broke other implementations: 0, all ones, NaN payloads,
