@@ -7,6 +7,8 @@
 
 mod own_process;
 mod save_loop;
+mod values;
 
 pub use own_process::{exact_name, run_in_own_process, TestOutcome, OWN_PROCESS_ENV};
 pub use save_loop::{temp_files, SaveLoopChild, SAVED};
+pub use values::spread_f32;

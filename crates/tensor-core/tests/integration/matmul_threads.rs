@@ -28,19 +28,9 @@ const SHAPES: [(usize, usize, usize, bool); 10] = [
 
 const THREADS: [usize; 4] = [1, 2, 3, 8];
 
-/// Deterministic values over a wide range of exponents and both signs, so that any
-/// change in the order of a sum shows in the last bits.
+/// The shared order-sensitive inputs ([`test_support::spread_f32`]).
 fn values(n: usize, salt: u64) -> Vec<f32> {
-    let mut s = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let mantissa = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            mantissa * f32::powi(2.0, ((s >> 8) % 9) as i32 - 4)
-        })
-        .collect()
+    test_support::spread_f32(n, salt)
 }
 
 /// The `m x k` left operand: a dense tensor, or the transpose of a dense `k x m` one.

@@ -18,19 +18,9 @@ fn chain<T: super::PortableElement>(a: &Operand<'_, T>, b: &Operand<'_, T>) -> V
     out
 }
 
-/// Deterministic values with every kind of rounding (a small xorshift, then a wide range
-/// of exponents and both signs).
+/// The shared order-sensitive inputs ([`test_support::spread_f32`]).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let mantissa = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            mantissa * f32::powi(2.0, ((s >> 8) % 9) as i32 - 4)
-        })
-        .collect()
+    test_support::spread_f32(n, seed)
 }
 
 fn dense(data: &[f32], rows: usize, cols: usize) -> Operand<'_, f32> {
