@@ -35,6 +35,7 @@ tensor-core nvrtc_tensor_ops
 "
 # The stand-in also checks its own promises (faults it injects, stale host builds).
 standin_only="
+ditto cuda_driver_version
 ditto cuda_standin_faults
 ditto cuda_standin_freshness
 "

@@ -13,6 +13,8 @@ mod cuda_accumulate_parity;
 #[cfg(feature = "cuda")]
 #[path = "integration/cuda_driver_checks.rs"]
 mod cuda_driver_checks;
+#[path = "integration/cuda_driver_version.rs"]
+mod cuda_driver_version;
 #[cfg(feature = "cuda")]
 #[path = "integration/cuda_standin_faults.rs"]
 mod cuda_standin_faults;

@@ -30,6 +30,8 @@ const std::vector<DeviceInfo>& devices();
 // The physical index of visible device `ordinal` (itself when out of range).
 int physical_device(int ordinal);
 const std::string& device_config_error();
+// The CUDA version the simulated driver supports (DITTO_CUDA_STANDIN_DRIVER_VERSION).
+int driver_version();
 
 // A device's primary context: the only kind the stand-in creates.
 struct Context {

@@ -39,8 +39,33 @@ bool parse_int(const std::string& text, long min, long max, long* out) {
 
 struct Config {
     std::vector<DeviceInfo> devices;
+    int driver_version = 13000;  // cuDriverGetVersion's number: 1000 x major + 10 x minor
     std::string error;
 };
+
+// DITTO_CUDA_STANDIN_DRIVER_VERSION: the CUDA version the simulated driver supports, as
+// cuDriverGetVersion reports it (12040) or as major.minor (12.4); CUDA 13.0 when unset.
+// It lets CI play an older driver line without owning one: cuDriverGetVersion reports
+// it and cuModuleLoadData refuses PTX newer than that driver reads (module.cpp).
+bool read_driver_version(Config* config) {
+    const char* env = std::getenv("DITTO_CUDA_STANDIN_DRIVER_VERSION");
+    if (env == nullptr) return true;
+    const std::string text = env;
+    const size_t dot = text.find('.');
+    long major = 0, minor = 0, number = 0;
+    const bool ok = dot == std::string::npos
+                        ? parse_int(text, 11000, 99990, &number)
+                        : parse_int(text.substr(0, dot), 11, 99, &major) &&
+                              parse_int(text.substr(dot + 1), 0, 9, &minor);
+    if (!ok) {
+        config->error = "DITTO_CUDA_STANDIN_DRIVER_VERSION=\"" + text +
+                        "\": expected a CUDA version as cuDriverGetVersion reports it (12040) or "
+                        "as major.minor (12.4), from 11.0 on";
+        return false;
+    }
+    config->driver_version = static_cast<int>(dot == std::string::npos ? number : major * 1000 + minor * 10);
+    return true;
+}
 
 Config read_config() {
     Config config;
@@ -67,6 +92,7 @@ Config read_config() {
             start = comma + 1;
         }
     }
+    if (!read_driver_version(&config)) return config;
     long memory_mb = 8192;
     const char* mem = std::getenv("DITTO_CUDA_STANDIN_MEMORY_MB");
     if (mem != nullptr && !parse_int(mem, 1, 1L << 30, &memory_mb)) {
@@ -182,6 +208,8 @@ int physical_device(int ordinal) {
 }
 const std::string& device_config_error() { return config().error; }
 
+int driver_version() { return config().driver_version; }
+
 CUresult require_init(const char* call) {
     std::lock_guard<std::mutex> guard(state_lock());
     if (!initialized) return fail(CUDA_ERROR_NOT_INITIALIZED, call, "cuInit has not succeeded");
@@ -222,7 +250,10 @@ CUresult cuInit(unsigned int flags) {
 
 CUresult cuDriverGetVersion(int* version) {
     if (version == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, "cuDriverGetVersion", "NULL pointer");
-    *version = 13000;
+    if (!device_config_error().empty()) {
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuDriverGetVersion", "%s", device_config_error().c_str());
+    }
+    *version = driver_version();
     return CUDA_SUCCESS;
 }
 

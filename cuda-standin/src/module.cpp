@@ -3,8 +3,9 @@
 // A module is the PTX NVRTC produced (so NVRTC still compiles every kernel); each
 // `.entry` resolves to the host build registered under the same name, after checking
 // that the PTX's parameter list and the C++ signature agree in count, sizes and
-// alignments. Like the CUDA 13.0 driver, the stand-in refuses PTX newer than ISA 9.0 and
-// PTX for a newer GPU than the device. Host builds older than the kernel sources on disk
+// alignments. Like a real driver, the stand-in refuses PTX newer than the ISA its CUDA
+// version reads (9.0 for the default 13.0; DITTO_CUDA_STANDIN_DRIVER_VERSION plays an
+// older line) and PTX for a newer GPU than the device. Host builds older than the kernel sources on disk
 // are refused too (freshness.cpp).
 #include "module.h"
 
@@ -52,8 +53,22 @@ void unload(Module* m) {
     delete m;
 }
 
-constexpr int kMaxPtxMajor = 9;  // the CUDA 13.0 driver reads PTX ISA up to 9.0
-constexpr int kMaxPtxMinor = 0;
+// The newest PTX ISA a driver for CUDA `version` (cuDriverGetVersion's number) reads, as
+// the PTX ISA release notes pair them: 13.x reads 9.x; 12.0-12.5 read 8.0-8.5, 12.6 8.5,
+// 12.8 8.7, 12.9 8.8; 11.x reads 7.x.
+void max_ptx_isa(int version, int* major, int* minor) {
+    const int cuda_major = version / 1000, cuda_minor = version % 1000 / 10;
+    if (cuda_major >= 13) {
+        *major = 9;
+        *minor = cuda_minor;
+    } else if (cuda_major == 12) {
+        *major = 8;
+        *minor = cuda_minor <= 5 ? cuda_minor : cuda_minor - 1;
+    } else {
+        *major = 7;
+        *minor = cuda_minor;
+    }
+}
 
 // The host builds of `ptx`'s entries must take exactly the parameters the PTX declares.
 CUresult check_signatures(const PtxModule& ptx, const char* call) {
@@ -97,10 +112,14 @@ CUresult load(CUmodule* out, const void* image, const char* call) {
     Context* ctx = nullptr;
     CUresult ok = require_current(call, &ctx);
     if (ok != CUDA_SUCCESS) return ok;
-    if (ptx.version_major > kMaxPtxMajor || (ptx.version_major == kMaxPtxMajor && ptx.version_minor > kMaxPtxMinor)) {
+    int max_major = 0, max_minor = 0;
+    const int driver = driver_version();
+    max_ptx_isa(driver, &max_major, &max_minor);
+    if (ptx.version_major > max_major || (ptx.version_major == max_major && ptx.version_minor > max_minor)) {
         return fail(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, call,
-                    "PTX ISA %d.%d is newer than the 9.0 a CUDA 13.0 driver reads (use NVRTC 13.0)",
-                    ptx.version_major, ptx.version_minor);
+                    "PTX ISA %d.%d is newer than the %d.%d a CUDA %d.%d driver reads",
+                    ptx.version_major, ptx.version_minor, max_major, max_minor, driver / 1000,
+                    driver % 1000 / 10);
     }
     const DeviceInfo& d = devices()[ctx->device];
     if (ptx.target_sm > d.cc_major * 10 + d.cc_minor) {

@@ -101,6 +101,23 @@ pub enum TensorError {
         /// Why: no driver, or how many devices there are.
         reason: String,
     },
+    /// The NVIDIA driver is older than the CUDA libraries ditto loads need: found and
+    /// needed are `cuDriverGetVersion` numbers (1000 x major + 10 x minor, 12040 = 12.4).
+    #[error(
+        "CUDA device {ordinal}: the NVIDIA driver supports CUDA {}.{}, but ditto's CUDA \
+         libraries (NVRTC, cuBLAS and NCCL of CUDA 13) need a driver for CUDA {}.{} or later \
+         (driver 580 or newer); upgrade the driver, or install CUDA's forward-compatibility \
+         package (cuda-compat) where the data centre driver line allows it",
+        found / 1000, found % 1000 / 10, needed / 1000, needed % 1000 / 10
+    )]
+    CudaDriverTooOld {
+        /// The ordinal asked for.
+        ordinal: usize,
+        /// The CUDA version the installed driver supports.
+        found: i32,
+        /// The oldest driver CUDA version ditto's libraries run on.
+        needed: i32,
+    },
     /// A CUDA driver / cuBLAS call failed.
     #[error("CUDA error on device {ordinal} in {op}: {message}")]
     Cuda {

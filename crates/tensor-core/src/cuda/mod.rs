@@ -23,7 +23,8 @@ pub use allocator::{
 pub use graph::{is_capturing, CudaGraph};
 pub use module_cache::CudaSource;
 pub use registry::{
-    context, default_stream, device_count, get_device_name, is_available, sm_count, synchronize,
+    context, default_stream, device_count, driver_version, get_device_name, is_available, sm_count,
+    synchronize, MIN_DRIVER_VERSION,
 };
 pub use storage::CudaStorage;
 

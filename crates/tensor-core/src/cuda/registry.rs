@@ -69,6 +69,25 @@ pub fn is_available() -> bool {
     device_count() > 0
 }
 
+/// The oldest driver ditto's CUDA libraries run on, as `cuDriverGetVersion` reports it:
+/// CUDA 13.0. NVRTC 13 writes PTX ISA 9.0, which CUDA 12 drivers refuse to load, and the
+/// cu13 cuBLAS and NCCL need the 580 driver line. Checked before the first context, so a
+/// CUDA 12 driver is one typed error naming both versions instead of a failed launch.
+pub const MIN_DRIVER_VERSION: i32 = 13000;
+
+/// The CUDA version the installed driver supports (`cuDriverGetVersion`: 12040 = 12.4).
+pub fn driver_version() -> Result<i32> {
+    guarded(0, || {
+        let mut version = 0;
+        // SAFETY: the driver writes one int through a valid pointer.
+        let status = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+        status
+            .result()
+            .map(|()| version)
+            .map_err(driver_error(0, "driver version"))
+    })
+}
+
 /// The registry entry for `ordinal`, creating the context on first use.
 fn entry(ordinal: usize) -> Result<Entry> {
     static REGISTRY: OnceLock<Mutex<HashMap<usize, Entry>>> = OnceLock::new();
@@ -87,6 +106,14 @@ fn entry(ordinal: usize) -> Result<Entry> {
             } else {
                 "no CUDA driver found".into()
             },
+        });
+    }
+    let found = driver_version()?;
+    if found < MIN_DRIVER_VERSION {
+        return Err(TensorError::CudaDriverTooOld {
+            ordinal,
+            found,
+            needed: MIN_DRIVER_VERSION,
         });
     }
     let created = guarded(ordinal, || {
