@@ -196,8 +196,16 @@ pub fn run_test_in_child(test: &str, library_dir: &std::path::Path, env: (&str, 
     );
 }
 
-/// The path of example `name`, built for this test's profile and features (`cargo build
-/// --example`, run by the first caller if `cargo test` did not build it already).
+/// The path of example `name`, built for this test's profile and features by `cargo
+/// build --workspace --example name` (once per process).
+///
+/// Why `--workspace` and the `ditto/` feature names: cargo unifies features over the
+/// packages a command selects, so a build of the facade alone asks for other feature sets
+/// of the member crates (no member's `default`, no dev-dependency features) than `cargo
+/// test --workspace` did, and rebuilt every member crate inside the test run (about 90 s
+/// of the README's test command on two cores). Selecting the whole workspace, with this
+/// binary's own features, asks for what the outer `cargo test --workspace` built, so the
+/// build finds everything fresh; a narrower outer command (`-p ditto`) pays one build.
 pub fn example(name: &str) -> PathBuf {
     static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
@@ -206,20 +214,26 @@ pub fn example(name: &str) -> PathBuf {
     }
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
-        .args(["build", "--quiet", "--example", name, "--manifest-path"])
+        .args(["build", "--quiet", "--workspace", "--example", name])
+        .arg("--manifest-path")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"));
     if !cfg!(debug_assertions) {
         cargo.arg("--release");
     }
+    if !cfg!(feature = "default") {
+        cargo.arg("--no-default-features");
+    }
     let features: Vec<&str> = [
-        ("cuda", cfg!(feature = "cuda")),
-        ("mpi", cfg!(feature = "mpi")),
-        ("nccl", cfg!(feature = "nccl")),
+        ("ditto/cuda", cfg!(feature = "cuda")),
+        ("ditto/mpi", cfg!(feature = "mpi")),
+        ("ditto/nccl", cfg!(feature = "nccl")),
     ]
     .into_iter()
     .filter_map(|(f, on)| on.then_some(f))
     .collect();
-    cargo.args(["--no-default-features", "--features", &features.join(",")]);
+    if !features.is_empty() {
+        cargo.args(["--features", &features.join(",")]);
+    }
     let status = cargo.status().expect("run cargo build");
     assert!(status.success(), "cargo build --example {name} failed");
     // This test runs from <target>/<profile>/deps; the examples are built beside it.
