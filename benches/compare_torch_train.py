@@ -1,11 +1,13 @@
-"""PyTorch twin of benches/train_step.rs: one training step of the 64-256-256-10 MLP.
+"""PyTorch twin of benches/train_step.rs: one training step of an MLP with dropout.
 
-Same work as the Rust bench's `train_step/model_only`: batch 128 of 64 features,
-Linear-ReLU-Dropout(0.1)-Linear-ReLU-Dropout(0.1)-Linear, cross-entropy (mean), backward,
-SGD(lr=0.05, momentum=0.9); one CPU thread. Prints steps/s (median of several timed
-rounds, after warm-up).
+Same work and flags as the Rust bench: Linear-ReLU-Dropout(0.1) for every hidden layer,
+then Linear; mean cross-entropy, backward, SGD(lr=0.05, momentum=0.9) on a fixed batch,
+at torch.set_num_threads(--threads). Prints the same line as the Rust bench (median
+steps/s of timed rounds after one warm-up round), so benches/compare_train_step.sh can
+interleave the two and compare medians.
 
-    python benches/compare_torch_train.py [--rounds 15] [--steps-per-round 200]
+    python benches/compare_torch_train.py [--threads 2] [--widths 784,1024,1024,10]
+                                          [--batch 256] [--rounds 5] [--seconds 1.0]
 """
 
 import argparse
@@ -16,23 +18,45 @@ import torch
 from torch import nn
 
 
+def widths(text: str) -> list[int]:
+    values = [int(w) for w in text.split(",")]
+    if len(values) < 2 or min(values) < 1:
+        raise argparse.ArgumentTypeError("expected two or more positive widths, e.g. 64,256,10")
+    return values
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, got {value}")
+    return value
+
+
+def mlp(sizes: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (inputs, outputs) in enumerate(zip(sizes, sizes[1:])):
+        layers.append(nn.Linear(inputs, outputs))
+        if i + 2 < len(sizes):
+            layers += [nn.ReLU(), nn.Dropout(0.1)]
+    return nn.Sequential(*layers)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--steps-per-round", type=int, default=200)
+    parser.add_argument("--threads", type=positive, default=1)
+    parser.add_argument("--widths", type=widths, default=[64, 256, 256, 10])
+    parser.add_argument("--batch", type=positive, default=128)
+    parser.add_argument("--rounds", type=positive, default=5)
+    parser.add_argument("--seconds", type=float, default=1.0)
     args = parser.parse_args()
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(7)
-    model = nn.Sequential(
-        nn.Linear(64, 256), nn.ReLU(), nn.Dropout(0.1),
-        nn.Linear(256, 256), nn.ReLU(), nn.Dropout(0.1),
-        nn.Linear(256, 10),
-    )
+    model = mlp(args.widths)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    x = torch.randn(128, 64)
-    y = torch.randint(0, 10, (128,))
+    x = torch.randn(args.batch, args.widths[0])
+    y = torch.randint(0, args.widths[-1], (args.batch,))
 
     def step() -> None:
         opt.zero_grad()
@@ -40,19 +64,20 @@ def main() -> None:
         loss.backward()
         opt.step()
 
-    for _ in range(200):  # warm-up: allocator caches, momentum buffers
-        step()
-    rates = []
-    for _ in range(args.rounds):
+    def timed() -> float:
         start = time.perf_counter()
-        for _ in range(args.steps_per_round):
+        steps = 0
+        while time.perf_counter() - start < args.seconds:
             step()
-        rates.append(args.steps_per_round / (time.perf_counter() - start))
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
-    print(f"steps/s: median {statistics.median(rates):.1f}  "
-          f"(min {min(rates):.1f}, max {max(rates):.1f}, {args.rounds} rounds of "
-          f"{args.steps_per_round} steps)")
-    print(f"time per step: {1e6 / statistics.median(rates):.1f} us")
+            steps += 1
+        return steps / (time.perf_counter() - start)
+
+    timed()  # warm-up: allocator caches, momentum buffers, threads
+    rates = [timed() for _ in range(args.rounds)]
+    shape = "-".join(str(w) for w in args.widths)
+    print(f"torch-{torch.__version__.split('+')[0]} threads={torch.get_num_threads()} "
+          f"widths={shape} batch={args.batch}: {statistics.median(rates):.1f} steps/s "
+          f"(median of {len(rates)} rounds: {[round(r) for r in rates]})")
 
 
 if __name__ == "__main__":

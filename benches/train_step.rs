@@ -1,67 +1,153 @@
-//! One training step of the demo's 64-256-256-10 MLP (dropout 0.1, SGD lr 0.05 momentum
-//! 0.9, batch 128) on one thread. `benches/compare_torch_train.py` times the same step
-//! in PyTorch; results are in `benches/RESULTS.md`.
+//! One training step of an MLP with dropout, SGD with momentum and cross-entropy, at a
+//! thread count, model shape and arithmetic you choose; `benches/compare_torch_train.py`
+//! is its PyTorch twin (same flags, same output line) and `benches/compare_train_step.sh`
+//! runs both side by side, interleaved. Results are in `benches/RESULTS.md`.
 //!
-//! * `train_step/model_only`: a fixed batch: zero_grad, forward (dropout on),
-//!   cross-entropy, backward, SGD step. The same work as the PyTorch script.
-//! * `train_step/with_loader`: `Trainer::step`, which also draws the batch from the data
-//!   loader (shuffled order, per-sample augmentation, stacking) on the calling thread.
+//! The step is the same work as the PyTorch script: zero_grad, forward (dropout 0.1 after
+//! every hidden layer, on), mean cross-entropy, backward, SGD (lr 0.05, momentum 0.9) on a
+//! fixed batch. `--with-loader` times `Trainer::step` instead, which also draws the batch
+//! from the data loader (the demo's shape only, as `train_resume` trains it).
 //!
-//! Run: `cargo bench --bench train_step` (the bench makes rayon's global pool one thread;
-//! setting `RAYON_NUM_THREADS=1` as well changes nothing).
+//! ```sh
+//! cargo bench --bench train_step -- --threads 2 --widths 784,1024,1024,10 --batch 256
+//! cargo bench --bench train_step -- --portable --rounds 3
+//! ```
+//!
+//! Why not criterion: the comparison is with another process (PyTorch), so both sides
+//! print the same line (median steps/s of timed rounds after a warm-up) and the driver
+//! script interleaves single rounds of each; criterion's statistics would compare ditto
+//! with itself only. The thread count is rayon's global pool, fixed before the first op.
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use std::time::{Duration, Instant};
+
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser};
 use nn_mini::train::{TrainConfig, Trainer};
 use nn_mini::{cross_entropy, Dropout, Linear, Module, ReLU, Sequential, Sgd, SgdConfig};
 use rng_gen::{Generator, Key};
 use tensor_core::{DType, Device};
 
-fn mlp(init: &Generator, dropout: &Generator) -> Sequential {
-    Sequential::new()
-        .push(Linear::new(64, 256, init).unwrap())
-        .push(ReLU::new())
-        .push(Dropout::new(0.1, dropout).unwrap())
-        .push(Linear::new(256, 256, init).unwrap())
-        .push(ReLU::new())
-        .push(Dropout::new(0.1, dropout).unwrap())
-        .push(Linear::new(256, 10, init).unwrap())
+/// One training step of an MLP, timed (steps/s, median of rounds).
+#[derive(Parser, Debug)]
+struct Args {
+    /// Threads of rayon's global pool (ditto's CPU ops fan out on it).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Layer widths, input first: `64,256,256,10` is the demo's model.
+    #[arg(long, value_delimiter = ',', default_value = "64,256,256,10")]
+    widths: Vec<usize>,
+    /// Rows per batch.
+    #[arg(long, default_value_t = 128)]
+    batch: usize,
+    /// Portable arithmetic (`use_portable_arithmetic(true)`: the same bits on every CPU
+    /// and GPU) instead of the default kernels.
+    #[arg(long)]
+    portable: bool,
+    /// Timed rounds; the median is printed.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Seconds per timed round (and of the warm-up before them).
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// Time `Trainer::step` (the data loader included) at the demo's shape instead.
+    #[arg(long)]
+    with_loader: bool,
+    /// `cargo bench` passes `--bench`; accepted and ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
-fn train_step(c: &mut Criterion) {
-    // One thread for every rayon op of the process (criterion's state is not `Send`, so
-    // a scoped `pool.install` cannot wrap the benchmark closures).
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build_global();
-    assert_eq!(rayon::current_num_threads(), 1, "set RAYON_NUM_THREADS=1");
-    {
-        let init = Generator::from_key(Device::Cpu, Key::new(1));
-        let dropout = Generator::from_key(Device::Cpu, Key::new(2));
-        let mut model = mlp(&init, &dropout);
-        let mut sgd = Sgd::new(SgdConfig::new(0.05).momentum(0.9)).unwrap();
-        let x = rng_gen::randn(&[128, 64], DType::F32, Device::Cpu, Some(&init)).unwrap();
-        let y = rng_gen::randint(0, 10, &[128], Device::Cpu, Some(&init)).unwrap();
-        c.bench_function("train_step/model_only", |b| {
-            b.iter(|| {
-                model.zero_grad();
-                let logits = model.forward(&x, true).unwrap();
-                let (loss, grad) = cross_entropy(&logits, &y).unwrap();
-                model.backward_params(&grad).unwrap();
-                sgd.step(&mut model).unwrap();
-                loss
-            });
-        });
+fn mlp(widths: &[usize], init: &Generator, dropout: &Generator) -> Sequential {
+    let mut model = Sequential::new();
+    for (i, pair) in widths.windows(2).enumerate() {
+        model = model.push(Linear::new(pair[0], pair[1], init).unwrap());
+        if i + 2 < widths.len() {
+            model = model
+                .push(ReLU::new())
+                .push(Dropout::new(0.1, dropout).unwrap());
+        }
+    }
+    model
+}
 
-        let config = TrainConfig {
+/// Steps per second of `step` over rounds of `seconds` each, after one round of warm-up.
+fn rates(rounds: usize, seconds: f64, mut step: impl FnMut()) -> Vec<f64> {
+    let round = Duration::from_secs_f64(seconds);
+    let mut timed = || {
+        let start = Instant::now();
+        let mut steps = 0u64;
+        while start.elapsed() < round {
+            step();
+            steps += 1;
+        }
+        steps as f64 / start.elapsed().as_secs_f64()
+    };
+    timed(); // warm-up: caches, momentum buffers, rayon's threads
+    (0..rounds).map(|_| timed()).collect()
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    let args = Args::parse();
+    if args.widths.len() < 2 || args.widths.contains(&0) || args.rounds == 0 || args.threads == 0 {
+        Args::command()
+            .error(
+                ErrorKind::ValueValidation,
+                "expected two or more non-zero --widths, --rounds >= 1 and --threads >= 1",
+            )
+            .exit();
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads)
+        .build_global()
+        .expect("rayon's global pool is set once, before any op");
+    tensor_core::use_portable_arithmetic(args.portable);
+
+    let init = Generator::from_key(Device::Cpu, Key::new(1));
+    let dropout = Generator::from_key(Device::Cpu, Key::new(2));
+    let rates = if args.with_loader {
+        let mut trainer = Trainer::new(TrainConfig {
             seed: 7,
             ..TrainConfig::default()
-        };
-        let mut trainer = Trainer::new(config).unwrap();
-        c.bench_function("train_step/with_loader", |b| {
-            b.iter(|| trainer.step().unwrap());
-        });
-    }
+        })
+        .unwrap();
+        rates(args.rounds, args.seconds, || {
+            trainer.step().unwrap();
+        })
+    } else {
+        let mut model = mlp(&args.widths, &init, &dropout);
+        let mut sgd = Sgd::new(SgdConfig::new(0.05).momentum(0.9)).unwrap();
+        let (inputs, classes) = (args.widths[0], *args.widths.last().unwrap());
+        let x =
+            rng_gen::randn(&[args.batch, inputs], DType::F32, Device::Cpu, Some(&init)).unwrap();
+        let y =
+            rng_gen::randint(0, classes as i64, &[args.batch], Device::Cpu, Some(&init)).unwrap();
+        rates(args.rounds, args.seconds, || {
+            model.zero_grad();
+            let logits = model.forward(&x, true).unwrap();
+            let (_loss, grad) = cross_entropy(&logits, &y).unwrap();
+            model.backward_params(&grad).unwrap();
+            sgd.step(&mut model).unwrap();
+        })
+    };
+    let what = match (args.with_loader, args.portable) {
+        (true, false) => "ditto-with-loader",
+        (true, true) => "ditto-with-loader-portable",
+        (false, false) => "ditto-default",
+        (false, true) => "ditto-portable",
+    };
+    let widths: Vec<String> = args.widths.iter().map(usize::to_string).collect();
+    println!(
+        "{what} threads={} widths={} batch={}: {:.1} steps/s (median of {} rounds: {:?})",
+        args.threads,
+        widths.join("-"),
+        args.batch,
+        median(rates.clone()),
+        rates.len(),
+        rates.iter().map(|r| r.round()).collect::<Vec<_>>()
+    );
 }
-
-criterion_group!(benches, train_step);
-criterion_main!(benches);
