@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "context.h"
+#include "device_queue.h"
 #include "errors.h"
 #include "fault_trap.h"
 #include "graphs.h"
@@ -27,6 +28,7 @@ CUresult context_for(CUstream stream, bool async, const char* call, Context** ct
     std::lock_guard<std::mutex> guard(state_lock());
     if (!async) {
         const CUresult ok = require_current(call, ctx);
+        if (ok == CUDA_SUCCESS) drain_device_work(*ctx);  // a synchronous call waits for the device
         return ok == CUDA_SUCCESS ? check_unsafe_during_capture(*ctx, call) : ok;
     }
     const CUresult ok = resolve_stream(stream, call, true, ctx);
