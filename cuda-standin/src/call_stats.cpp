@@ -1,5 +1,7 @@
 // DITTO_CUDA_STANDIN_STATS=<path>: at process exit, write how often each driver, cuBLAS
-// and NCCL entry point was called, as one JSON object {"cuLaunchKernel": 51, ...}.
+// and NCCL entry point was called, as one JSON object {"cuLaunchKernel": 51, ...}. Each
+// `%p` in the path becomes the process id (as in LLVM's LLVM_PROFILE_FILE), so the ranks
+// of a many-process job, which share one environment, write one file each.
 //
 // Why: the host work a training step costs on a GPU is mostly driver calls (allocations,
 // memsets, launches, copies, synchronisations), and their counts are the same on the
@@ -14,6 +16,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include <unistd.h>
 
 #include "errors.h"
 
@@ -25,9 +30,25 @@ __attribute__((visibility("hidden"))) extern const std::size_t standin_call_name
 
 namespace {
 
+// `pattern` with every `%p` replaced by this process's id.
+std::string expand_pid(const char* pattern) {
+    std::string path;
+    for (const char* c = pattern; *c != '\0'; ++c) {
+        if (c[0] == '%' && c[1] == 'p') {
+            path += std::to_string(getpid());
+            ++c;
+        } else {
+            path += *c;
+        }
+    }
+    return path;
+}
+
 void write_call_stats() {
-    const char* path = std::getenv("DITTO_CUDA_STANDIN_STATS");
-    if (path == nullptr || path[0] == '\0') return;
+    const char* pattern = std::getenv("DITTO_CUDA_STANDIN_STATS");
+    if (pattern == nullptr || pattern[0] == '\0') return;
+    const std::string expanded = expand_pid(pattern);
+    const char* path = expanded.c_str();
     std::FILE* out = std::fopen(path, "w");
     if (out == nullptr) {
         standin::say("DITTO_CUDA_STANDIN_STATS: cannot write %s: %s", path, std::strerror(errno));

@@ -3,6 +3,7 @@
 // Work never waits here: every call runs to completion before it returns, so a
 // synchronisation only reports a sticky error (a fault earlier on that context).
 #include "context.h"
+#include "device_queue.h"
 
 #include <map>
 #include <memory>
@@ -210,6 +211,7 @@ CUresult cuCtxSynchronize(void) {
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = nullptr;
     const CUresult ok = require_current("cuCtxSynchronize", &ctx);
+    if (ok == CUDA_SUCCESS) drain_device_work(ctx);
     return ok == CUDA_SUCCESS ? check_unsafe_during_capture(ctx, "cuCtxSynchronize") : ok;
 }
 

@@ -62,6 +62,8 @@ struct Event {
     unsigned generation;
     unsigned flags;
     bool recorded = false;
+    // The device work queued before the record (device_queue.h): complete once it ran.
+    uint64_t ticket = 0;
 };
 
 std::mutex& state_lock();
@@ -81,7 +83,8 @@ CUresult require_live(Context* ctx, const char* call);
 
 // The context a stream handle belongs to (0, 0x1 and 0x2 name the current context's
 // default stream). Checks that it is live and, with `current_only`, that it is the
-// current context. Call with state_lock held.
+// current context; then waits for the context's queued device work (device_queue.h),
+// unless a NoDrain is active. Call with state_lock held.
 CUresult resolve_stream(CUstream stream, const char* call, bool current_only, Context** out);
 
 // Makes every later call on `ctx` fail with `code` (a kernel touched memory it must not).

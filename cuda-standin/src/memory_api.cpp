@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "context.h"
+#include "device_queue.h"
 #include "errors.h"
 #include "fault_trap.h"
 #include "graphs.h"
@@ -27,6 +28,7 @@ CUresult context_for(CUstream stream, bool async, const char* call, Context** ct
     std::lock_guard<std::mutex> guard(state_lock());
     if (!async) {
         const CUresult ok = require_current(call, ctx);
+        if (ok == CUDA_SUCCESS) drain_device_work(*ctx);  // a synchronous call waits for the device
         return ok == CUDA_SUCCESS ? check_unsafe_during_capture(*ctx, call) : ok;
     }
     const CUresult ok = resolve_stream(stream, call, true, ctx);
@@ -89,7 +91,13 @@ CUresult memset_n(CUdeviceptr dst, unsigned value, size_t width, size_t count, C
                   bool async, const char* call) {
     Context* ctx = nullptr;
     Capture* capture = nullptr;
-    CUresult ok = context_for(stream, async, call, &ctx, &capture);
+    CUresult ok;
+    if (async) {
+        NoDrain queue;  // an async memset queues behind device work instead of waiting for it
+        ok = context_for(stream, async, call, &ctx, &capture);
+    } else {
+        ok = context_for(stream, async, call, &ctx, &capture);
+    }
     if (ok != CUDA_SUCCESS) return ok;
     if (count == 0) return CUDA_SUCCESS;
     if (dst % width != 0) {
@@ -102,8 +110,17 @@ CUresult memset_n(CUdeviceptr dst, unsigned value, size_t width, size_t count, C
         std::lock_guard<std::mutex> guard(state_lock());
         return record_memset(capture, dst, value, width, count, call);
     }
-    unsigned char* p = reinterpret_cast<unsigned char*>(dst);
-    for (size_t i = 0; i < count; ++i) std::memcpy(p + i * width, &value, width);
+    auto fill = [dst, value, width, count] {
+        unsigned char* p = reinterpret_cast<unsigned char*>(dst);
+        for (size_t i = 0; i < count; ++i) std::memcpy(p + i * width, &value, width);
+    };
+    if (async && !device_work_done(ctx, device_work_issued(ctx))) {
+        // Behind a queued collective, as on a GPU: the host does not wait (a zeroed
+        // output buffer before a collective must not block the call that issues it).
+        enqueue_device_work(ctx, fill);
+        return CUDA_SUCCESS;
+    }
+    fill();
     return CUDA_SUCCESS;
 }
 

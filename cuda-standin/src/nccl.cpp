@@ -8,8 +8,11 @@
 // interface NCCL_SOCKET_IFNAME selects, for ranks on several hosts), which ncclGetUniqueId
 // starts in the calling process (nccl_hub.h), as NCCL's bootstrap root lives in rank 0's
 // process. Device memory is host memory here, so a collective copies each rank's buffer
-// to the hub and back, and runs when it is issued (the stand-in runs all stream work in
-// issue order). Every rank receives all ranks' bytes in rank order and sums them in rank
+// to the hub and back. Like NCCL's, a collective's call checks its arguments and returns;
+// the collective runs later, in stream order, as device work of the stream's context
+// (device_queue.h), which the stream's next work, a wait or an event waits for.
+// DITTO_CUDA_STANDIN_NCCL_MODE=blocking runs it inside the call instead (the stand-in's
+// earlier behaviour, which the checks of a blocked call and its abort use). Every rank receives all ranks' bytes in rank order and sums them in rank
 // order 0, 1, ..., n - 1, the same every run and on every rank: a real NCCL sum is only
 // reproducible at a fixed world size and algorithm, and ditto's invariant mode never
 // relies on it.
@@ -19,10 +22,12 @@
 // ncclSuccess meanwhile. Only the stand-in's safety valve, DITTO_CUDA_STANDIN_NCCL_TIMEOUT_S
 // (default 600 s), ends a wait NCCL would never end, so a broken test cannot hang CI.
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "context.h"
+#include "device_queue.h"
 #include "errors.h"
 #include "memory.h"
 #include "nccl_comm.h"
@@ -64,14 +69,26 @@ NcclResult check_buffer(const Comm& comm, const void* ptr, size_t bytes, const c
     return ncclSuccess;
 }
 
-// `stream` is a live stream of the communicator's device.
-NcclResult check_stream(const Comm& comm, CUstream stream, const char* call) {
+// `stream` is a live stream of the communicator's device, whose context is `*ctx`.
+NcclResult check_stream(const Comm& comm, CUstream stream, const char* call, standin::Context** ctx) {
     std::lock_guard<std::mutex> g(standin::state_lock());
-    standin::Context* ctx = nullptr;
-    if (standin::resolve_stream(stream, call, false, &ctx) != CUDA_SUCCESS) {
+    standin::NoDrain queue;  // the collective queues behind the stream's work
+    if (standin::resolve_stream(stream, call, false, ctx) != CUDA_SUCCESS) {
         return fail(ncclUnhandledCudaError, call, "the stream is not a live stream");
     }
-    if (ctx->device != device_of(comm)) return fail(ncclInvalidArgument, call, "the stream belongs to another device");
+    if ((*ctx)->device != device_of(comm)) return fail(ncclInvalidArgument, call, "the stream belongs to another device");
+    return ncclSuccess;
+}
+
+// Runs `work` (a collective whose arguments passed their checks, holding its own
+// device Use) after the work queued on `ctx` and returns at once, or, in the blocking
+// mode, runs it now. Queued work reports its failure as NCCL's kernels do: through
+// ncclCommGetAsyncError.
+NcclResult issue(standin::Context* ctx, Comm* comm, std::function<NcclResult()> work) {
+    if (!standin::nccl_returns_early()) return work();
+    standin::enqueue_device_work(ctx, [work, comm] {
+        if (NcclResult r = work()) set_async_error(comm, r);
+    });
     return ncclSuccess;
 }
 
@@ -102,6 +119,7 @@ void sum_in_rank_order(const Parts& parts, char* out, size_t count) {
 // A grouped send or receive, issued at ncclGroupEnd.
 struct P2p {
     Comm* comm;
+    standin::Context* ctx;
     bool send;
     char* data;
     size_t bytes;
@@ -110,20 +128,32 @@ struct P2p {
 thread_local int group_depth = 0;
 thread_local std::vector<P2p> group_ops;
 
-NcclResult run_group(const std::vector<P2p>& ops) {
+NcclResult run_group(const std::vector<P2p>& ops, bool device) {
     const char* call = "ncclGroupEnd";
     // Every send first (they do not wait for their receivers), so ranks receiving from
     // each other cannot deadlock; then each receive, in issue order.
     for (bool sends : {true, false}) {
         for (const P2p& op : ops) {
             if (op.send != sends) continue;
-            Use use(op.comm, call);
+            Use use(op.comm, call, device);
             if (!use.ok()) return use.error();
             NcclResult r = op.send ? send_to(*use, call, op.peer, op.data, op.bytes)
                                    : receive_from(*use, call, op.peer, op.data, op.bytes);
             if (r != ncclSuccess) return r;
         }
     }
+    return ncclSuccess;
+}
+
+// Runs a group's sends and receives after the work queued on their stream.
+NcclResult issue_group(std::vector<P2p> ops) {
+    if (ops.empty()) return ncclSuccess;
+    if (!standin::nccl_returns_early()) return run_group(ops, false);
+    standin::Context* ctx = ops.front().ctx;
+    Comm* comm = ops.front().comm;
+    standin::enqueue_device_work(ctx, [ops, comm] {
+        if (NcclResult r = run_group(ops, true)) set_async_error(comm, r);
+    });
     return ncclSuccess;
 }
 
@@ -229,25 +259,30 @@ int ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, 
     const size_t size = type_size(type);
     if (size == 0 || type == ncclFloat16) return fail(ncclInvalidArgument, call, "datatype not emulated");
     const size_t bytes = count * size;
-    if (NcclResult r = check_stream(*use, stream, call)) return r;
+    standin::Context* ctx = nullptr;
+    if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     if (NcclResult r = check_buffer(*use, recv, bytes, call, "recvbuff")) return r;
-    Parts parts;
-    if (NcclResult r = exchange(*use, call, send, bytes, &parts)) return r;
-    if (NcclResult r = check_parts(*use, parts, bytes, call)) return r;
-    if (count == 0) return ncclSuccess;
-    char* out = static_cast<char*>(recv);
-    switch (type) {
-        case ncclInt8: sum_in_rank_order<int8_t>(parts, out, count); break;
-        case ncclUint8: sum_in_rank_order<uint8_t>(parts, out, count); break;
-        case ncclInt32: sum_in_rank_order<int32_t>(parts, out, count); break;
-        case ncclUint32: sum_in_rank_order<uint32_t>(parts, out, count); break;
-        case ncclInt64: sum_in_rank_order<int64_t>(parts, out, count); break;
-        case ncclUint64: sum_in_rank_order<uint64_t>(parts, out, count); break;
-        case ncclFloat32: sum_in_rank_order<float>(parts, out, count); break;
-        default: sum_in_rank_order<double>(parts, out, count); break;
-    }
-    return ncclSuccess;
+    return issue(ctx, comm, [=]() -> NcclResult {
+        Use device(comm, call, true);
+        if (!device.ok()) return device.error();
+        Parts parts;
+        if (NcclResult r = exchange(*device, call, send, bytes, &parts)) return r;
+        if (NcclResult r = check_parts(*device, parts, bytes, call)) return r;
+        if (count == 0) return ncclSuccess;
+        char* out = static_cast<char*>(recv);
+        switch (type) {
+            case ncclInt8: sum_in_rank_order<int8_t>(parts, out, count); break;
+            case ncclUint8: sum_in_rank_order<uint8_t>(parts, out, count); break;
+            case ncclInt32: sum_in_rank_order<int32_t>(parts, out, count); break;
+            case ncclUint32: sum_in_rank_order<uint32_t>(parts, out, count); break;
+            case ncclInt64: sum_in_rank_order<int64_t>(parts, out, count); break;
+            case ncclUint64: sum_in_rank_order<uint64_t>(parts, out, count); break;
+            case ncclFloat32: sum_in_rank_order<float>(parts, out, count); break;
+            default: sum_in_rank_order<double>(parts, out, count); break;
+        }
+        return ncclSuccess;
+    });
 }
 
 int ncclBroadcast(const void* send, void* recv, size_t count, int type, int root, ncclComm_t comm, CUstream stream) {
@@ -258,21 +293,26 @@ int ncclBroadcast(const void* send, void* recv, size_t count, int type, int root
     if (type_size(type) == 0) return fail(ncclInvalidArgument, call, "unknown datatype");
     if (root < 0 || root >= size_of(*use)) return fail(ncclInvalidArgument, call, "root out of range");
     const bool is_root = rank_of(*use) == root;
-    if (NcclResult r = check_stream(*use, stream, call)) return r;
+    standin::Context* ctx = nullptr;
+    if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (is_root) {
         if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     }
     if (NcclResult r = check_buffer(*use, recv, bytes, call, "recvbuff")) return r;
-    // Only the root's bytes travel; the others take part to mark their arrival.
-    Parts parts;
-    if (NcclResult r = exchange(*use, call, is_root ? send : nullptr, is_root ? bytes : 0, &parts)) return r;
-    if (parts.of_rank[root].second != bytes) {
-        return fail(ncclInvalidUsage, call,
-                    "the root sent " + std::to_string(parts.of_rank[root].second) + " bytes, rank " +
-                        std::to_string(rank_of(*use)) + " expected " + std::to_string(bytes));
-    }
-    if (bytes > 0) std::memcpy(recv, parts.of_rank[root].first, bytes);
-    return ncclSuccess;
+    return issue(ctx, comm, [=]() -> NcclResult {
+        Use device(comm, call, true);
+        if (!device.ok()) return device.error();
+        // Only the root's bytes travel; the others take part to mark their arrival.
+        Parts parts;
+        if (NcclResult r = exchange(*device, call, is_root ? send : nullptr, is_root ? bytes : 0, &parts)) return r;
+        if (parts.of_rank[root].second != bytes) {
+            return fail(ncclInvalidUsage, call,
+                        "the root sent " + std::to_string(parts.of_rank[root].second) + " bytes, rank " +
+                            std::to_string(rank_of(*device)) + " expected " + std::to_string(bytes));
+        }
+        if (bytes > 0) std::memcpy(recv, parts.of_rank[root].first, bytes);
+        return ncclSuccess;
+    });
 }
 
 int ncclAllGather(const void* send, void* recv, size_t count, int type, ncclComm_t comm, CUstream stream) {
@@ -282,16 +322,21 @@ int ncclAllGather(const void* send, void* recv, size_t count, int type, ncclComm
     const size_t bytes = count * type_size(type);
     if (type_size(type) == 0) return fail(ncclInvalidArgument, call, "unknown datatype");
     const int n = size_of(*use);
-    if (NcclResult r = check_stream(*use, stream, call)) return r;
+    standin::Context* ctx = nullptr;
+    if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     if (NcclResult r = check_buffer(*use, recv, bytes * n, call, "recvbuff")) return r;
-    Parts parts;
-    if (NcclResult r = exchange(*use, call, send, bytes, &parts)) return r;
-    if (NcclResult r = check_parts(*use, parts, bytes, call)) return r;
-    for (int r = 0; r < n && bytes > 0; ++r) {
-        std::memcpy(static_cast<char*>(recv) + r * bytes, parts.of_rank[r].first, bytes);
-    }
-    return ncclSuccess;
+    return issue(ctx, comm, [=]() -> NcclResult {
+        Use device(comm, call, true);
+        if (!device.ok()) return device.error();
+        Parts parts;
+        if (NcclResult r = exchange(*device, call, send, bytes, &parts)) return r;
+        if (NcclResult r = check_parts(*device, parts, bytes, call)) return r;
+        for (int r = 0; r < n && bytes > 0; ++r) {
+            std::memcpy(static_cast<char*>(recv) + r * bytes, parts.of_rank[r].first, bytes);
+        }
+        return ncclSuccess;
+    });
 }
 
 int ncclGroupStart() {
@@ -305,7 +350,7 @@ int ncclGroupEnd() {
     if (group_depth > 0) return ncclSuccess;
     std::vector<P2p> ops;
     ops.swap(group_ops);
-    return run_group(ops);
+    return issue_group(std::move(ops));
 }
 
 static int p2p(bool is_send, const char* call, void* data, size_t count, int type, int peer, ncclComm_t comm,
@@ -315,14 +360,15 @@ static int p2p(bool is_send, const char* call, void* data, size_t count, int typ
     if (type_size(type) == 0) return fail(ncclInvalidArgument, call, "unknown datatype");
     if (peer < 0 || peer >= size_of(*use)) return fail(ncclInvalidArgument, call, "peer out of range");
     const size_t bytes = count * type_size(type);
-    if (NcclResult r = check_stream(*use, stream, call)) return r;
+    standin::Context* ctx = nullptr;
+    if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, data, bytes, call, is_send ? "sendbuff" : "recvbuff")) return r;
-    P2p op{comm, is_send, static_cast<char*>(data), bytes, peer};
+    P2p op{comm, ctx, is_send, static_cast<char*>(data), bytes, peer};
     if (group_depth > 0) {
         group_ops.push_back(op);
         return ncclSuccess;
     }
-    return run_group({op});
+    return issue_group({op});
 }
 
 int ncclSend(const void* send, size_t count, int type, int peer, ncclComm_t comm, CUstream stream) {

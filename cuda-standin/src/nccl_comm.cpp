@@ -4,6 +4,8 @@
 #include "nccl_comm.h"
 
 #include "context.h"
+#include "device_queue.h"
+#include "errors.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -46,6 +48,8 @@ struct Comm {
     std::mutex lock;
     std::condition_variable idle;
     int active = 0;  // calls holding a Use
+    int host_active = 0;  // of which calls of the program (not device work)
+    const char* host_call = nullptr;  // the last of them to enter
 };
 
 namespace {
@@ -153,7 +157,20 @@ NcclResult release(Comm* c, const char* call, bool bye) {
     }
     {
         std::unique_lock<std::mutex> g(c->lock);
-        c->idle.wait(g, [&] { return c->active == 0; });
+        if (!bye && nccl_returns_early() && c->host_active > 0) {
+            // NCCL frees the communicator now: the call on the other thread goes on
+            // using freed memory. The stand-in keeps the memory but says so and poisons
+            // every context, so the program cannot go on as if nothing happened.
+            const std::string why = std::string("ncclCommAbort freed the communicator while ") + c->host_call +
+                                    " was running on it in another thread (NCCL forbids using a communicator "
+                                    "from two threads at once: a use after free on a GPU)";
+            say("%s", why.c_str());
+            std::lock_guard<std::mutex> state(state_lock());
+            for (int d = 0; d < int(devices().size()); ++d) poison(primary_context(d), CUDA_ERROR_ILLEGAL_STATE, why);
+        }
+        // The device work was woken above; it leaves at once.
+        const bool early = nccl_returns_early() && !bye;
+        c->idle.wait(g, [&] { return c->active - (early ? c->host_active : 0) == 0; });
     }
     if (bye && !c->hub_gone) {
         write_frame(c->fd, Kind::Bye, c->rank, 0, nullptr, 0, Waiter{-1, Clock::now() + std::chrono::seconds(5)});
@@ -264,7 +281,7 @@ NcclResult join(const char id[128], int nranks, int rank, int device, Comm** out
     return ncclSuccess;
 }
 
-Use::Use(Comm* comm, const char* call) {
+Use::Use(Comm* comm, const char* call, bool device) {
     std::lock_guard<std::mutex> g(live_lock);
     if (!comm || live.count(comm) == 0) {
         error_ = fail(ncclInvalidArgument, call,
@@ -273,14 +290,25 @@ Use::Use(Comm* comm, const char* call) {
     }
     std::lock_guard<std::mutex> h(comm->lock);
     comm->active += 1;
+    if (!device) {
+        comm->host_active += 1;
+        comm->host_call = call;
+    }
     comm_ = comm;
+    device_ = device;
 }
 
 Use::~Use() {
     if (!comm_) return;
     std::lock_guard<std::mutex> g(comm_->lock);
     comm_->active -= 1;
+    if (!device_) comm_->host_active -= 1;
     comm_->idle.notify_all();
+}
+
+void set_async_error(Comm* comm, NcclResult code) {
+    int healthy = ncclSuccess;
+    comm->async.compare_exchange_strong(healthy, code);
 }
 
 int rank_of(const Comm& comm) { return comm.rank; }

@@ -21,12 +21,16 @@ NcclResult make_unique_id(char id[128]);
 // names, and waits until every rank has joined.
 NcclResult join(const char id[128], int nranks, int rank, int device, Comm** out);
 
-// A communicator held for the length of one call: ncclCommAbort waits until no call
-// holds it before freeing it. `ok()` is false (and the error recorded) for a handle that
+// A communicator held for the length of one call (`device`: of the device work a
+// collective queued, device_queue.h). ncclCommAbort wakes the device work and waits for
+// it to leave; it waits for calls on other threads too in the blocking mode, while in
+// the mode where collectives return early it frees the communicator at once, as NCCL
+// does, and a call still inside it is a use after free: reported, and every context
+// of the process is poisoned. `ok()` is false (and the error recorded) for a handle that
 // is not a live communicator: NULL, destroyed or aborted.
 class Use {
 public:
-    Use(Comm* comm, const char* call);
+    Use(Comm* comm, const char* call, bool device = false);
     ~Use();
     Use(const Use&) = delete;
     Use& operator=(const Use&) = delete;
@@ -36,8 +40,12 @@ public:
 
 private:
     Comm* comm_ = nullptr;
+    bool device_ = false;
     NcclResult error_ = ncclSuccess;
 };
+
+// Device work of `comm` failed with `code`: what ncclCommGetAsyncError reports from now.
+void set_async_error(Comm* comm, NcclResult code);
 
 int rank_of(const Comm& comm);
 int size_of(const Comm& comm);

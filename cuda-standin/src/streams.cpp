@@ -1,10 +1,12 @@
 // Streams and events. Work runs when it is issued, in issue order, so a stream is only a
-// context plus flags and an event is complete as soon as it is recorded; what remains is
-// checking handles the way the driver does (a destroyed stream, an event recorded on
-// another context's stream).
+// context plus flags; what remains is checking handles the way the driver does (a
+// destroyed stream, an event recorded on another context's stream). The exception is
+// the device work queued by NCCL's collectives (device_queue.h): stream-ordered calls
+// wait for it, and an event recorded behind it completes when it ran.
 #include <set>
 
 #include "context.h"
+#include "device_queue.h"
 #include "errors.h"
 #include "graphs.h"
 
@@ -36,7 +38,11 @@ CUresult live_event(CUevent event, const char* call) {
 }  // namespace
 
 CUresult resolve_stream(CUstream stream, const char* call, bool current_only, Context** out) {
-    if (is_default(stream)) return require_current(call, out);
+    if (is_default(stream)) {
+        const CUresult ok = require_current(call, out);
+        if (ok == CUDA_SUCCESS) drain_device_work(*out);
+        return ok;
+    }
     if (streams().count(stream) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, call, "not a live stream");
     Context* ctx = stream->ctx;
     if (stream->generation != ctx->generation) {
@@ -48,6 +54,7 @@ CUresult resolve_stream(CUstream stream, const char* call, bool current_only, Co
         return fail(CUDA_ERROR_INVALID_HANDLE, call,
                     "the stream belongs to the context of device %d, which is not current", ctx->device);
     }
+    drain_device_work(ctx);
     *out = ctx;
     return CUDA_SUCCESS;
 }
@@ -105,8 +112,11 @@ CUresult cuStreamSynchronize(CUstream stream) {
 
 CUresult cuStreamQuery(CUstream stream) {
     std::lock_guard<std::mutex> guard(state_lock());
+    NoDrain query;
     Context* ctx = nullptr;
-    return resolve_stream(stream, "cuStreamQuery", false, &ctx);
+    const CUresult ok = resolve_stream(stream, "cuStreamQuery", false, &ctx);
+    if (ok != CUDA_SUCCESS) return ok;
+    return device_work_done(ctx, device_work_issued(ctx)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
@@ -151,6 +161,7 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
     CUresult ok = live_event(event, "cuEventRecord");
     if (ok != CUDA_SUCCESS) return ok;
     Context* ctx = nullptr;
+    NoDrain record;
     ok = resolve_stream(stream, "cuEventRecord", false, &ctx);
     if (ok != CUDA_SUCCESS) return ok;
     if (ctx != event->ctx) {
@@ -158,17 +169,45 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
                     "event of device %d recorded on a stream of device %d", event->ctx->device, ctx->device);
     }
     event->recorded = true;
+    event->ticket = device_work_issued(ctx);
     return CUDA_SUCCESS;
 }
 
 CUresult cuEventSynchronize(CUevent event) {
     std::lock_guard<std::mutex> guard(state_lock());
-    return live_event(event, "cuEventSynchronize");
+    const CUresult ok = live_event(event, "cuEventSynchronize");
+    if (ok == CUDA_SUCCESS) wait_device_work(event->ctx, event->ticket);
+    return ok;
 }
 
 CUresult cuEventQuery(CUevent event) {
     std::lock_guard<std::mutex> guard(state_lock());
-    return live_event(event, "cuEventQuery");
+    const CUresult ok = live_event(event, "cuEventQuery");
+    if (ok != CUDA_SUCCESS) return ok;
+    return device_work_done(event->ctx, event->ticket) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+// A host function runs in stream order: behind queued device work it is queued too (a
+// test stands long GPU work before a collective in with it), else it runs now. As on
+// CUDA, it must not call CUDA itself.
+CUresult cuLaunchHostFunc(CUstream stream, void (*fn)(void*), void* data) {
+    if (fn == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, "cuLaunchHostFunc", "NULL function");
+    Context* ctx = nullptr;
+    {
+        std::lock_guard<std::mutex> guard(state_lock());
+        NoDrain queue;
+        const CUresult ok = resolve_stream(stream, "cuLaunchHostFunc", false, &ctx);
+        if (ok != CUDA_SUCCESS) return ok;
+        if (capture_of(stream) != nullptr) {
+            return refuse_in_capture(capture_of(stream), "cuLaunchHostFunc", "a host function");
+        }
+        if (nccl_returns_early()) {
+            enqueue_device_work(ctx, [fn, data] { fn(data); });
+            return CUDA_SUCCESS;
+        }
+    }
+    fn(data);
+    return CUDA_SUCCESS;
 }
 
 // The host runs kernels one thread at a time: no time it measured would mean anything.

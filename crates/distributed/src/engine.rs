@@ -54,6 +54,12 @@ pub trait Engine: Send + Sync {
 
     /// `barrier` (it has no arguments to check).
     fn run_barrier(&self) -> Result<()>;
+
+    /// `check_completed`: the error of a collective that failed after its call returned.
+    /// Backends whose collectives complete inside their calls have none.
+    fn run_check_completed(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The dtypes `all_reduce` sums. A backend matches on it exhaustively, so a dtype added

@@ -146,6 +146,16 @@ pub trait ProcessGroup: Send + Sync + Engine {
     fn barrier(&self) -> Result<()> {
         self.run_barrier()
     }
+
+    /// The error of a collective that failed after its call returned, if any. NCCL's
+    /// collectives are enqueued on the GPU's stream and return; one that times out there
+    /// is aborted, and the stream goes on with its output unfilled. Call this after
+    /// reading on the host a value computed from collectives (the loss of a step): an
+    /// error means that value must not be used. Cheap (no device call); the next
+    /// collective reports the same error.
+    fn check_completed(&self) -> Result<()> {
+        self.run_check_completed()
+    }
 }
 
 /// Every backend is a process group: the methods above are its whole public face.

@@ -19,12 +19,16 @@
 //! are reproducible only for a fixed world size and topology. The invariant mode of
 //! [`crate::ddp`] only moves data through NCCL (`all_to_all`, `all_gather`).
 //!
-//! Every collective is watched ([`watchdog`]): one that does not complete within the
-//! collective timeout (`DITTO_COLLECTIVE_TIMEOUT_S`, [`NcclGroup::with_timeout`]) aborts
-//! the communicator and ends with [`DistError::CollectiveTimeout`] on the calling
-//! thread. For that, a collective returns only once its work on the stream is done (it
-//! synchronizes the stream): the CPU no longer queues work past a collective, a cost not
-//! yet measured on a GPU, against a rank that hangs forever without it.
+//! Every collective is enqueued on the stream and its call returns, as PyTorch's do:
+//! the CPU goes on queueing work while NCCL runs. Every collective is also watched
+//! ([`watchdog`]): CUDA events recorded around it tell a watchdog thread when the
+//! stream reached it and when it completed, and one that does not complete within the
+//! collective timeout (`DITTO_COLLECTIVE_TIMEOUT_S`, [`NcclGroup::with_timeout`]) of
+//! starting aborts the communicator. The next call on the group then ends with
+//! [`DistError::CollectiveTimeout`] (so does
+//! [`ProcessGroup::check_completed`](crate::ProcessGroup::check_completed), which a
+//! trainer calls after reading its loss), so the output of an aborted collective is
+//! never used unreported.
 //!
 //! The library is found at run time (cudarc's dynamic loading): ditto pins
 //! `nvidia-nccl-cu13==2.27.7` (built against CUDA 13.0 like the other pins), whose
@@ -169,7 +173,11 @@ impl NcclGroup {
         };
         Ok(NcclGroup {
             sequence: Mutex::new(0),
-            watchdog: Watchdog::start(CommHandle(comm), DEFAULT_TIMEOUT)?,
+            watchdog: Watchdog::start(
+                CommHandle(comm),
+                Arc::clone(stream.context()),
+                DEFAULT_TIMEOUT,
+            )?,
             stream,
             info: GroupInfo {
                 rank,
@@ -186,10 +194,9 @@ impl NcclGroup {
         self.sequence.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs collective `op` under the watchdog: `body` issues it on the communicator,
-    /// then the stream is synchronized, so the collective has completed (or the
-    /// watchdog has aborted it, and this is [`DistError::CollectiveTimeout`]) when this
-    /// returns.
+    /// Runs collective `op` under the watchdog: `body` enqueues it on the communicator
+    /// (see [`watchdog`] for how its completion and timeout are tracked). Returns once
+    /// it is enqueued, or with the timeout of an earlier collective.
     fn watched<T>(
         &self,
         op: &'static str,
@@ -198,27 +205,40 @@ impl NcclGroup {
         let mut next = self.sequence();
         let sequence = *next;
         *next += 1;
-        let comm = self.watchdog.begin(op, sequence)?;
-        if let Some(board) = &self.progress {
-            board.entered(sequence);
-        }
-        let outcome = body(comm).and_then(|value| {
-            self.stream.synchronize().map_err(|e| DistError::Nccl {
-                op,
-                message: format!("waiting for the collective: {e}"),
-            })?;
-            Ok(value)
-        });
-        let result = self.watchdog.end(sequence, outcome);
+        let result = self
+            .watchdog
+            .enter(op, sequence, &self.stream)
+            .and_then(|comm| {
+                if let Some(board) = &self.progress {
+                    board.entered(sequence);
+                }
+                self.watchdog.leave(sequence, &self.stream, body(comm))
+            });
+        self.reported(sequence, result)
+    }
+
+    /// `result` of collective `sequence`, a timeout naming the rank(s) that did not
+    /// arrive when the progress board knows them.
+    fn reported<T>(&self, sequence: u64, result: Result<T>) -> Result<T> {
         match &self.progress {
             Some(board) => board.finished(sequence, result),
             None => result,
         }
     }
 
-    /// A zeroed device buffer like `tensor` with `len` elements.
+    /// `error` of an earlier collective, a timeout naming the rank(s) that did not
+    /// arrive when the progress board knows them (the error carries its own sequence).
+    fn named<T>(&self, error: DistError) -> Result<T> {
+        match &self.progress {
+            Some(board) => board.finished(0, Err(error)),
+            None => Err(error),
+        }
+    }
+
+    /// A device buffer of `len` elements for a collective's output, which the
+    /// collective writes completely (not zeroed first: a memset per collective).
     fn buffer(&self, dtype: DType, len: usize) -> Result<CudaStorage> {
-        Ok(CudaStorage::alloc(self.ordinal, dtype, len)?)
+        Ok(CudaStorage::alloc_uninit(self.ordinal, dtype, len)?)
     }
 }
 
@@ -358,7 +378,7 @@ impl Engine for NcclGroup {
                 }
                 let sends = vec![counts[rank]; world];
                 grouped_exchange(
-                    &self.watchdog,
+                    comm,
                     stream,
                     send,
                     &sends,
@@ -383,9 +403,9 @@ impl Engine for NcclGroup {
             input,
             output.elem_count(),
             output.dims(),
-            |_comm, send, recv, stream| {
+            |comm, send, recv, stream| {
                 grouped_exchange(
-                    &self.watchdog,
+                    comm,
                     stream,
                     send,
                     input_counts,
@@ -401,20 +421,25 @@ impl Engine for NcclGroup {
     }
 
     fn run_barrier(&self) -> Result<()> {
-        // A one-element sum, waited for like every collective.
+        // A one-element sum, waited for: a barrier returns once every rank called it.
         let mut one = Tensor::zeros(&[1], DType::F32, self.info.device)?;
-        self.sum_as("barrier", &mut one, SumDtype::F32)
+        self.sum_as("barrier", &mut one, SumDtype::F32)?;
+        self.watchdog.wait_all().or_else(|e| self.named(e))
+    }
+
+    fn run_check_completed(&self) -> Result<()> {
+        self.watchdog.check().or_else(|e| self.named(e))
     }
 }
 
 /// Every rank sends `send_counts[q]` elements from `send + send_starts[q]` to rank `q`
 /// and receives `recv_counts[q]` into `recv + recv_starts[q]`, in one NCCL group (the
 /// all-to-all NCCL has no single call for). Runs of zero elements are skipped on both
-/// sides alike, since the counts pair up. The sends and receives only record work
-/// (under the watchdog's lock); `ncclGroupEnd`, which may block, runs outside it.
+/// sides alike, since the counts pair up. The calling thread is inside NCCL for the
+/// whole group (the watchdog does not abort meanwhile).
 #[allow(clippy::too_many_arguments)]
 fn grouped_exchange(
-    watchdog: &Watchdog,
+    comm: CommHandle,
     stream: *mut c_void,
     send: u64,
     send_counts: &[usize],
@@ -425,7 +450,7 @@ fn grouped_exchange(
     size: usize,
 ) -> Result<()> {
     result::group_start().map_err(nccl_error("ncclGroupStart"))?;
-    let recorded = watchdog.enqueue(|comm| {
+    let recorded = {
         let mut first_error = Ok(());
         for peer in 0..send_counts.len() {
             if send_counts[peer] > 0 {
@@ -460,7 +485,7 @@ fn grouped_exchange(
             }
         }
         first_error
-    });
+    };
     // The group is always closed, even after a failed call inside it.
     let end = result::group_end()
         .map(drop)

@@ -107,6 +107,26 @@ pub trait Module: Send {
         self.backward(grad_output).map(drop)
     }
 
+    /// [`backward_params`](Module::backward_params) that calls `ready(first, params)`
+    /// as soon as the gradients of some parameters are final: `params` are parameters
+    /// `first..first + params.len()` of [`parameters`](Module::parameters), numbered
+    /// from `offset`. A data-parallel wrapper starts summing a bucket across ranks once
+    /// all of its parameters were reported, while the rest of the backward runs
+    /// (PyTorch DDP's gradient-ready hooks; there is no autograd tape to hook here).
+    /// The default reports every parameter once, at the end; [`Sequential`] reports
+    /// layer by layer. An error from `ready` ends the backward with it.
+    ///
+    /// [`Sequential`]: crate::Sequential
+    fn backward_params_notify(
+        &mut self,
+        grad_output: &Tensor,
+        offset: usize,
+        ready: &mut dyn FnMut(usize, &[&Parameter]) -> Result<()>,
+    ) -> Result<()> {
+        self.backward_params(grad_output)?;
+        ready(offset, &self.parameters())
+    }
+
     /// The parameters, in a fixed order (the order of `named_parameters`).
     ///
     /// The default is none, like a PyTorch module that registers none: a layer without

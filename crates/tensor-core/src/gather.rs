@@ -97,6 +97,10 @@ impl Tensor {
                 dims: first.dims().to_vec(),
             })?;
         Shape::new(&out_dims)?;
+        #[cfg(feature = "cuda")]
+        if let Some(joined) = cat_on_device(tensors, dim, &out_dims)? {
+            return Ok(joined);
+        }
         let hosts = tensors
             .iter()
             .map(|t| t.moved_to(Device::Cpu)?.contiguous())
@@ -148,6 +152,38 @@ fn check_cat_compatible(first: &Tensor, t: &Tensor, dim: usize) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// `cat` of CUDA tensors when each input is one run of the output (every dimension
+/// before `dim` is 1, e.g. 1-D tensors): one device-to-device copy per input, no trip
+/// through the host, which would wait for the device (DDP flattens its gradient buckets
+/// this way every step). `None` when that does not apply.
+#[cfg(feature = "cuda")]
+fn cat_on_device(tensors: &[Tensor], dim: usize, out_dims: &[usize]) -> Result<Option<Tensor>> {
+    let Device::Cuda(ordinal) = tensors[0].device() else {
+        return Ok(None);
+    };
+    if out_dims[..dim].iter().any(|&d| d != 1) {
+        return Ok(None);
+    }
+    let total: usize = out_dims.iter().product();
+    let mut out = crate::cuda::CudaStorage::alloc_uninit(ordinal, tensors[0].dtype(), total)?;
+    let mut at = 0;
+    for t in tensors {
+        let t = t.contiguous()?;
+        let n = t.elem_count();
+        if n > 0 {
+            let crate::Storage::Cuda(src) = t.storage() else {
+                return Ok(None);
+            };
+            out.copy_elements_from(at, src, t.storage_offset(), n)?;
+        }
+        at += n;
+    }
+    Ok(Some(Tensor::from_storage(
+        crate::Storage::Cuda(out),
+        out_dims,
+    )?))
 }
 
 #[cfg(test)]

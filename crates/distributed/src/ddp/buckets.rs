@@ -3,9 +3,10 @@
 //!
 //! The layout is computed once, from the order of [`Module::parameters`], and never
 //! rebuilt. (PyTorch's DDP rebuilds its buckets after the first iteration from the
-//! order in which gradients became ready, which can differ between runs; ditto has no
-//! overlap of backward and communication to gain from that, and a fixed layout keeps
-//! every byte of the reduction a function of the model alone.)
+//! order in which gradients became ready, which can differ between runs; a fixed layout
+//! keeps every byte of the reduction a function of the model alone. Backward reaches the
+//! parameters in reverse order, so in fast mode the last bucket is reduced first, while
+//! the backward of the earlier layers runs.)
 //!
 //! [`Module::parameters`]: nn_mini::Module::parameters
 
@@ -81,6 +82,15 @@ impl Buckets {
         self.buckets.iter().map(|b| b.elements).collect()
     }
 
+    /// The parameters of bucket `b` (indices into the parameter list; none past the
+    /// last bucket).
+    #[must_use]
+    pub fn params_of(&self, b: usize) -> Range<usize> {
+        self.buckets
+            .get(b)
+            .map_or(0..0, |bucket| bucket.params.clone())
+    }
+
     /// One flat 1-D tensor per bucket holding the gradients in parameter order (zeros
     /// for a parameter without one), with `extra` (e.g. the loss) appended to the last.
     pub fn flatten(
@@ -90,25 +100,34 @@ impl Buckets {
         dtype: DType,
         device: Device,
     ) -> Result<Vec<Tensor>> {
-        let mut flat = Vec::with_capacity(self.buckets.len().max(1));
-        for b in &self.buckets {
-            let mut parts = Vec::with_capacity(b.params.len() + 1);
-            for i in b.params.clone() {
-                parts.push(match grads[i] {
-                    Some(g) => g.reshape(&[self.numels[i]])?,
-                    None => Tensor::zeros(&[self.numels[i]], dtype, device)?,
-                });
-            }
-            flat.push(parts);
-        }
-        if flat.is_empty() {
-            flat.push(Vec::new());
-        }
-        let last = flat.last_mut().expect("at least one bucket");
-        last.push(extra.reshape(&[extra.elem_count()])?);
-        flat.into_iter()
-            .map(|parts| Ok(Tensor::cat(&parts, 0)?))
+        (0..self.buckets.len().max(1))
+            .map(|b| self.flatten_bucket(b, grads, extra, dtype, device))
             .collect()
+    }
+
+    /// Bucket `b` of [`flatten`](Self::flatten) alone (`grads` is indexed by parameter;
+    /// only the bucket's own are read), so a bucket can be reduced as soon as its
+    /// gradients are ready.
+    pub fn flatten_bucket(
+        &self,
+        b: usize,
+        grads: &[Option<&Tensor>],
+        extra: &Tensor,
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
+        let params = self.params_of(b);
+        let mut parts = Vec::with_capacity(params.len() + 1);
+        for i in params {
+            parts.push(match grads[i] {
+                Some(g) => g.reshape(&[self.numels[i]])?,
+                None => Tensor::zeros(&[self.numels[i]], dtype, device)?,
+            });
+        }
+        if b + 1 >= self.buckets.len() {
+            parts.push(extra.reshape(&[extra.elem_count()])?);
+        }
+        Ok(Tensor::cat(&parts, 0)?)
     }
 
     /// The inverse of [`flatten`](Self::flatten): the gradients, shaped like `dims[i]`,

@@ -39,6 +39,7 @@
 //! [`nn_mini::GlobalRows`]).
 
 mod buckets;
+mod overlap;
 mod reduce;
 mod single_pass;
 mod step;

@@ -35,7 +35,10 @@ impl<M: Module> DistributedDataParallel<M> {
         let sizes: Vec<usize> = shard_picks.iter().map(Vec::len).collect();
         let groups = GradRowGroups::new(&sizes)?;
         let rows: Vec<u64> = order.iter().map(|&k| local.rows[k]).collect();
-        let input = local.input.index_select(0, &order)?;
+        let input = local
+            .input
+            .index_select(0, &order)?
+            .to_device(self.device)?;
         self.module.zero_grad();
         self.module
             .set_global_rows(Some(&GlobalRows::new(batch, local.batch_rows, rows)?));

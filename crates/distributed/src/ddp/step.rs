@@ -2,9 +2,11 @@
 //! gradient sum across ranks.
 
 use nn_mini::{GlobalRows, Module};
+
+use super::overlap::BucketLauncher;
 use tensor_core::Tensor;
 
-use super::reduce::{fast_sum, invariant_sum};
+use super::reduce::invariant_sum;
 use super::tree::{shards_of_rank, subtree_sum_in_place};
 use super::{DistributedDataParallel, ReduceMode};
 use crate::{DistError, Result};
@@ -104,9 +106,40 @@ impl<M: Module> DistributedDataParallel<M> {
         Ok(())
     }
 
-    /// Forward and backward of the rows `picks` (indices into `local`), weighted by their
-    /// share of the global batch. No rows: the forward still runs (random layers reserve
-    /// the global batch's stretch on every rank alike) and there is no gradient.
+    /// Forward of the rows `picks` (indices into `local`) and their loss, weighted by
+    /// their share of the global batch: the gradient of the weighted loss with respect to
+    /// the output (`None` without rows), and the weighted loss `[1]`. No rows: the
+    /// forward still runs (random layers reserve the global batch's stretch on every
+    /// rank alike) and there is no gradient.
+    fn weighted_forward(
+        &mut self,
+        batch: u64,
+        local: &LocalRows<'_>,
+        picks: &[usize],
+        loss_fn: &mut LossFn<'_>,
+    ) -> Result<(Option<Tensor>, Tensor)> {
+        let rows: Vec<u64> = picks.iter().map(|&k| local.rows[k]).collect();
+        // Rows are picked where the caller keeps them (on the host, no device round
+        // trip) and only then moved to the model's device.
+        let input = local.input.index_select(0, picks)?.to_device(self.device)?;
+        self.module.zero_grad();
+        self.module
+            .set_global_rows(Some(&GlobalRows::new(batch, local.batch_rows, rows)?));
+        let output = self.module.forward(&input, true)?;
+        if picks.is_empty() {
+            return Ok((None, Tensor::zeros(&[1], self.dtype, self.device)?));
+        }
+        let target = local.target.index_select(0, picks)?;
+        let (mean, grad) = loss_fn(&output, &target)?;
+        let weight = picks.len() as f64 / local.batch_rows as f64;
+        let loss = mean
+            .to_dtype(self.dtype)?
+            .reshape(&[1])?
+            .mul_scalar(weight)?;
+        Ok((Some(grad.mul_scalar(weight)?), loss))
+    }
+
+    /// Forward and backward of the rows `picks`, weighted (see [`Self::weighted_forward`]).
     fn weighted_pass(
         &mut self,
         batch: u64,
@@ -114,22 +147,9 @@ impl<M: Module> DistributedDataParallel<M> {
         picks: &[usize],
         loss_fn: &mut LossFn<'_>,
     ) -> Result<ShardGrads> {
-        let rows: Vec<u64> = picks.iter().map(|&k| local.rows[k]).collect();
-        let input = local.input.index_select(0, picks)?;
-        self.module.zero_grad();
-        self.module
-            .set_global_rows(Some(&GlobalRows::new(batch, local.batch_rows, rows)?));
-        let output = self.module.forward(&input, true)?;
-        let mut loss = Tensor::zeros(&[1], self.dtype, self.device)?;
-        if !picks.is_empty() {
-            let target = local.target.index_select(0, picks)?;
-            let (mean, grad) = loss_fn(&output, &target)?;
-            let weight = picks.len() as f64 / local.batch_rows as f64;
-            self.module.backward_params(&grad.mul_scalar(weight)?)?;
-            loss = mean
-                .to_dtype(self.dtype)?
-                .reshape(&[1])?
-                .mul_scalar(weight)?;
+        let (grad, loss) = self.weighted_forward(batch, local, picks, loss_fn)?;
+        if let Some(grad) = grad {
+            self.module.backward_params(&grad)?;
         }
         let grads = self
             .module
@@ -140,6 +160,9 @@ impl<M: Module> DistributedDataParallel<M> {
         Ok(ShardGrads { grads, loss })
     }
 
+    /// Each bucket's all-reduce is enqueued as soon as the backward reported all of its
+    /// parameters' gradients ([`Module::backward_params_notify`]), so the collectives of
+    /// the last layers' buckets run while the first layers' backward is still issued.
     fn fast_step(
         &mut self,
         batch: u64,
@@ -147,14 +170,24 @@ impl<M: Module> DistributedDataParallel<M> {
         loss_fn: &mut LossFn<'_>,
     ) -> Result<Tensor> {
         let all: Vec<usize> = (0..local.rows.len()).collect();
-        let pass = self.weighted_pass(batch, local, &all, loss_fn)?;
-        let grads: Vec<Option<&Tensor>> = pass.grads.iter().map(Option::as_ref).collect();
-        let mut flat = self
-            .buckets
-            .flatten(&grads, &pass.loss, self.dtype, self.device)?;
-        for bucket in &mut flat {
-            fast_sum(&*self.group, bucket)?;
+        let (grad, loss) = self.weighted_forward(batch, local, &all, loss_fn)?;
+        let count = self.buckets.len();
+        let params = self.module.parameters().len();
+        let mut launcher = BucketLauncher::new(
+            &self.buckets,
+            &*self.group,
+            &loss,
+            (self.dtype, self.device),
+            (count, params),
+        );
+        if let Some(grad) = grad {
+            self.module
+                .backward_params_notify(&grad, 0, &mut |first, ready| {
+                    launcher.ready(first, ready);
+                    Ok(())
+                })?;
         }
+        let flat = launcher.finish()?;
         self.install(&flat)
     }
 

@@ -142,9 +142,9 @@ impl<C: RunConfig> DdpLoop<C> {
     /// appended to the history.
     pub fn step(&mut self) -> Result<f32> {
         let batch = self.state.loader_mut().next_batch()?;
-        let device = self.config().device();
-        let input = batch.input.to_device(device)?;
-        let target = batch.target.to_device(device)?;
+        // The batch stays on the host: DDP picks each pass's rows there and uploads them,
+        // and cross_entropy checks the targets there (no read back from the device).
+        let (input, target) = (batch.input, batch.target);
         let sampler = *self.loader().sampler().expect("built with a sampler");
         let rows: Vec<u64> = (0..batch.indices.len())
             .map(|j| sampler.global_row(j) as u64)
@@ -162,6 +162,8 @@ impl<C: RunConfig> DdpLoop<C> {
             .forward_backward(local, |output, target| config.loss(output, target))?;
         C::update(&mut self.state, self.ddp.module_mut())?;
         let loss = loss.to_dtype(DType::F32)?.to_vec::<f32>()?[0];
+        // The read waited for the step's collectives; one aborted there left garbage.
+        self.ddp.group().check_completed()?;
         self.state
             .config()
             .check_losses(self.step_count() + 1, &[loss])?;

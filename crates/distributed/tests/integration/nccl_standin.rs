@@ -78,9 +78,10 @@ fn two_ranks_match_the_serial_reference() {
 }
 
 /// After one all-reduce, rank 1 stops in the middle of the run (alive, holding its
-/// communicator, never calling the second). Rank 0's watchdog aborts the communicator
-/// after the collective timeout, and rank 0 ends with the typed error naming the
-/// collective and its sequence number; the group is unusable afterwards.
+/// communicator, never calling the second). Rank 0's second all-reduce returns once
+/// enqueued; its watchdog aborts the communicator after the collective timeout, which
+/// releases rank 0's read of the output, and the group then reports the typed error
+/// naming the collective and its sequence number; the group is unusable afterwards.
 #[test]
 fn a_rank_that_stops_makes_the_others_end_through_the_watchdog() {
     if skip() {
@@ -105,7 +106,12 @@ fn a_rank_that_stops_makes_the_others_end_through_the_watchdog() {
                     return None;
                 }
                 let started = Instant::now();
-                let error = pg.all_reduce(&mut t, ReduceOp::Sum).unwrap_err();
+                pg.all_reduce(&mut t, ReduceOp::Sum)
+                    .expect("the call returns once the collective is enqueued");
+                // The read waits on the stream, which the watchdog's abort releases; what
+                // it read is garbage, and the group says so.
+                let _ = t.to_vec::<f32>();
+                let error = pg.check_completed().unwrap_err();
                 let waited = started.elapsed();
                 let later = pg.barrier().unwrap_err();
                 Some((error, waited, later))

@@ -67,6 +67,15 @@ fn spawn(role: &str, rank: usize, world: usize, id: &[u8; 128], valve_s: u64) ->
         .env("NCCL_PROCESSES_ID", hex(id))
         .env("DITTO_CUDA_STANDIN_DEVICES", "4")
         .env("DITTO_CUDA_STANDIN_NCCL_TIMEOUT_S", valve_s.to_string())
+        // The raw calls of the abort and valve checks block inside the call.
+        .env(
+            "DITTO_CUDA_STANDIN_NCCL_MODE",
+            if role == "abort" || role == "valve" {
+                "blocking"
+            } else {
+                "early"
+            },
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

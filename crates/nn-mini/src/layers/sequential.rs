@@ -80,6 +80,32 @@ impl Module for Sequential {
         first.backward_params(&g)
     }
 
+    /// Reports each layer's parameters as soon as its backward ran (the last layer's
+    /// first), so the reduction of the last buckets can start before the first layers'
+    /// backward.
+    fn backward_params_notify(
+        &mut self,
+        grad_output: &Tensor,
+        offset: usize,
+        ready: &mut dyn FnMut(usize, &[&Parameter]) -> Result<()>,
+    ) -> Result<()> {
+        let mut starts = Vec::with_capacity(self.layers.len());
+        let mut next = offset;
+        for layer in &self.layers {
+            starts.push(next);
+            next += layer.parameters().len();
+        }
+        let Some((first, rest)) = self.layers.split_first_mut() else {
+            return Ok(());
+        };
+        let mut g = grad_output.clone();
+        for (i, layer) in rest.iter_mut().enumerate().rev() {
+            g = layer.backward(&g)?;
+            ready(starts[i + 1], &layer.parameters())?;
+        }
+        first.backward_params_notify(&g, starts[0], ready)
+    }
+
     fn set_global_rows(&mut self, rows: Option<&GlobalRows>) {
         for layer in &mut self.layers {
             layer.set_global_rows(rows);

@@ -118,8 +118,34 @@ fn gpu_views_zeros_and_gathers() {
     let sel = g.index_select(0, &[1, 0]).unwrap();
     assert_eq!(sel.device(), cuda);
     assert_eq!(sel.to_vec::<f32>().unwrap(), vec![3., 4., 5., 0., 1., 2.]);
-    let cat = Tensor::cat(&[g.clone(), g], 0).unwrap();
+    let cat = Tensor::cat(&[g.clone(), g.clone()], 0).unwrap();
     assert_eq!(cat.dims(), &[4, 3]);
+    assert_eq!(cat.device(), cuda);
+    assert_eq!(
+        cat.to_vec::<f32>().unwrap(),
+        vec![0., 1., 2., 3., 4., 5., 0., 1., 2., 3., 4., 5.]
+    );
+    // Device-side cat (one copy per input): a view with an offset, a transposed input,
+    // and an empty one; along dim 1 (outer size 2) it goes through the host, same values.
+    let flat = Tensor::cat(
+        &[
+            row.reshape(&[3]).unwrap(),
+            t.reshape(&[6]).unwrap(),
+            g.narrow(0, 0, 0).unwrap().reshape(&[0]).unwrap(),
+        ],
+        0,
+    )
+    .unwrap();
+    assert_eq!(flat.device(), cuda);
+    assert_eq!(
+        flat.to_vec::<f32>().unwrap(),
+        vec![3., 4., 5., 0., 3., 1., 4., 2., 5.]
+    );
+    let wide = Tensor::cat(&[g.clone(), g], 1).unwrap();
+    assert_eq!(
+        wide.to_vec::<f32>().unwrap(),
+        vec![0., 1., 2., 0., 1., 2., 3., 4., 5., 3., 4., 5.]
+    );
     cuda::synchronize(0).unwrap();
 }
 
