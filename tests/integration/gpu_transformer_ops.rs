@@ -15,7 +15,7 @@
 use crate::support;
 
 use ditto::tensor_core::ops::AdamWStep;
-use ditto::tensor_core::{use_portable_arithmetic, DType, Device, Tensor};
+use ditto::tensor_core::{use_portable_arithmetic, DType, Device, Tensor, TensorError};
 use support::{assert_same, cpu_tensor, gpu, on_standin};
 
 /// `f` on the CPU and on `cuda:0` (inputs moved there first); the CUDA results moved
@@ -296,8 +296,20 @@ fn bad_operands_are_typed_errors_on_cuda() {
     let cuda = |t: Tensor| t.to_device(Device::Cuda(0)).unwrap();
     let x = cuda(cpu_tensor(&[4, 6], 70));
     let ints = cuda(Tensor::zeros(&[4, 6], DType::I64, Device::Cpu).unwrap());
-    assert!(ints.gelu_tanh().is_err());
-    assert!(ints.layer_norm(None, None, 1e-5).is_err());
+    // The kernels' own dtype check (before them, every op here was NotImplementedOnDevice).
+    assert!(matches!(
+        ints.gelu_tanh(),
+        Err(TensorError::UnsupportedDType { .. })
+    ));
+    assert!(matches!(
+        ints.layer_norm(None, None, 1e-5),
+        Err(TensorError::UnsupportedDType { .. })
+    ));
+    let int_scores = cuda(Tensor::zeros(&[2, 3, 3], DType::I64, Device::Cpu).unwrap());
+    assert!(matches!(
+        int_scores.causal_softmax(1.0),
+        Err(TensorError::UnsupportedDType { .. })
+    ));
     let wrong = cuda(cpu_tensor(&[5], 71));
     assert!(x.layer_norm(Some(&wrong), None, 1e-5).is_err());
     assert!(x.causal_softmax(1.0).is_err(), "not square");
