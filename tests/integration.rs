@@ -33,6 +33,9 @@ mod gpu_custom_op;
 #[cfg(feature = "cuda")]
 #[path = "integration/gpu_determinism.rs"]
 mod gpu_determinism;
+#[cfg(feature = "cuda")]
+#[path = "integration/gpu_gpt.rs"]
+mod gpu_gpt;
 #[path = "integration/gpu_graph_memory.rs"]
 mod gpu_graph_memory;
 #[path = "integration/gpu_graph_rng.rs"]
@@ -60,6 +63,9 @@ mod gpu_tensor_ops;
 #[cfg(feature = "cuda")]
 #[path = "integration/gpu_train_resume.rs"]
 mod gpu_train_resume;
+#[cfg(feature = "cuda")]
+#[path = "integration/gpu_transformer_ops.rs"]
+mod gpu_transformer_ops;
 #[path = "integration/portable_math_exhaustive.rs"]
 mod portable_math_exhaustive;
 #[path = "integration/support/mod.rs"]

@@ -14,11 +14,13 @@ fn main() {
     println!("cargo:include={}", cuda_dir.display());
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=host/tensor_ops_shim.cpp");
+    println!("cargo:rerun-if-changed=host/transformer_shim.cpp");
     ditto_build::rerun_if_headers_change(&cuda_dir);
     if std::env::var_os("CARGO_FEATURE_HOST_PARITY").is_none() {
         return;
     }
     ditto_build::host_cuda_build(&[cuda_dir])
         .file("host/tensor_ops_shim.cpp")
+        .file("host/transformer_shim.cpp")
         .compile("ditto_tensor_ops_shim");
 }

@@ -1,5 +1,5 @@
-//! ditto's portable f32 `exp` and `log` (docs/contract.md §14): accuracy against an f64
-//! reference, and the CUDA header's twins (`crates/tensor-core/cuda/portable_math.cuh`,
+//! ditto's portable f32 `exp`, `log` and `tanh` (docs/contract.md §14): accuracy against
+//! an f64 reference, and the CUDA header's twins (`crates/tensor-core/cuda/portable_math.cuh`,
 //! compiled for the host) equal to the Rust routines bit for bit.
 //!
 //! `every_f32_input` walks all 2^32 bit patterns and is `#[ignore]`d (minutes even in
@@ -10,7 +10,7 @@
 //! 2^-149 in the subnormals); the reference is f64 `exp` / `ln` (error ~2^-53).
 
 use ditto::tensor_core::host_parity;
-use ditto::tensor_core::portable::math::{exp, log};
+use ditto::tensor_core::portable::math::{exp, log, tanh};
 use ditto::tensor_core::{Device, Tensor};
 use rayon::prelude::*;
 
@@ -116,4 +116,54 @@ fn a_strided_sweep_is_within_one_ulp_and_the_cuda_twins_agree() {
 #[ignore = "all 2^32 inputs: run in release with --ignored"]
 fn every_f32_input() {
     report("every f32", sweep(1));
+}
+
+/// `tanh` (GELU's, issue 30): the CUDA header's twin equals the Rust routine on every
+/// `step`-th bit pattern, and the worst error against f64 `tanh` in ulps, with its input.
+fn tanh_sweep(step: u64) -> (f64, u32) {
+    const CHUNK: u64 = 1 << 20;
+    let patterns = (1u64 << 32).div_ceil(step);
+    (0..patterns.div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|c| {
+            let xs: Vec<f32> = (c * CHUNK..((c + 1) * CHUNK).min(patterns))
+                .map(|i| f32::from_bits((i * step) as u32))
+                .collect();
+            let cuda = host_parity::portable_tanh(&xs);
+            let mut worst = (0.0f64, 0u32);
+            for (&x, &twin) in xs.iter().zip(&cuda) {
+                let t = tanh(x);
+                assert!(
+                    t.to_bits() == twin.to_bits() || (t.is_nan() && twin.is_nan()),
+                    "tanh({x:e} = {:#x}): Rust {t:e}, CUDA header {twin:e}",
+                    x.to_bits()
+                );
+                let error = ulps(t, f64::from(x).tanh());
+                if error > worst.0 {
+                    worst = (error, x.to_bits());
+                }
+            }
+            worst
+        })
+        .reduce(|| (0.0, 0), |a, b| if a.0 >= b.0 { a } else { b })
+}
+
+fn report_tanh(what: &str, (worst, at): (f64, u32)) {
+    println!(
+        "{what}: tanh max {worst:.3} ulp at {:e} ({at:#010x})",
+        f32::from_bits(at)
+    );
+    // fdlibm's tanhf is within about 2 ulp; ditto's promise is the same bits everywhere.
+    assert!(worst < 2.5, "tanh: {worst} ulp at {:e}", f32::from_bits(at));
+}
+
+#[test]
+fn tanh_on_a_strided_sweep_is_accurate_and_its_cuda_twin_agrees() {
+    report_tanh("every 509th f32", tanh_sweep(509));
+}
+
+#[test]
+#[ignore = "all 2^32 inputs: run in release with --ignored"]
+fn tanh_on_every_f32_input() {
+    report_tanh("every f32", tanh_sweep(1));
 }

@@ -1,6 +1,6 @@
-// ditto's own f32 exp and log for portable arithmetic (docs/contract.md §14).
+// ditto's own f32 exp, log, expm1 and tanh for portable arithmetic (docs/contract.md §14).
 //
-// Twin of crates/tensor-core/src/portable/math.rs, function for function: same constants
+// Twin of crates/tensor-core/src/portable/math.rs and hyperbolic.rs, function for function: same constants
 // (spelled as the same bit patterns), same order of operations, no fused multiply-add.
 // Every operation is a correctly rounded IEEE-754 add, sub, mul or div, or integer work,
 // so the host compiler (-ffp-contract=off, SSE floats) and NVRTC (--fmad=false, and
@@ -125,6 +125,103 @@ DITTO_HD float ditto_portable_log_of_sum(double total) {
     if (!(hi > 0.0f) || hi == ditto_f32_from_bits(0x7F800000u)) return ditto_portable_log(hi);
     const float rest = (float)((total - (double)hi) / (double)hi);
     return ditto_portable_log(hi) + rest;
+}
+
+// e^x - 1, accurate near 0 (fdlibm / musl expm1f), step for step as hyperbolic.rs's
+// `expm1`: tanh is built on it.
+DITTO_HD float ditto_portable_expm1(float x) {
+    const float ln2_hi = ditto_f32_from_bits(0x3F317180u);
+    const float ln2_lo = ditto_f32_from_bits(0x3717F7D1u);
+    const float inv_ln2 = ditto_f32_from_bits(0x3FB8AA3Bu);
+    const float overflow_threshold = ditto_f32_from_bits(0x42B17180u);
+    const float q1 = ditto_f32_from_bits(0xBD088868u);
+    const float q2 = ditto_f32_from_bits(0x3ACF3010u);
+
+    const uint32_t bits = ditto_f32_to_bits(x);
+    const uint32_t magnitude = bits & 0x7FFFFFFFu;
+    const bool negative = (bits >> 31) != 0;
+    if (magnitude >= 0x4195B844u) {
+        if (magnitude > 0x7F800000u) return x;  // NaN
+        if (negative) return -1.0f;
+        if (x > overflow_threshold) return x * ditto_portable_pow2(127);
+    }
+    float c;
+    int32_t k;
+    if (magnitude > 0x3EB17218u) {
+        float hi, lo;
+        if (magnitude < 0x3F851592u) {
+            if (negative) {
+                hi = x + ln2_hi;
+                lo = -ln2_lo;
+                k = -1;
+            } else {
+                hi = x - ln2_hi;
+                lo = ln2_lo;
+                k = 1;
+            }
+        } else {
+            k = (int32_t)(inv_ln2 * x + (negative ? -0.5f : 0.5f));  // truncation, as Rust's `as`
+            const float t = (float)k;
+            hi = x - t * ln2_hi;
+            lo = t * ln2_lo;
+        }
+        x = hi - lo;
+        c = (hi - x) - lo;
+    } else if (magnitude < 0x33000000u) {
+        return x;
+    } else {
+        k = 0;
+        c = 0.0f;
+    }
+    const float hfx = 0.5f * x;
+    const float hxs = x * hfx;
+    const float r1 = 1.0f + hxs * (q1 + hxs * q2);
+    const float t = 3.0f - r1 * hfx;
+    float e = hxs * ditto_portable_div(r1 - t, 6.0f - x * t);
+    if (k == 0) return x - (x * e - hxs);
+    e = x * (e - c) - c;
+    e -= hxs;
+    if (k == -1) return 0.5f * (x - e) - 0.5f;
+    if (k == 1) {
+        if (x < -0.25f) return -2.0f * (e - (x + 0.5f));
+        return 1.0f + 2.0f * (x - e);
+    }
+    if (k < 0 || k > 56) {
+        float y = x - e + 1.0f;
+        y = k == 128 ? y * 2.0f * ditto_portable_pow2(127) : y * ditto_portable_pow2(k);
+        return y - 1.0f;
+    }
+    const float two_pow_minus_k = ditto_portable_pow2(-k);
+    if (k < 23) return (x - e + (1.0f - two_pow_minus_k)) * ditto_portable_pow2(k);
+    return (x - (e + two_pow_minus_k) + 1.0f) * ditto_portable_pow2(k);
+}
+
+// The hyperbolic tangent (musl tanhf on expm1), step for step as hyperbolic.rs's `tanh`:
+// odd bit for bit, tanh(+-inf) = +-1, NaN stays NaN.
+DITTO_HD float ditto_portable_tanh(float x) {
+    const uint32_t bits = ditto_f32_to_bits(x);
+    const bool negative = (bits >> 31) != 0;
+    const uint32_t magnitude = bits & 0x7FFFFFFFu;
+    const float a = ditto_f32_from_bits(magnitude);
+    float t;
+    if (magnitude > 0x3F0C9F54u) {
+        if (magnitude > 0x7F800000u) return x;  // NaN
+        if (magnitude > 0x41200000u) {
+            t = 1.0f;
+        } else {
+            t = ditto_portable_expm1(2.0f * a);
+            t = 1.0f - ditto_portable_div(2.0f, t + 2.0f);
+        }
+    } else if (magnitude > 0x3E82C578u) {
+        t = ditto_portable_expm1(2.0f * a);
+        t = ditto_portable_div(t, t + 2.0f);
+    } else if (magnitude >= 0x00800000u) {
+        t = ditto_portable_expm1(-2.0f * a);
+        t = ditto_portable_div(-t, t + 2.0f);
+    } else {
+        t = a;  // subnormal or zero: tanh(x) rounds to x
+    }
+    return negative ? -t : t;
 }
 
 #endif  // DITTO_PORTABLE_MATH_CUH

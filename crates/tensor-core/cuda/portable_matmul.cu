@@ -13,14 +13,14 @@
 // It runs in its own translation unit because it is the one kernel that needs
 // __syncthreads (the CUDA stand-in runs such kernels' blocks as fibers).
 
-#include "portable_math.cuh"
+// tensor_ops.cuh: DittoShape / DittoView and ditto_position, for the batched kernel's
+// batch dimensions (and portable_math.cuh through it).
+#include "tensor_ops.cuh"
 
 #define DITTO_PMM_TILE 64
 #define DITTO_PMM_SLICE 16
 #define DITTO_PMM_THREADS 16
 #define DITTO_PMM_PATCH 4
-
-typedef unsigned long long ditto_u64;
 
 // One fused multiply-add, a * b + c rounded once (IEEE-754 fusedMultiplyAdd).
 DITTO_HD float ditto_fma_rn(float a, float b, float c) {
@@ -31,13 +31,13 @@ DITTO_HD float ditto_fma_rn(float a, float b, float c) {
 #endif
 }
 
-// Launched with blocks of (16, 16) threads and a grid of (ceil(n / 64), ceil(m / 64)).
+// The block's 64 x 64 tile of one product, run by blocks of (16, 16) threads (every
+// thread of the block calls it with the same arguments: it synchronises them).
 // A's element (i, p) is a[a_offset + i * a_row + p * a_col]; B's (p, j) likewise.
-extern "C" __global__ void ditto_portable_matmul_f32(ditto_u64 m, ditto_u64 n, ditto_u64 k,
-                                                     const float* a, ditto_u64 a_offset,
-                                                     ditto_u64 a_row, ditto_u64 a_col,
-                                                     const float* b, ditto_u64 b_offset,
-                                                     ditto_u64 b_row, ditto_u64 b_col, float* c) {
+__device__ void ditto_portable_matmul_tile(ditto_u64 m, ditto_u64 n, ditto_u64 k, const float* a,
+                                           ditto_u64 a_offset, ditto_u64 a_row, ditto_u64 a_col,
+                                           const float* b, ditto_u64 b_offset, ditto_u64 b_row,
+                                           ditto_u64 b_col, float* c) {
     __shared__ float a_tile[DITTO_PMM_SLICE][DITTO_PMM_TILE];
     __shared__ float b_tile[DITTO_PMM_SLICE][DITTO_PMM_TILE];
     const unsigned tx = threadIdx.x, ty = threadIdx.y;
@@ -79,5 +79,31 @@ extern "C" __global__ void ditto_portable_matmul_f32(ditto_u64 m, ditto_u64 n, d
             const ditto_u64 col = col0 + tx * DITTO_PMM_PATCH + j;
             if (col < n) c[row * n + col] = acc[i][j];
         }
+    }
+}
+
+// Launched with blocks of (16, 16) threads and a grid of (ceil(n / 64), ceil(m / 64)).
+extern "C" __global__ void ditto_portable_matmul_f32(ditto_u64 m, ditto_u64 n, ditto_u64 k,
+                                                     const float* a, ditto_u64 a_offset,
+                                                     ditto_u64 a_row, ditto_u64 a_col,
+                                                     const float* b, ditto_u64 b_offset,
+                                                     ditto_u64 b_row, ditto_u64 b_col, float* c) {
+    ditto_portable_matmul_tile(m, n, k, a, a_offset, a_row, a_col, b, b_offset, b_row, b_col, c);
+}
+
+// The batched product [..., m, k] x [..., k, n]: entry z (row-major over `batch`) of A
+// starts at ditto_position(batch, a_batch, z) (a_batch.offset is A's storage offset), of
+// B likewise, and of C (dense) at z * m * n. Grid (ceil(n / 64), ceil(m / 64), up to
+// 65535); the z dimension strides over the entries, the same for every thread of a block.
+extern "C" __global__ void ditto_portable_matmul_batched_f32(ditto_u64 entries, DittoShape batch,
+                                                             DittoView a_batch, DittoView b_batch,
+                                                             ditto_u64 m, ditto_u64 n, ditto_u64 k,
+                                                             const float* a, ditto_u64 a_row,
+                                                             ditto_u64 a_col, const float* b,
+                                                             ditto_u64 b_row, ditto_u64 b_col,
+                                                             float* c) {
+    for (ditto_u64 z = blockIdx.z; z < entries; z += gridDim.z) {
+        ditto_portable_matmul_tile(m, n, k, a, ditto_position(batch, a_batch, z), a_row, a_col, b,
+                                   ditto_position(batch, b_batch, z), b_row, b_col, c + z * m * n);
     }
 }

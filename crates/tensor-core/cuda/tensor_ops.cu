@@ -6,6 +6,7 @@
 // the grid, the block size or the GPU model, only on the inputs. exp / log / pow are
 // CUDA's libdevice functions: not bit-equal to the CPU's libm.
 #include "tensor_ops.cuh"
+#include "transformer_ops.cuh"
 
 #define DITTO_GRID_STRIDE(i, n) \
     for (ditto_u64 i = (ditto_u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (ditto_u64)gridDim.x * blockDim.x)
@@ -138,3 +139,50 @@ DITTO_ACCUMULATE_KERNELS(f64, double)
 
 DITTO_INDEX_KERNELS(f32, float)
 DITTO_INDEX_KERNELS(f64, double)
+
+// ---- the transformer ops (transformer_ops.cuh): one thread per element, row or column ----
+#define DITTO_TRANSFORMER_KERNELS(SUFFIX, T)                                                         \
+    extern "C" __global__ void ditto_gelu_tanh_##SUFFIX(ditto_u64 n, T beta, T kappa, int portable, \
+                                                        const T* x, T* out) {                       \
+        DITTO_GRID_STRIDE(i, n) { out[i] = ditto_gelu_tanh_op<T>(x[i], beta, kappa, portable != 0); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_gelu_tanh_backward_##SUFFIX(ditto_u64 n, T beta, T kappa,      \
+                                                                 int portable, const T* grad,       \
+                                                                 const T* x, T* out) {              \
+        DITTO_GRID_STRIDE(i, n) {                                                                   \
+            out[i] = ditto_gelu_tanh_backward_op<T>(grad[i], x[i], beta, kappa, portable != 0);     \
+        }                                                                                           \
+    }                                                                                               \
+    extern "C" __global__ void ditto_layer_norm_##SUFFIX(ditto_u64 rows, ditto_u64 c, double eps,   \
+                                                         const T* x, const T* w, const T* b, T* out, \
+                                                         T* mean, T* rstd) {                        \
+        DITTO_GRID_STRIDE(r, rows) { ditto_layer_norm_row<T>(r, c, eps, x, w, b, out, mean, rstd); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_layer_norm_backward_##SUFFIX(ditto_u64 rows, ditto_u64 c,      \
+                                                                  const T* dy, const T* x,          \
+                                                                  const T* mean, const T* rstd,     \
+                                                                  const T* w, T* dx) {              \
+        DITTO_GRID_STRIDE(r, rows) { ditto_layer_norm_backward_row<T>(r, c, dy, x, mean, rstd, w, dx); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_layer_norm_param_grads_##SUFFIX(ditto_u64 rows, ditto_u64 c,   \
+                                                                     const T* dy, const T* x,       \
+                                                                     const T* mean, const T* rstd,  \
+                                                                     T* dw, T* db) {                \
+        DITTO_GRID_STRIDE(j, c) { ditto_layer_norm_param_grads_column<T>(j, rows, c, dy, x, mean, rstd, dw, db); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_causal_softmax_##SUFFIX(ditto_u64 rows, ditto_u64 t, T scale,  \
+                                                             int portable, const T* x, T* out) {    \
+        DITTO_GRID_STRIDE(r, rows) { ditto_causal_softmax_row<T>(r, t, scale, x, out, portable != 0); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_causal_softmax_backward_##SUFFIX(ditto_u64 rows, ditto_u64 t,  \
+                                                                      double scale, const T* dp,    \
+                                                                      const T* p, T* dx) {          \
+        DITTO_GRID_STRIDE(r, rows) { ditto_causal_softmax_backward_row<T>(r, t, scale, dp, p, dx); } \
+    }                                                                                               \
+    extern "C" __global__ void ditto_adamw_##SUFFIX(ditto_u64 n, DittoAdamW<T> s, const T* g, T* m, \
+                                                    T* v, T* p) {                                   \
+        DITTO_GRID_STRIDE(i, n) { ditto_adamw_op<T>(p[i], m[i], v[i], g[i], s); }                   \
+    }
+
+DITTO_TRANSFORMER_KERNELS(f32, float)
+DITTO_TRANSFORMER_KERNELS(f64, double)

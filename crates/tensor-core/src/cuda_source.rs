@@ -76,6 +76,8 @@ fn included_header(
 pub const HOST_DEVICE_HEADER: &str = include_str!("../cuda/ditto_host_device.cuh");
 /// `tensor_ops.cuh`, the per-element bodies of tensor-core's kernels.
 pub const TENSOR_OPS_HEADER: &str = include_str!("../cuda/tensor_ops.cuh");
+/// `transformer_ops.cuh`, the per-element and per-row bodies of the transformer ops.
+pub const TRANSFORMER_OPS_HEADER: &str = include_str!("../cuda/transformer_ops.cuh");
 /// `tensor_ops.cu`, the kernels themselves (before include expansion).
 pub const TENSOR_OPS_CU: &str = include_str!("../cuda/tensor_ops.cu");
 
@@ -90,6 +92,7 @@ pub fn portable_matmul_translation_unit() -> String {
     inline_includes(
         PORTABLE_MATMUL_CU,
         &[
+            ("tensor_ops.cuh", TENSOR_OPS_HEADER),
             ("portable_math.cuh", PORTABLE_MATH_HEADER),
             ("ditto_host_device.cuh", HOST_DEVICE_HEADER),
         ],
@@ -103,6 +106,7 @@ pub fn tensor_ops_translation_unit() -> String {
         TENSOR_OPS_CU,
         &[
             ("tensor_ops.cuh", TENSOR_OPS_HEADER),
+            ("transformer_ops.cuh", TRANSFORMER_OPS_HEADER),
             ("portable_math.cuh", PORTABLE_MATH_HEADER),
             ("ditto_host_device.cuh", HOST_DEVICE_HEADER),
         ],

@@ -45,7 +45,7 @@ pub static PORTABLE_MATMUL: CudaSource = CudaSource {
 };
 
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 42] = [
+pub const TENSOR_OPS_KERNELS: [&str; 58] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -88,6 +88,22 @@ pub const TENSOR_OPS_KERNELS: [&str; 42] = [
     "ditto_one_hot_f32",
     "ditto_gather_index_f64",
     "ditto_one_hot_f64",
+    "ditto_gelu_tanh_f32",
+    "ditto_gelu_tanh_backward_f32",
+    "ditto_layer_norm_f32",
+    "ditto_layer_norm_backward_f32",
+    "ditto_layer_norm_param_grads_f32",
+    "ditto_causal_softmax_f32",
+    "ditto_causal_softmax_backward_f32",
+    "ditto_adamw_f32",
+    "ditto_gelu_tanh_f64",
+    "ditto_gelu_tanh_backward_f64",
+    "ditto_layer_norm_f64",
+    "ditto_layer_norm_backward_f64",
+    "ditto_layer_norm_param_grads_f64",
+    "ditto_causal_softmax_f64",
+    "ditto_causal_softmax_backward_f64",
+    "ditto_adamw_f64",
 ];
 
 /// Wraps a cudarc driver error with the device and the operation that failed.

@@ -14,10 +14,12 @@
 mod accumulate;
 mod class_index;
 mod fused_sgd;
+mod portable_tanh;
 
 pub use accumulate::{index_add, scatter_add, sum_atomic, Body};
 pub use class_index::{gather_index, one_hot};
 pub use fused_sgd::sgd_momentum_step;
+pub use portable_tanh::portable_tanh;
 
 use crate::ops::binary::BinOp;
 use crate::ops::kernel_layout::{binary_layout, kernel_shape, kernel_view, lanes};

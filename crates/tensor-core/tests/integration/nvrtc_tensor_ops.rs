@@ -70,8 +70,16 @@ fn the_portable_matmul_compiles_to_explicit_fmas() {
         let ptx = nvrtc::compile(&source, tensor_core::cuda::PORTABLE_MATMUL.file_name, arch)
             .unwrap_or_else(|e| panic!("{e}"))
             .to_src();
-        assert_eq!(ptx.matches(".entry ").count(), 1, "{arch}: one kernel");
+        assert_eq!(
+            ptx.matches(".entry ").count(),
+            2,
+            "{arch}: the 2-D and the batched kernel"
+        );
         assert!(ptx.contains(".entry ditto_portable_matmul_f32("), "{arch}");
+        assert!(
+            ptx.contains(".entry ditto_portable_matmul_batched_f32("),
+            "{arch}"
+        );
         for required in ["fma.rn.f32", "bar.sync", ".shared"] {
             assert!(ptx.contains(required), "{arch}: PTX lacks {required}");
         }

@@ -220,6 +220,25 @@ where
     }
     // gemm with beta = 0 writes every element of C without reading it.
     let mut out = uninit(&[m, n], lhs.dtype(), ordinal)?;
+    gemm_into::<T>(lhs, rhs, &mut out, 0)?;
+    Ok(out)
+}
+
+/// The product of the 2-D CUDA views `lhs (m x k)` and `rhs (k x n)`, `m, n, k >= 1`,
+/// written densely into `out`'s buffer from element `out_start` on (one entry of a
+/// batched product, or a whole 2-D one). `out` is a fresh dense tensor of `lhs`'s dtype
+/// with room for `m * n` elements from there.
+pub(crate) fn gemm_into<T: Float + DeviceRepr>(
+    lhs: &Tensor,
+    rhs: &Tensor,
+    out: &mut Tensor,
+    out_start: usize,
+) -> Result<()>
+where
+    CudaBlas: Gemm<T>,
+{
+    let (m, k, n) = (lhs.dims()[0], lhs.dims()[1], rhs.dims()[1]);
+    let ordinal = storage_of(lhs)?.1;
     let readable = |t: &Tensor| -> Result<(Tensor, BlasOperand)> {
         if let Some(op) = blas_operand(t.dims(), t.strides()) {
             return Ok((t.clone(), op));
@@ -251,11 +270,21 @@ where
     };
     let blas = handle(ordinal)?;
     let (a_view, b_view) = (typed_view::<T>(&a)?, typed_view::<T>(&b)?);
-    let dst = output_storage(&mut out)?;
+    let dst = output_storage(out)?;
     let len = m * n;
-    // SAFETY: `dst` was allocated for m * n elements of T.
+    let start = out_start * std::mem::size_of::<T>();
+    let mut c_bytes = dst
+        .bytes_mut()
+        .try_slice_mut(start..)
+        .ok_or_else(|| TensorError::Cuda {
+            ordinal,
+            op: "matmul",
+            message: "output buffer too short".into(),
+        })?;
+    // SAFETY: the output holds elements of T; `transmute_mut` checks that `len` of them
+    // fit from `out_start` on.
     let mut c_view =
-        unsafe { dst.bytes_mut().transmute_mut::<T>(len) }.ok_or_else(|| TensorError::Cuda {
+        unsafe { c_bytes.transmute_mut::<T>(len) }.ok_or_else(|| TensorError::Cuda {
             ordinal,
             op: "matmul",
             message: "output buffer too short".into(),
@@ -265,8 +294,7 @@ where
     // storage (see `blas_operand`), and C is a dense n x m column-major (m x n row-major)
     // buffer. The handle's stream is the device's default stream, like the buffers'.
     unsafe { blas.gemm(cfg, &b_view, &a_view, &mut c_view) }
-        .map_err(|e| cublas_error(ordinal, "cublas gemm")(format!("{e:?}")))?;
-    Ok(out)
+        .map_err(|e| cublas_error(ordinal, "cublas gemm")(format!("{e:?}")))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! queued on the device's default stream and ordered after all earlier ditto work.
 
 mod accumulate;
+mod batched_matmul;
 mod class_index;
 mod elementwise;
 mod fused_sgd;
@@ -23,6 +24,7 @@ mod reduce;
 mod transformer;
 
 pub(crate) use accumulate::{index_add, scatter_add};
+pub(crate) use batched_matmul::batched_matmul;
 pub(crate) use class_index::{gather_index, one_hot};
 pub(crate) use elementwise::{axpy_, binary, relu_backward, unary};
 pub(crate) use fused_sgd::sgd_momentum_step_;
@@ -30,7 +32,7 @@ pub(crate) use layout::{contiguous, write_into};
 pub(crate) use matmul::matmul;
 pub(crate) use reduce::{log_softmax, max_dim, sum_dim, SumKind};
 pub(crate) use transformer::{
-    adamw_step_, batched_matmul, causal_softmax, causal_softmax_backward, gelu_tanh, layer_norm,
+    adamw_step_, causal_softmax, causal_softmax_backward, gelu_tanh, layer_norm,
     layer_norm_backward,
 };
 
