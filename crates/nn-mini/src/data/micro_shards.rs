@@ -14,7 +14,8 @@
 use super::EpochOrder;
 use crate::{NnError, Result};
 
-/// The micro-shards one rank holds; see the [module docs](self).
+/// The micro-shards one rank holds: of every global batch, the rows `i` whose
+/// micro-shard `i % S` is one of them (the loader's batch size is the global batch).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MicroShardSampler {
     micro_shards: usize,
