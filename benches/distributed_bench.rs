@@ -1,8 +1,9 @@
 //! Data parallel costs: a training step in fast vs world-size-invariant mode, and the
-//! bandwidth of the collectives, on the threads backend (2 and 4 ranks) or over MPI.
+//! bandwidth of the collectives, on the threads backend (steps at 1, 2, 3 and 4 ranks,
+//! collectives at 2, 3 and 4) or over MPI.
 //!
 //! ```text
-//! cargo bench --bench distributed_bench                       # threads, 2 and 4 ranks
+//! cargo bench --bench distributed_bench                       # threads, 1 to 4 ranks
 //! cargo bench --bench distributed_bench -- --portable          # portable arithmetic
 //! cargo bench --bench distributed_bench -- --steps-only        # no collectives table
 //! cargo bench --features mpi --bench distributed_bench --no-run
@@ -22,7 +23,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use distributed::ddp::{fast_sum, invariant_sum};
+use distributed::ddp::{fast_sum, invariant_sum, tree};
 use distributed::{even_counts, DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::train::TrainConfig;
 use tensor_core::{DType, Device, Tensor};
@@ -50,7 +51,7 @@ fn main() {
         Some("mpi") => run_mpi(),
         _ => {
             print_machine();
-            for world in [2, 4] {
+            for world in [1, 2, 3, 4] {
                 ThreadGroup::run(world, |pg| {
                     suite(Arc::new(pg));
                     Ok(())
@@ -161,7 +162,7 @@ fn suite(group: Arc<dyn ProcessGroup>) {
         );
     }
     drop(trainers);
-    if std::env::args().any(|a| a == "--steps-only") {
+    if world == 1 || std::env::args().any(|a| a == "--steps-only") {
         return;
     }
 
@@ -175,6 +176,10 @@ fn suite(group: Arc<dyn ProcessGroup>) {
         let n = mib * 1024 * 1024 / 4;
         let counts = even_counts(n, world); // n divides by 2 and 4: equal runs
         let input = Tensor::ones(&[n], DType::F32, Device::Cpu).unwrap();
+        // The invariant sum takes one partial per subtree this rank holds of the step's
+        // 8 micro-shards (two for some ranks of 3).
+        let subtrees = tree::subtrees_of_rank(rank, world, 8).len();
+        let partials = vec![input.clone(); subtrees];
         let mine = Tensor::ones(&[counts[rank]], DType::F32, Device::Cpu).unwrap();
         let ops: [(&str, f64); 4] = [
             ("all_reduce (fast)", 2.0),
@@ -187,7 +192,7 @@ fn suite(group: Arc<dyn ProcessGroup>) {
             for (i, op) in times.iter_mut().enumerate() {
                 op.push(timed(&*group, || match i {
                     0 => fast_sum(&*group, &mut input.clone()).unwrap(),
-                    1 => drop(invariant_sum(&*group, &input).unwrap()),
+                    1 => drop(invariant_sum(&*group, 8, &partials).unwrap()),
                     // The outputs only give size and dtype (the collectives replace
                     // them), so `input`, of the same size, serves without an allocation.
                     2 => group

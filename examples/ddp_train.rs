@@ -5,7 +5,8 @@
 //! rank loads its share of every global batch (`DistributedSampler`), draws dropout for
 //! its rows at their global positions, and the gradients are summed across ranks. With
 //! `--invariant` the sum runs over fixed micro-shards in one fixed tree, so the curve is
-//! byte-identical for 1, 2 and 4 ranks and a checkpoint moves between world sizes:
+//! byte-identical for every world size from 1 to the micro-shard count (8 by default;
+//! 3 ranks hold 3, 3 and 2 of them) and a checkpoint moves between world sizes:
 //!
 //! ```text
 //! cargo run --release --example ddp_train -- --backend threads --world-size 4 --seed 7 \
@@ -36,7 +37,7 @@ use std::error::Error;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use distributed::{DdpTrainer, ProcessGroup};
+use distributed::{DdpTrainer, ProcessGroup, ReduceMode};
 
 use args::Args;
 use common::ddp::{check_outputs_on_rank0, launch};
@@ -122,15 +123,19 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
     let done = trainer.step_count();
     let steps = last_step::<Args>(flags, done)?;
     let c = trainer.config();
+    // Fast mode deals batch / W rows to each rank; the invariant mode whole micro-shards.
+    let share = match trainer.mode() {
+        ReduceMode::Fast => format!("{} per rank x {world}", c.batch_size / world),
+        ReduceMode::Invariant { .. } => format!("{world} rank(s), whole micro-shards each"),
+    };
     say(format!(
-        "seed {} | MLP {:?} | dropout {} | SGD lr {} momentum {} | batch {} ({} per rank x {world}) | {} | {}",
+        "seed {} | MLP {:?} | dropout {} | SGD lr {} momentum {} | batch {} ({share}) | {} | {}",
         c.seed,
         c.layers,
         c.dropout,
         c.lr,
         c.momentum,
         c.batch_size,
-        c.batch_size / world,
         trainer.group().backend(),
         trainer.mode()
     ));

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the MPI tests of crates/distributed (feature `mpi`) as real multi-process jobs: every
-# test target named mpi_* under `mpirun -np 2` and `-np 4`. (`cargo test --features
+# test target named mpi_* under `mpirun -np 2` and `-np 4`, and mpi_ddp also under `-np 3`
+# (invariant mode at a world size that does not divide the 8 micro-shards, issue 28). (`cargo test --features
 # mpi` also runs them, as a world of one process.) Needs an MPI installation:
 #   apt-get install libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev
 # Extra arguments go to cargo (e.g. --release).
@@ -21,4 +22,12 @@ for np in 2 4; do
         echo "== ${mpirun[*]} -np $np $(basename "$bin")"
         timeout 600 "${mpirun[@]}" -np "$np" "$bin"
     done
+done
+for bin in $bins; do
+    case "$(basename "$bin")" in
+    mpi_ddp*)
+        echo "== ${mpirun[*]} -np 3 $(basename "$bin")"
+        timeout 600 "${mpirun[@]}" -np 3 "$bin"
+        ;;
+    esac
 done

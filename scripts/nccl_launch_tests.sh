@@ -3,8 +3,9 @@
 # way torchrun launches them (scripts/launch_local.sh sets RANK, WORLD_SIZE, LOCAL_RANK,
 # LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), each rank on GPU LOCAL_RANK:
 #
-#   1. ddp_train --backend nccl --invariant on 2 and 4 processes writes the same CSV
-#      bytes as on 1;
+#   1. ddp_train --backend nccl --invariant on 2, 3 and 4 processes writes the same CSV
+#      bytes as on 1, and on 3 also with --portable (issue 28: a world size that divides
+#      neither the 8 micro-shards nor the batch of 128);
 #   2. a checkpoint of a 4-process job resumes on 2 processes with the same curve;
 #   3. only rank 0 writes the CSV and the checkpoint (each rank runs in its own working
 #      folder, and every folder but rank 0's stays empty);
@@ -63,12 +64,21 @@ only_rank0_wrote() {
 
 common=(--seed 7 --invariant --steps 100)
 launch w1 1 "${common[@]}" --out curve.csv
-for n in 2 4; do
+for n in 2 3 4; do
   launch "w$n" "$n" "${common[@]}" --out curve.csv
   cmp "$work/w1/rank0/curve.csv" "$work/w$n/rank0/curve.csv"
   only_rank0_wrote "w$n" "$n" curve.csv
   echo "$n processes: the CSV is byte-identical to 1 process's; only rank 0 wrote it"
 done
+
+launch p1 1 "${common[@]}" --portable --out curve.csv
+launch p3 3 "${common[@]}" --portable --out curve.csv
+cmp "$work/p1/rank0/curve.csv" "$work/p3/rank0/curve.csv"
+if cmp -s "$work/w1/rank0/curve.csv" "$work/p1/rank0/curve.csv"; then
+  echo "--portable gave the default curve: the check above could not fail" >&2
+  exit 1
+fi
+echo "3 processes, --portable: the CSV is byte-identical to 1 process's"
 
 # A 4-process job saved after step 50, resumed on 2 processes.
 launch s4 4 "${common[@]}" --save-at 50 --checkpoint ck.safetensors --out s.csv

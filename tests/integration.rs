@@ -23,6 +23,8 @@ mod cuda_standin_faults;
 mod cuda_standin_freshness;
 #[path = "integration/cuda_tensor_ops_parity.rs"]
 mod cuda_tensor_ops_parity;
+#[path = "integration/ddp_world_sizes.rs"]
+mod ddp_world_sizes;
 #[path = "integration/determinism_docs.rs"]
 mod determinism_docs;
 #[path = "integration/elastic_restarts.rs"]

@@ -51,7 +51,7 @@ pub struct DdpFlags {
     pub invariant: bool,
 
     /// Micro-shards of --invariant: a power of two in 1..=1024 [default: 8]; the world
-    /// size must be a power of two dividing it
+    /// size must be at most it
     #[arg(long, value_name = "N", value_parser = power_of_two_shards)]
     pub micro_shards: Option<usize>,
 
@@ -127,7 +127,8 @@ pub type RankMain<'a> =
 
 /// Starts the ranks on `backend` and returns rank 0's exit code. `batch` is a fresh
 /// run's global batch (`None` on a resume, which takes its batch from the checkpoint),
-/// checked to divide among the ranks before they meet, so a bad launch is an error on
+/// checked in fast mode to divide among the ranks before they meet (the invariant mode
+/// deals whole micro-shards, any batch size), so a bad launch is an error on
 /// every rank at once rather than a hang in a collective. `program` names the example
 /// in the hint to build it with a missing feature.
 pub fn launch<C: CommandFactory>(
@@ -137,6 +138,7 @@ pub fn launch<C: CommandFactory>(
     program: &str,
     run_rank: &RankMain<'_>,
 ) -> Result<ExitCode, Box<dyn Error>> {
+    let batch = batch.filter(|_| !flags.invariant);
     let timeout = match flags.collective_timeout {
         Some(seconds) => Duration::from_secs(seconds),
         None => distributed::collective_timeout_from_env()?,

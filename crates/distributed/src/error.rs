@@ -30,6 +30,19 @@ pub enum DistError {
         /// What was wrong and what was expected.
         message: String,
     },
+    /// Invariant mode on more ranks than micro-shards: each rank needs at least one
+    /// micro-shard (a subtree of the fixed sum, docs/contract.md §9.3).
+    #[error(
+        "invariant mode: a world size of {world_size} is more than the {micro_shards} \
+         micro-shards; each rank holds at least one, so use at most {micro_shards} ranks \
+         or at least {world_size} micro-shards (a power of two)"
+    )]
+    TooManyRanks {
+        /// The ranks of the group.
+        world_size: usize,
+        /// The run's micro-shard count.
+        micro_shards: usize,
+    },
     /// The ranks called a collective with arguments that do not fit together (another
     /// collective, dtype, element count or root), so no rank can complete it.
     #[error("{op}: the ranks disagree: {message}")]

@@ -36,6 +36,8 @@ mod loader;
 mod loader_in_order;
 #[path = "integration/loader_limits.rs"]
 mod loader_limits;
+#[path = "integration/micro_shard_sampler.rs"]
+mod micro_shard_sampler;
 #[path = "integration/parameter_overrides.rs"]
 mod parameter_overrides;
 #[path = "integration/portable_resume.rs"]

@@ -8,7 +8,7 @@
 //! | mode | sum | reproducible across |
 //! |---|---|---|
 //! | [`ReduceMode::Fast`] | the backend's all-reduce of each bucket | runs at the same world size |
-//! | [`ReduceMode::Invariant`] | micro-shards summed in one fixed tree ([`tree`]) | runs at any power-of-two world size dividing the shard count |
+//! | [`ReduceMode::Invariant`] | micro-shards summed in one fixed tree ([`tree`]) | runs at any world size up to the shard count |
 //!
 //! Use the fast mode for throughput when the world size never changes during a
 //! project; use the invariant mode when runs must compare across world sizes (1 GPU vs
@@ -65,8 +65,8 @@ pub enum ReduceMode {
     Fast,
     /// The global batch is cut into `micro_shards` shards (rows `i % micro_shards`),
     /// each shard's gradient computed as if alone (see the module docs for how) and all
-    /// of them summed in one fixed tree: bit-identical for every power-of-two world size
-    /// up to `micro_shards`.
+    /// of them summed in one fixed tree: bit-identical for every world size from 1 to
+    /// `micro_shards` (rank `r` holds [`tree::shards_of_rank`]'s shards).
     Invariant {
         /// The number of micro-shards, a power of two, fixed for the whole run.
         micro_shards: usize,

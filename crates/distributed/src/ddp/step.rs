@@ -7,7 +7,7 @@ use super::overlap::BucketLauncher;
 use tensor_core::Tensor;
 
 use super::reduce::invariant_sum;
-use super::tree::{shards_of_rank, subtree_sum_in_place};
+use super::tree::{shards_of_rank, subtree_sum_in_place, subtrees_of_rank};
 use super::{DistributedDataParallel, ReduceMode};
 use crate::{DistError, Result};
 
@@ -46,8 +46,9 @@ impl<M: Module> DistributedDataParallel<M> {
     /// piece is weighted by its share of the global batch, so ranks and micro-shards of
     /// different sizes (the last batch of an epoch) still give the global mean.
     ///
-    /// In invariant mode, rank `r` of `W` must hold exactly the global rows `i` with
-    /// `i % W == r` (what [`DistributedSampler`](nn_mini::data::DistributedSampler) deals out).
+    /// In invariant mode, rank `r` of `W` must hold exactly the global rows `i` whose
+    /// micro-shard `i % S` is one of [`shards_of_rank`]`(r, W, S)` (what
+    /// [`MicroShardSampler`](nn_mini::data::MicroShardSampler) deals out).
     pub fn forward_backward<F>(&mut self, local: LocalRows<'_>, mut loss_fn: F) -> Result<Tensor>
     where
         F: FnMut(&Tensor, &Tensor) -> nn_mini::Result<(Tensor, Tensor)>,
@@ -84,6 +85,12 @@ impl<M: Module> DistributedDataParallel<M> {
             ));
         }
         let (world, rank) = (self.group.world_size(), self.group.rank());
+        let held = match self.config.mode {
+            ReduceMode::Invariant { micro_shards } => {
+                Some((micro_shards, shards_of_rank(rank, world, micro_shards)))
+            }
+            ReduceMode::Fast => None,
+        };
         for &row in local.rows {
             if row >= local.batch_rows {
                 return Err(DistError::invalid(
@@ -94,13 +101,13 @@ impl<M: Module> DistributedDataParallel<M> {
                     ),
                 ));
             }
-            if matches!(self.config.mode, ReduceMode::Invariant { .. })
-                && row % world as u64 != rank as u64
-            {
-                return Err(DistError::invalid(
-                    OP,
-                    format!("invariant mode: rank {rank} of {world} holds the rows i % {world} == {rank}, got row {row}"),
-                ));
+            if let Some((shards, held)) = &held {
+                if !held.contains(&((row % *shards as u64) as usize)) {
+                    return Err(DistError::invalid(
+                        OP,
+                        format!("invariant mode: rank {rank} of {world} holds the rows i with i % {shards} in {held:?}, got row {row}"),
+                    ));
+                }
             }
         }
         Ok(())
@@ -225,28 +232,42 @@ impl<M: Module> DistributedDataParallel<M> {
                     .map(|picks| self.weighted_pass(batch, local, picks, loss_fn))
                     .collect::<Result<_>>()?
             };
-        let dims = self.parameter_dims();
-        let mut partials = Vec::with_capacity(dims.len());
-        for (i, dims) in dims.iter().enumerate() {
-            partials.push(subtree_sum_in_place(rank, world, micro_shards, &mut |s| {
-                // Each leaf is handed over (taken), so the tree adds into it in place.
-                match by_shard[(s - rank) / world].grads[i].take() {
-                    Some(g) => Ok(g),
-                    // No rows, no gradient: zeros, as a flattened bucket holds them.
-                    None => Ok(Tensor::zeros(dims, self.dtype, self.device)?),
-                }
-            })?);
+        // Where each shard's gradients sit in by_shard.
+        let mut slot = vec![0; micro_shards];
+        for (k, &s) in shards.iter().enumerate() {
+            slot[s] = k;
         }
-        let loss = subtree_sum_in_place(rank, world, micro_shards, &mut |s| {
-            Ok(by_shard[(s - rank) / world].loss.clone())
-        })?;
-        let partials: Vec<Option<&Tensor>> = partials.iter().map(Some).collect();
-        let flat = self
-            .buckets
-            .flatten(&partials, &loss, self.dtype, self.device)?;
-        let mut summed = Vec::with_capacity(flat.len());
-        for partial in &flat {
-            summed.push(invariant_sum(&*self.group, partial)?);
+        let dims = self.parameter_dims();
+        let mut flat_by_subtree = Vec::new();
+        for node in subtrees_of_rank(rank, world, micro_shards) {
+            let (c, m) = (node.class, node.modulus);
+            let mut partials = Vec::with_capacity(dims.len());
+            for (i, dims) in dims.iter().enumerate() {
+                partials.push(subtree_sum_in_place(c, m, micro_shards, &mut |s| {
+                    // Each leaf is handed over (taken), so the tree adds into it in place.
+                    match by_shard[slot[s]].grads[i].take() {
+                        Some(g) => Ok(g),
+                        // No rows, no gradient: zeros, as a flattened bucket holds them.
+                        None => Ok(Tensor::zeros(dims, self.dtype, self.device)?),
+                    }
+                })?);
+            }
+            let loss = subtree_sum_in_place(c, m, micro_shards, &mut |s| {
+                Ok(by_shard[slot[s]].loss.clone())
+            })?;
+            let partials: Vec<Option<&Tensor>> = partials.iter().map(Some).collect();
+            flat_by_subtree.push(self.buckets.flatten(
+                &partials,
+                &loss,
+                self.dtype,
+                self.device,
+            )?);
+        }
+        let buckets = flat_by_subtree.first().map_or(0, Vec::len);
+        let mut summed = Vec::with_capacity(buckets);
+        for b in 0..buckets {
+            let partials: Vec<Tensor> = flat_by_subtree.iter().map(|f| f[b].clone()).collect();
+            summed.push(invariant_sum(&*self.group, micro_shards, &partials)?);
         }
         self.install(&summed)
     }

@@ -6,9 +6,11 @@
 //! derived from the seed as described there), with each global batch of `batch_size`
 //! rows spread over the ranks of a [`ProcessGroup`]:
 //!
-//! - each rank's loader loads its share through a [`DistributedSampler`], so the ranks
-//!   together load the single process's batches, and local row `j` of rank `r` is
-//!   global row `j * W + r`;
+//! - each rank's loader loads its share of the single process's batches: in fast mode
+//!   through a [`DistributedSampler`] (local row `j` of rank `r` is global row
+//!   `j * W + r`), in invariant mode through a [`MicroShardSampler`] (the rows of the
+//!   micro-shards the rank holds, [`tree::shards_of_rank`], at any world size up to the
+//!   shard count; ranks may hold different numbers of rows);
 //! - the model is wrapped in [`DistributedDataParallel`]: parameters start from rank 0's,
 //!   dropout draws each row at its global position, gradients are summed in the chosen
 //!   [`ReduceMode`];
@@ -30,7 +32,7 @@ pub use latest::ResumedLatest;
 
 use std::sync::Arc;
 
-use nn_mini::data::DistributedSampler;
+use nn_mini::data::{DistributedSampler, MicroShardSampler, RankShare};
 use nn_mini::gpt::GptTrainConfig;
 use nn_mini::train::{FreshRun, RunConfig, RunState, TrainConfig, TrainingRun};
 use tensor_core::DType;
@@ -40,15 +42,11 @@ use crate::{
     DdpConfig, DistError, DistributedDataParallel, LocalRows, ProcessGroup, ReduceMode, Result,
 };
 
-/// Checks that `W` ranks cut every epoch into the single process's batches: the same
-/// number per epoch (so positions, and checkpoints, carry over between world sizes) and,
-/// in invariant mode, no padding (PyTorch pads an epoch that does not divide by the
-/// world size with repeated samples, which a single process does not see).
-fn check_epoch_layout<C: RunConfig>(
-    config: &C,
-    sampler: &DistributedSampler,
-    mode: ReduceMode,
-) -> Result<()> {
+/// Checks that `W` ranks of the fast mode cut every epoch into the single process's
+/// batches: the same number per epoch, so positions, and checkpoints, carry over
+/// between world sizes. (The invariant mode loads the single process's batches
+/// themselves, [`MicroShardSampler`].)
+fn check_epoch_layout<C: RunConfig>(config: &C, sampler: &DistributedSampler) -> Result<()> {
     let (n, world, batch) = (
         config.samples_per_epoch(),
         sampler.num_replicas(),
@@ -56,8 +54,7 @@ fn check_epoch_layout<C: RunConfig>(
     );
     let single = n.div_ceil(batch);
     let sharded = sampler.num_samples(n).div_ceil(batch / world);
-    let padded = !n.is_multiple_of(world) && matches!(mode, ReduceMode::Invariant { .. });
-    if single != sharded || padded {
+    if single != sharded {
         return Err(DistError::invalid(
             "DdpTrainer::new",
             format!(
@@ -66,6 +63,34 @@ fn check_epoch_layout<C: RunConfig>(
                 sampler.total_size(n)
             ),
         ));
+    }
+    Ok(())
+}
+
+/// In invariant mode every rank must hold a row of every batch, the short last one of
+/// an epoch included (a rank with no rows would have nothing to load). Every rank
+/// checks every rank, so all of them fail alike, before any collective.
+fn check_no_empty_rank<C: RunConfig>(config: &C, micro_shards: usize, world: usize) -> Result<()> {
+    let (n, batch) = (config.samples_per_epoch(), config.batch_size());
+    let shortest = match n % batch {
+        0 => batch.min(n),
+        tail => tail,
+    };
+    for rank in 0..world {
+        let shards = tree::shards_of_rank(rank, world, micro_shards);
+        let lowest = shards.iter().copied().min().unwrap_or(0);
+        if lowest >= shortest {
+            return Err(DistError::invalid(
+                "DdpTrainer::new",
+                format!(
+                    "rank {rank} of {world} holds the micro-shards {shards:?} of {micro_shards}, but \
+                     the last batch of an epoch of {n} samples has {shortest} rows (batches of \
+                     {batch}), none of them in those shards: use fewer ranks or a dataset size \
+                     that leaves a last batch of at least {} rows",
+                    lowest + 1
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -109,29 +134,37 @@ impl<C: RunConfig> std::fmt::Debug for DdpLoop<C> {
 
 impl<C: RunConfig> DdpLoop<C> {
     /// A fresh run at step 0 on this rank. A collective: every rank of `group` calls it
-    /// with the same configuration. The configuration's batch size is the global batch;
-    /// it must divide by the world size, and in invariant mode the world size must be a
-    /// power of two dividing the micro-shard count.
+    /// with the same configuration. The configuration's batch size is the global batch.
+    /// In fast mode it must divide by the world size; in invariant mode the world size
+    /// must be at most the micro-shard count (any batch and dataset size).
     pub fn new(config: C, mode: ReduceMode, group: Arc<dyn ProcessGroup>) -> Result<Self> {
         const OP: &str = "DdpTrainer::new";
         config.validate()?;
         let (world, rank) = (group.world_size(), group.rank());
-        if !config.batch_size().is_multiple_of(world) {
-            return Err(DistError::invalid(
-                OP,
-                format!(
-                    "the global batch of {} rows does not divide among {world} ranks",
-                    config.batch_size()
-                ),
-            ));
-        }
-        if let ReduceMode::Invariant { micro_shards } = mode {
-            tree::check_layout(micro_shards, world)?;
-        }
-        let sampler = DistributedSampler::new(world, rank)?;
-        check_epoch_layout(&config, &sampler, mode)?;
+        let share: RankShare = match mode {
+            ReduceMode::Invariant { micro_shards } => {
+                tree::check_layout(micro_shards, world)?;
+                check_no_empty_rank(&config, micro_shards, world)?;
+                let shards = tree::shards_of_rank(rank, world, micro_shards);
+                MicroShardSampler::new(micro_shards, &shards)?.into()
+            }
+            ReduceMode::Fast => {
+                if !config.batch_size().is_multiple_of(world) {
+                    return Err(DistError::invalid(
+                        OP,
+                        format!(
+                            "the global batch of {} rows does not divide among {world} ranks",
+                            config.batch_size()
+                        ),
+                    ));
+                }
+                let sampler = DistributedSampler::new(world, rank)?;
+                check_epoch_layout(&config, &sampler)?;
+                sampler.into()
+            }
+        };
         // The single process's run, its loader cut down to this rank's share.
-        let FreshRun { model, state } = FreshRun::new(config, Some(sampler))?;
+        let FreshRun { model, state } = FreshRun::new(config, Some(share))?;
         let ddp = DistributedDataParallel::new(model, group, DdpConfig::new(mode))?;
         Ok(DdpLoop { mode, ddp, state })
     }
@@ -145,16 +178,25 @@ impl<C: RunConfig> DdpLoop<C> {
         // The batch stays on the host: DDP picks each pass's rows there and uploads them,
         // and cross_entropy checks the targets there (no read back from the device).
         let (input, target) = (batch.input, batch.target);
-        let sampler = *self.loader().sampler().expect("built with a sampler");
-        let rows: Vec<u64> = (0..batch.indices.len())
-            .map(|j| sampler.global_row(j) as u64)
-            .collect();
+        let loader = self.loader();
+        let batch_rows = loader.global_batch_rows(batch.index);
+        let rows: Vec<u64> = match (loader.sampler(), loader.micro_shard_sampler()) {
+            (Some(sampler), _) => (0..batch.indices.len())
+                .map(|j| sampler.global_row(j) as u64)
+                .collect(),
+            (None, Some(shards)) => shards.rows(batch_rows),
+            (None, None) => {
+                return Err(DistError::invalid(
+                    "DdpTrainer::step",
+                    "the loader has no rank share (DdpLoop::new always gives it one)",
+                ))
+            }
+        };
         let local = LocalRows {
             input: &input,
             target: &target,
             rows: &rows,
-            // Every rank loads as many rows as the others (the sampler pads the epoch).
-            batch_rows: (batch.indices.len() * sampler.num_replicas()) as u64,
+            batch_rows: batch_rows as u64,
         };
         let config = self.state.config();
         let loss = self

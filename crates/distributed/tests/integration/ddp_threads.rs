@@ -1,5 +1,6 @@
 //! DDP on the threads backend: invariant mode gives bit-identical losses and
-//! parameters on 1, 2, 4 and 8 ranks; fast mode is reproducible at a fixed world size;
+//! parameters on every world size from 1 to 8 ranks (8 micro-shards), 9 being a typed
+//! error; fast mode is reproducible at a fixed world size;
 //! parameters start from rank 0's; ranks with different models are refused.
 
 use crate::support;
@@ -17,10 +18,10 @@ fn train(world: usize, mode: ReduceMode) -> Vec<(Vec<u32>, Vec<u32>)> {
 }
 
 #[test]
-fn invariant_mode_is_bit_identical_on_1_2_4_and_8_ranks() {
+fn invariant_mode_is_bit_identical_on_every_world_size_up_to_the_micro_shards() {
     let mode = ReduceMode::Invariant { micro_shards: 8 };
     let reference = train(1, mode);
-    for world in [2, 4, 8] {
+    for world in 2..=8 {
         for (rank, result) in train(world, mode).iter().enumerate() {
             assert_eq!(
                 result.0, reference[0].0,
@@ -62,11 +63,27 @@ fn ranks_with_different_models_are_refused() {
             other => panic!("expected Mismatch, got {other}"),
         }
     }
-    let three = ThreadGroup::run(3, |pg| {
+    let nine = ThreadGroup::run(9, |pg| {
         let group: Arc<dyn ProcessGroup> = Arc::new(pg);
         let config = DdpConfig::new(ReduceMode::Invariant { micro_shards: 8 });
-        Ok(DistributedDataParallel::new(model(1, 16), group, config).is_err())
+        Ok(DistributedDataParallel::new(model(1, 16), group, config).unwrap_err())
     })
     .unwrap();
-    assert_eq!(three, [true; 3], "3 ranks do not divide 8 micro-shards");
+    for e in nine {
+        assert!(
+            matches!(
+                e,
+                DistError::TooManyRanks {
+                    world_size: 9,
+                    micro_shards: 8
+                }
+            ),
+            "expected TooManyRanks, got {e}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("world size of 9") && text.contains("8 micro-shards"),
+            "{text}"
+        );
+    }
 }

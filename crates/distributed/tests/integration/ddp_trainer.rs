@@ -1,7 +1,9 @@
 //! The data parallel training loop on the threads backend: invariant mode gives the
-//! same loss curve, parameters and generator positions on 1, 2 and 4 ranks; a
-//! checkpoint saved on 4 ranks resumes on 2 (and on 1) with the straight run's curve;
-//! fast mode on one rank is the single-process trainer, bit for bit.
+//! same loss curve, parameters and generator positions on every world size from 1 to
+//! 8 ranks (8 micro-shards), also on an epoch that does not divide by the world size; a
+//! checkpoint saved on one world size resumes on another (4 on 2, 1 and 3; 3 on 2; 2 on
+//! 5; 5 on 1) with the straight run's curve; fast mode on one rank is the
+//! single-process trainer, bit for bit.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,20 +46,40 @@ fn finish(mut t: DdpTrainer, steps: u64) -> distributed::Result<Outcome> {
     ))
 }
 
+/// [`config`] on 250 samples: the last batch of each epoch has 26 rows, and no world
+/// size but 1 and 2 divides the epoch (fast mode would pad it).
+fn uneven_config() -> TrainConfig {
+    TrainConfig {
+        dataset_size: 250,
+        ..config()
+    }
+}
+
 fn straight(world: usize, mode: ReduceMode, steps: u64) -> Vec<Outcome> {
+    straight_with(config(), world, mode, steps)
+}
+
+fn straight_with(config: TrainConfig, world: usize, mode: ReduceMode, steps: u64) -> Vec<Outcome> {
     ThreadGroup::run(world, |pg| {
         let group: Arc<dyn ProcessGroup> = Arc::new(pg);
-        finish(DdpTrainer::new(config(), mode, group)?, steps)
+        finish(DdpTrainer::new(config.clone(), mode, group)?, steps)
     })
     .unwrap()
 }
 
 #[test]
-fn invariant_mode_gives_one_curve_for_1_2_and_4_ranks() {
-    let reference = straight(1, INVARIANT, 20);
-    for world in [2, 4] {
-        for (rank, got) in straight(world, INVARIANT, 20).iter().enumerate() {
-            assert_eq!(got, &reference[0], "world {world} rank {rank}");
+fn invariant_mode_gives_one_curve_for_every_world_size_up_to_8() {
+    for config in [config(), uneven_config()] {
+        let reference = straight_with(config.clone(), 1, INVARIANT, 20);
+        for world in 2..=8 {
+            let outcomes = straight_with(config.clone(), world, INVARIANT, 20);
+            for (rank, got) in outcomes.iter().enumerate() {
+                assert_eq!(
+                    got, &reference[0],
+                    "{} samples, world {world} rank {rank}",
+                    config.dataset_size
+                );
+            }
         }
     }
 }
@@ -82,10 +104,19 @@ fn fast_mode_on_one_rank_is_the_single_process_trainer() {
 }
 
 fn save_then_resume(dir: &Path, save_world: usize, resume_world: usize) -> Vec<Outcome> {
+    save_then_resume_with(config(), dir, save_world, resume_world)
+}
+
+fn save_then_resume_with(
+    config: TrainConfig,
+    dir: &Path,
+    save_world: usize,
+    resume_world: usize,
+) -> Vec<Outcome> {
     let path = dir.join(format!("w{save_world}-to-w{resume_world}.safetensors"));
     ThreadGroup::run(save_world, |pg| {
         let group: Arc<dyn ProcessGroup> = Arc::new(pg);
-        let mut t = DdpTrainer::new(config(), INVARIANT, group)?;
+        let mut t = DdpTrainer::new(config.clone(), INVARIANT, group)?;
         for _ in 0..11 {
             t.step()?;
         }
@@ -112,6 +143,23 @@ fn a_checkpoint_from_4_ranks_resumes_on_2_and_on_1_with_the_same_curve() {
     }
 }
 
+/// Issue 28: a checkpoint moves between any two world sizes up to the micro-shard
+/// count, on an epoch with a short last batch (steps 12..20 cross it).
+#[test]
+fn checkpoints_resume_across_uneven_world_sizes_with_the_same_curve() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = &straight_with(uneven_config(), 1, INVARIANT, 20)[0];
+    for (save_world, resume_world) in [(4, 3), (3, 2), (2, 5), (5, 1)] {
+        let outcomes = save_then_resume_with(uneven_config(), dir.path(), save_world, resume_world);
+        for (rank, got) in outcomes.iter().enumerate() {
+            assert_eq!(
+                got, reference,
+                "saved on {save_world}, resumed on {resume_world}, rank {rank}"
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_layouts_and_missing_files_are_typed_errors() {
     let three = ThreadGroup::run(3, |pg| {
@@ -125,20 +173,42 @@ fn bad_layouts_and_missing_files_are_typed_errors() {
             .all(|e| matches!(e, DistError::InvalidArgument { .. })),
         "32 rows on 3 ranks"
     );
-    let padded = TrainConfig {
-        dataset_size: 254,
-        ..config()
-    };
-    let errors = ThreadGroup::run(4, |pg| {
+    let nine = ThreadGroup::run(9, |pg| {
         let group: Arc<dyn ProcessGroup> = Arc::new(pg);
-        Ok(DdpTrainer::new(padded.clone(), INVARIANT, group).unwrap_err())
+        Ok(DdpTrainer::new(config(), INVARIANT, group).unwrap_err())
     })
     .unwrap();
-    assert!(
-        errors[0].to_string().contains("divides by the world size"),
-        "{}",
-        errors[0]
-    );
+    for e in &nine {
+        assert!(
+            matches!(
+                e,
+                DistError::TooManyRanks {
+                    world_size: 9,
+                    micro_shards: 8
+                }
+            ),
+            "{e}"
+        );
+    }
+    // 257 samples: the last batch of an epoch is one row, shard 0's; on 2 ranks rank 1
+    // holds none of it, and both ranks say so before any collective.
+    let one_row_tail = TrainConfig {
+        dataset_size: 257,
+        ..config()
+    };
+    let errors = ThreadGroup::run(2, |pg| {
+        let group: Arc<dyn ProcessGroup> = Arc::new(pg);
+        Ok(DdpTrainer::new(one_row_tail.clone(), INVARIANT, group).unwrap_err())
+    })
+    .unwrap();
+    for e in &errors {
+        let text = e.to_string();
+        assert!(
+            text.contains("rank 1 of 2 holds the micro-shards [1, 5, 3, 7] of 8")
+                && text.contains("has 1 rows"),
+            "{text}"
+        );
+    }
     let missing = ThreadGroup::run(2, |pg| {
         let group: Arc<dyn ProcessGroup> = Arc::new(pg);
         Ok(DdpTrainer::resume("/nonexistent/ck.safetensors", group, None).unwrap_err())

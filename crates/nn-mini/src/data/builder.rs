@@ -11,7 +11,7 @@ use super::loader::DataLoader;
 use super::order::check_shuffled_len;
 use super::settings::{batches_per_epoch, Settings};
 use super::workers::WorkerPool;
-use super::{Dataset, DistributedSampler};
+use super::{Dataset, DistributedSampler, MicroShardSampler};
 use crate::{NnError, Result};
 
 /// The loader's nondeterministic fast path, `in_order(false)`, for the determinism table
@@ -52,6 +52,7 @@ pub struct DataLoaderBuilder {
     key: Option<KeySource>,
     in_order: bool,
     sampler: Option<DistributedSampler>,
+    micro_shards: Option<MicroShardSampler>,
 }
 
 impl DataLoaderBuilder {
@@ -139,6 +140,15 @@ impl DataLoaderBuilder {
         self
     }
 
+    /// Loads only this rank's micro-shards of every batch (see [`MicroShardSampler`]):
+    /// `batch_size` is then the global batch, and each batch holds this rank's rows of
+    /// the single process's batch at the same position. Not with [`sampler`](Self::sampler).
+    #[must_use]
+    pub fn micro_shard_sampler(mut self, sampler: MicroShardSampler) -> Self {
+        self.micro_shards = Some(sampler);
+        self
+    }
+
     /// Checks the options, derives the key and starts the workers. Without `seed`, `key`
     /// or `generator`, the key comes from the default CPU generator (as PyTorch's loader
     /// draws from the global generator), so `manual_seed` makes it reproducible.
@@ -165,6 +175,12 @@ impl DataLoaderBuilder {
                 limit: MAX_IN_FLIGHT as u64,
                 constant: "MAX_IN_FLIGHT",
             });
+        }
+        if self.sampler.is_some() && self.micro_shards.is_some() {
+            return Err(NnError::invalid(
+                "DataLoader",
+                "a loader takes a DistributedSampler or a MicroShardSampler, not both",
+            ));
         }
         let len = self.dataset.len();
         let positions = self.sampler.map_or(len, |s| s.num_samples(len));
@@ -209,6 +225,7 @@ impl DataLoaderBuilder {
                 prefetch_factor: self.prefetch_factor,
                 in_order,
                 sampler: self.sampler,
+                micro_shards: self.micro_shards,
             },
             key,
             pool,
@@ -230,6 +247,7 @@ impl DataLoader {
             in_order: true,
             key: None,
             sampler: None,
+            micro_shards: None,
         }
     }
 }

@@ -10,7 +10,7 @@ use super::batch::{load_batch_guarded, Batch};
 use super::order::{EpochOrder, OrderCache};
 use super::settings::{batches_per_epoch, Settings};
 use super::workers::{Job, WorkerPool};
-use super::{Dataset, DistributedSampler, LoaderState};
+use super::{Dataset, DistributedSampler, LoaderState, MicroShardSampler};
 use crate::{NnError, Result};
 
 /// Batches over a [`Dataset`], reproducibly: which samples form batch `b` of epoch `e`,
@@ -28,6 +28,8 @@ pub struct DataLoader {
     len: usize,
     /// This rank's share of each epoch, when loading for data parallel training.
     sampler: Option<DistributedSampler>,
+    /// This rank's micro-shards of each (global) batch, instead of `sampler`.
+    micro_shards: Option<MicroShardSampler>,
     batch_size: usize,
     shuffle: bool,
     drop_last: bool,
@@ -92,6 +94,7 @@ impl DataLoader {
             dataset: settings.dataset,
             len: settings.len,
             sampler: settings.sampler,
+            micro_shards: settings.micro_shards,
             batch_size: settings.batch_size,
             shuffle: settings.shuffle,
             drop_last: settings.drop_last,
@@ -120,6 +123,24 @@ impl DataLoader {
     #[must_use]
     pub fn sampler(&self) -> Option<&DistributedSampler> {
         self.sampler.as_ref()
+    }
+
+    /// The micro-shard sampler this loader loads through, if any.
+    #[must_use]
+    pub fn micro_shard_sampler(&self) -> Option<&MicroShardSampler> {
+        self.micro_shards.as_ref()
+    }
+
+    /// Rows in the whole batch at `position` of an epoch (for a loader with a sampler,
+    /// all ranks' rows together): the batch size, less for a short last batch.
+    #[must_use]
+    pub fn global_batch_rows(&self, position: u64) -> usize {
+        let per_rank = self.sampler.map_or(self.len, |s| s.num_samples(self.len));
+        let ranks = self.sampler.map_or(1, |s| s.num_replicas());
+        let start = usize::try_from(position)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(self.batch_size);
+        per_rank.saturating_sub(start).min(self.batch_size) * ranks
     }
 
     /// The epoch of the next batch.
@@ -324,9 +345,10 @@ impl DataLoader {
             .ok_or_else(|| NnError::InvalidLoaderState {
                 reason: format!("batch {position} starts past the end of the dataset"),
             })?;
-        match &self.sampler {
-            Some(sampler) => sampler.indices(order, start, self.batch_size),
-            None => order.indices(start, self.batch_size),
+        match (&self.sampler, &self.micro_shards) {
+            (Some(sampler), _) => sampler.indices(order, start, self.batch_size),
+            (None, Some(shards)) => shards.indices(order, start, self.batch_size),
+            (None, None) => order.indices(start, self.batch_size),
         }
     }
 

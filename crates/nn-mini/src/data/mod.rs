@@ -29,6 +29,9 @@
 //! multiple of the world size and dealt out round-robin). The order, the epoch and every
 //! sample's key are the single-process loader's, so `W` ranks with batches of `b` load
 //! exactly the batches one loader with batches of `W * b` loads, row for row.
+//! [`DataLoaderBuilder::micro_shard_sampler`] with a [`MicroShardSampler`] instead loads
+//! the single process's batches themselves, filtered down to the rows of the
+//! micro-shards one rank holds (`distributed`'s invariant mode, any world size).
 //!
 //! # Delivery order
 //!
@@ -59,7 +62,9 @@ mod dataset;
 mod distributed;
 mod keys;
 mod loader;
+mod micro_shards;
 mod order;
+mod rank_share;
 mod settings;
 mod state;
 mod workers;
@@ -70,5 +75,7 @@ pub use dataset::{Dataset, Sample, SampleRng};
 pub use distributed::DistributedSampler;
 pub use keys::{epoch_key, order_key, sample_key, ORDER_DOMAIN, SAMPLE_DOMAIN};
 pub use loader::{DataLoader, EpochIter};
+pub use micro_shards::MicroShardSampler;
 pub use order::{epoch_order, EpochOrder, MAX_SHUFFLED_LEN};
+pub use rank_share::RankShare;
 pub use state::{LoaderState, LOADER_STATE_VERSION};

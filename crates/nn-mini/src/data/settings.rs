@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Dataset, DistributedSampler};
+use super::{Dataset, DistributedSampler, MicroShardSampler};
 
 /// The options a built loader runs with (checked by [`DataLoaderBuilder::build`](super::DataLoaderBuilder::build)).
 pub(super) struct Settings {
@@ -19,6 +19,8 @@ pub(super) struct Settings {
     pub prefetch_factor: usize,
     pub in_order: bool,
     pub sampler: Option<DistributedSampler>,
+    /// At most one of `sampler` and this is set.
+    pub micro_shards: Option<MicroShardSampler>,
 }
 
 /// Batches of an epoch: `len / batch_size` when dropping the last partial batch,

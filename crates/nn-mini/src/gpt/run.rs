@@ -10,7 +10,7 @@ use rng_gen::{fold_in, Generator, Key};
 use tensor_core::{Device, Tensor};
 
 use super::{Gpt, GptTrainConfig, Text, TextWindows};
-use crate::data::DistributedSampler;
+use crate::data::RankShare;
 use crate::train::{
     sharded_loader, FreshRun, RunConfig, RunState, TrainLoop, TrainingRun, DROPOUT_DOMAIN,
     INIT_DOMAIN,
@@ -110,7 +110,7 @@ impl RunConfig for GptTrainConfig {
     /// The model from the `INIT_DOMAIN` stream, the dropout generator from
     /// `DROPOUT_DOMAIN`, AdamW, and the loader of the text's windows keyed by
     /// `LOADER_DOMAIN` (in order: each window's offset is already random).
-    fn build(self, shard: Option<DistributedSampler>) -> Result<FreshRun<Self>> {
+    fn build(self, shard: Option<RankShare>) -> Result<FreshRun<Self>> {
         let run = Key::new(self.seed);
         let init = Generator::from_key(self.device, fold_in(run, INIT_DOMAIN));
         let dropout_generator = Generator::from_key(self.device, fold_in(run, DROPOUT_DOMAIN));

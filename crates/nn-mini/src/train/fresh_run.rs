@@ -7,14 +7,14 @@
 //! trainer build their runs here, both of them, because a data parallel run must be
 //! the single-process run spread over ranks: the same initial weights, dropout stream,
 //! dataset and epoch orders. Written once, the two cannot drift apart; only the
-//! loader's share of each batch differs, given by a [`DistributedSampler`].
+//! loader's share of each batch differs, given by a [`RankShare`].
 
 use std::sync::Arc;
 
 use rng_gen::{fold_in, Generator, Key};
 
 use super::{GaussianClusters, RunConfig, RunState, TrainConfig};
-use crate::data::DistributedSampler;
+use crate::data::RankShare;
 use crate::{DataLoader, Dropout, Linear, ReLU, Result, Sequential, Sgd, SgdConfig};
 
 /// Sub-key of the run key for the weight initialisation generator.
@@ -41,9 +41,8 @@ impl<C: RunConfig> FreshRun<C> {
     /// from generators derived from the configuration's seed, never from the
     /// process-wide default generators, so two runs in one process do not disturb each
     /// other. With `shard`, the loader loads one rank's share of every batch of
-    /// `batch_size` rows (`batch_size / num_replicas` of them); without it, the whole
-    /// batch.
-    pub fn new(config: C, shard: Option<DistributedSampler>) -> Result<FreshRun<C>> {
+    /// `batch_size` rows; without it, the whole batch.
+    pub fn new(config: C, shard: Option<RankShare>) -> Result<FreshRun<C>> {
         config.validate()?;
         config.build(shard)
     }
@@ -52,10 +51,7 @@ impl<C: RunConfig> FreshRun<C> {
 /// The MLP run of `train_resume` ([`TrainConfig`]): [`build_mlp`]'s model, SGD with the
 /// configuration's learning rate, momentum and weight decay, and the loader of the
 /// synthetic dataset (`DATA_DOMAIN`), shuffled from the `LOADER_DOMAIN` key.
-pub(super) fn build_mlp_run(
-    config: TrainConfig,
-    shard: Option<DistributedSampler>,
-) -> Result<FreshRun> {
+pub(super) fn build_mlp_run(config: TrainConfig, shard: Option<RankShare>) -> Result<FreshRun> {
     let run = Key::new(config.seed);
     let device = config.device;
     let init = Generator::from_key(device, fold_in(run, INIT_DOMAIN));
@@ -84,23 +80,25 @@ pub(super) fn build_mlp_run(
 }
 
 /// The loader of a run over `dataset`: batches of the configuration's batch size (this
-/// rank's share of it with `shard`), shuffled or not, keyed by `fold_in(run,
+/// rank's share of them with `shard`), shuffled or not, keyed by `fold_in(run,
 /// LOADER_DOMAIN)`.
 pub fn sharded_loader<C: RunConfig>(
     dataset: Arc<dyn crate::Dataset>,
     config: &C,
-    shard: Option<DistributedSampler>,
+    shard: Option<RankShare>,
     shuffle: bool,
     run: Key,
 ) -> Result<DataLoader> {
-    let ranks = shard.as_ref().map_or(1, DistributedSampler::num_replicas);
+    let batch_size = shard
+        .as_ref()
+        .map_or(config.batch_size(), |s| s.batch_size(config.batch_size()));
     let mut loader = DataLoader::builder(dataset)
-        .batch_size(config.batch_size() / ranks)
+        .batch_size(batch_size)
         .shuffle(shuffle)
         .num_workers(config.num_workers())
         .key(fold_in(run, LOADER_DOMAIN));
-    if let Some(sampler) = shard {
-        loader = loader.sampler(sampler);
+    if let Some(share) = shard {
+        loader = share.apply(loader);
     }
     loader.build()
 }

@@ -5,7 +5,7 @@ use tensor_core::{Device, Tensor};
 
 use super::fresh_run::build_mlp_run;
 use super::{FreshRun, RunConfig, RunState, TrainConfig};
-use crate::data::DistributedSampler;
+use crate::data::RankShare;
 use crate::{cross_entropy, Result, Sequential};
 
 impl RunConfig for TrainConfig {
@@ -54,7 +54,7 @@ impl RunConfig for TrainConfig {
         TrainConfig::parameter_shapes(self)
     }
 
-    fn build(self, shard: Option<DistributedSampler>) -> Result<FreshRun<Self>> {
+    fn build(self, shard: Option<RankShare>) -> Result<FreshRun<Self>> {
         build_mlp_run(self, shard)
     }
 

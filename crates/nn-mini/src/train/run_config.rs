@@ -14,7 +14,7 @@
 use tensor_core::{Device, Tensor};
 
 use super::{FreshRun, RunState};
-use crate::data::DistributedSampler;
+use crate::data::RankShare;
 use crate::{Module, Result};
 
 /// A kind of training run, described by its configuration.
@@ -61,7 +61,7 @@ pub trait RunConfig: Clone + std::fmt::Debug + PartialEq + Send + Sized + 'stati
     /// Builds the run at step 0 from the configuration alone (after
     /// [`validate`](Self::validate)); with `shard`, its loader loads one rank's share
     /// of every batch.
-    fn build(self, shard: Option<DistributedSampler>) -> Result<FreshRun<Self>>;
+    fn build(self, shard: Option<RankShare>) -> Result<FreshRun<Self>>;
 
     /// The loss of `output` against `target` (the mean over the rows given) and its
     /// gradient with respect to `output`.

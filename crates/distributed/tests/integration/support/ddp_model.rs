@@ -33,11 +33,25 @@ fn global_batch(step: u64) -> (Vec<f32>, Vec<i64>) {
     (x, y)
 }
 
-/// Rank `rank`'s rows of global batch `step`: rows i % world == rank.
-fn local(step: u64, rank: usize, world: usize) -> (Tensor, Tensor, Vec<u64>, u64) {
+/// Rank `rank`'s rows of global batch `step`: rows i % world == rank in fast mode, the
+/// rows of its micro-shards in invariant mode.
+fn local(
+    step: u64,
+    rank: usize,
+    world: usize,
+    mode: ReduceMode,
+) -> (Tensor, Tensor, Vec<u64>, u64) {
     let (x, y) = global_batch(step);
     let batch_rows = y.len() as u64;
-    let rows: Vec<u64> = (rank as u64..batch_rows).step_by(world).collect();
+    let rows: Vec<u64> = match mode {
+        ReduceMode::Fast => (rank as u64..batch_rows).step_by(world).collect(),
+        ReduceMode::Invariant { micro_shards } => {
+            let shards = distributed::ddp::tree::shards_of_rank(rank, world, micro_shards);
+            (0..batch_rows)
+                .filter(|&i| shards.contains(&((i % micro_shards as u64) as usize)))
+                .collect()
+        }
+    };
     let xs = rows
         .iter()
         .flat_map(|&r| x[r as usize * FEATURES..][..FEATURES].to_vec())
@@ -93,7 +107,7 @@ pub fn train_module<M: Module>(
     let mut losses = Vec::new();
     let mut grads = Vec::new();
     for step in 0..4 {
-        let (input, target, rows, batch_rows) = local(step, rank, world);
+        let (input, target, rows, batch_rows) = local(step, rank, world, mode);
         let local = LocalRows {
             input: &input,
             target: &target,
