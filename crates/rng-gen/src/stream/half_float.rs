@@ -119,18 +119,47 @@ mod tests {
     use super::*;
     use rayon::prelude::*;
 
-    /// Every f32 bit pattern, in parallel: the same bits as `half`.
-    #[test]
-    fn every_f32_converts_like_half() {
-        let bad = (0u32..=0xFFFF).into_par_iter().find_map_any(|high| {
+    /// The first f32 among every low half-word under each of `highs` (the upper 16 bits)
+    /// whose f16 or bf16 bits differ from `half`'s: (input bits, ours, half's).
+    fn first_difference(
+        highs: impl ParallelIterator<Item = u32>,
+    ) -> Option<(u32, (u16, u16), (u16, u16))> {
+        highs.find_map_any(|high| {
             (0u32..=0xFFFF).find_map(|low| {
                 let x = f32::from_bits(high << 16 | low);
                 let ours = (f32_to_f16_bits(x), f32_to_bf16_bits(x));
                 let theirs = (f16::from_f32(x).to_bits(), bf16::from_f32(x).to_bits());
                 (ours != theirs).then_some((x.to_bits(), ours, theirs))
             })
-        });
-        assert_eq!(bad, None, "(input bits, ours (f16, bf16), half's)");
+        })
+    }
+
+    /// The default run's sweep, a sixth of all inputs: every f32 whose exponent is where
+    /// f16 rounds to zero, to a subnormal, to a normal or overflows (f32 exponents
+    /// 102..=143, both signs), and every 61st other upper half-word (bf16's rounding,
+    /// infinities and NaNs). Every low half-word is taken, as rounding reads those bits.
+    #[test]
+    fn f32_sweep_converts_like_half() {
+        let near_f16 = |high: u32| (102..=143).contains(&((high >> 7) & 0xFF));
+        let highs = (0u32..=0xFFFF)
+            .into_par_iter()
+            .filter(move |&high| near_f16(high) || high % 61 == 0);
+        assert_eq!(
+            first_difference(highs),
+            None,
+            "(input bits, ours (f16, bf16), half's)"
+        );
+    }
+
+    /// Every f32 bit pattern, in parallel: the same bits as `half`.
+    #[test]
+    #[ignore = "heavy: every f32 bit pattern (30 s unoptimised); CI runs it in release"]
+    fn every_f32_converts_like_half() {
+        assert_eq!(
+            first_difference((0u32..=0xFFFF).into_par_iter()),
+            None,
+            "(input bits, ours (f16, bf16), half's)"
+        );
     }
 
     #[test]
