@@ -19,7 +19,9 @@ import time
 
 import torch
 
+# The repository keeps the module in scripts/; the GPU bundle puts it beside this file.
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt_torch_parity import GPT, decays  # noqa: E402
 
 
@@ -28,11 +30,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps-per-round", type=int, default=20)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (rounds end synchronised)")
     args = parser.parse_args()
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     config = dict(vocab_size=256, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.1)
-    model = GPT(config)
+    model = GPT(config).to(device)
     model.train()
     named = list(model.named_parameters())
     groups = [
@@ -40,10 +45,10 @@ def main() -> None:
         {"params": [p for n, p in named if not decays(n)], "weight_decay": 0.0},
     ]
     opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.95))
-    data = torch.randint(0, 256, (100_000,))
+    data = torch.randint(0, 256, (100_000,), device=device)
 
     def step() -> None:
-        starts = torch.randint(0, len(data) - 65, (16,))
+        starts = torch.randint(0, len(data) - 65, (16,)).tolist()
         x = torch.stack([data[s : s + 64] for s in starts])
         y = torch.stack([data[s + 1 : s + 65] for s in starts])
         opt.zero_grad(set_to_none=True)
@@ -56,11 +61,13 @@ def main() -> None:
         step()
     times = []
     for _ in range(args.rounds):
+        sync()
         start = time.perf_counter()
         for _ in range(args.steps_per_round):
             step()
+        sync()
         times.append((time.perf_counter() - start) / args.steps_per_round)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}")
     print(f"time per step: median {1e3 * statistics.median(times):.2f} ms "
           f"(min {1e3 * min(times):.2f}, max {1e3 * max(times):.2f}, {args.rounds} rounds)")
 

@@ -49,7 +49,7 @@ for package in ditto kernels tensor-core; do
   cp "$exe" "$BUNDLE.tmp/${package//-/_}_tests"
 done
 echo "building the training demo (release)..." >&2
-examples=$(cargo build --release --message-format=json -p ditto --example train_resume --bin ditto-audit | executables)
+examples=$(cargo build --release --message-format=json -p ditto --example train_resume --example train_gpt --bin ditto-audit | executables)
 # --- data parallel (issue 11): NCCL at world size 1 on the GPU -----------------------
 echo "building ddp_train and the NCCL availability test with --features nccl (release)..." >&2
 examples="$examples $(cargo build --release --message-format=json -p ditto --features nccl --example ddp_train | executables)"
@@ -74,7 +74,8 @@ for exe in $benches $examples; do
   name="$(basename "$exe" | sed 's/-[0-9a-f]\{16\}$//')"
   cp "$exe" "$BUNDLE/bin/$name"
 done
-cp "$ROOT/benches/compare_torch.py" "$BUNDLE/"
+cp "$ROOT/benches/compare_torch.py" "$ROOT/benches/compare_torch_train.py" "$ROOT/benches/compare_torch_gpt.py" \
+  "$ROOT/scripts/gpt_torch_parity.py" "$ROOT/data/emma.txt" "$BUNDLE/"
 
 cat > "$BUNDLE/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -248,6 +249,37 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   echo >> "$HERE/results.md"
   python3 "$HERE/compare_torch.py" >> "$HERE/results.md" 2>"$HERE/logs/compare_torch.err" || echo "compare_torch.py failed" >> "$HERE/results.md"
 fi
+
+# A training step on this GPU next to its PyTorch twin (issue 18's GPU-step targets, issue
+# 30 item 7): the MLP demo eager and CUDA-graphed, and the default GPT. ditto's numbers are
+# the runs' own steps/s (averaged from the start, so start-up and kernel compiles count;
+# each step also uploads a new batch); PyTorch's are medians of timed rounds on a fixed
+# batch (benches/compare_torch_train.py, benches/compare_torch_gpt.py).
+{
+  echo
+  echo "## Training step on cuda:0, ditto and PyTorch eager (MLP demo eager / graphed, GPT)"
+  echo
+  echo '```'
+} >> "$HERE/results.md"
+S="$HERE/logs/step"; mkdir -p "$S"
+(
+  cd "$S" || exit 1
+  "$HERE/bin/train_resume" --device cuda:0 --seed 7 --steps 3000 --out e.csv > eager.log 2>&1 || echo "ditto MLP eager run failed"
+  "$HERE/bin/train_resume" --device cuda:0 --seed 7 --steps 3000 --cuda-graph --out g.csv > graph.log 2>&1 || echo "ditto MLP graphed run failed"
+  echo "ditto MLP eager, 3000 steps:   $(grep 'steps/s' eager.log | tail -1)"
+  echo "ditto MLP graphed, 3000 steps: $(grep 'steps/s' graph.log | tail -1)"
+  if [ -s e.csv ] && cmp -s e.csv g.csv; then echo "eager and graphed CSVs: byte-identical"; else echo "eager and graphed CSVs: DIFFER"; fi
+  "$HERE/bin/train_gpt" --device cuda:0 --data "$HERE/emma.txt" --steps 300 --sample 0 --out gpt.csv > gpt.log 2>&1 || echo "ditto GPT run failed"
+  echo "ditto GPT (default size), 300 steps: $(grep 'steps/s' gpt.log | tail -1)"
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
+    python3 "$HERE/compare_torch_train.py" --device cuda --rounds 5 2> /dev/null || echo "compare_torch_train.py failed"
+    python3 "$HERE/compare_torch_train.py" --device cuda --cuda-graph --rounds 5 2> /dev/null || echo "compare_torch_train.py --cuda-graph failed"
+    python3 "$HERE/compare_torch_gpt.py" --device cuda --rounds 5 2> /dev/null || echo "compare_torch_gpt.py failed"
+  else
+    echo "PyTorch with CUDA is not importable here: no PyTorch numbers"
+  fi
+) >> "$HERE/results.md" 2>&1
+echo '```' >> "$HERE/results.md"
 cat "$HERE/results.md"
 exit $status
 RUN
