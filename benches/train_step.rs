@@ -50,7 +50,7 @@ struct Args {
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
     /// Time `Trainer::step` (the data loader included) at the demo's shape instead.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["widths", "batch"])]
     with_loader: bool,
     /// `cargo bench` passes `--bench`; accepted and ignored.
     #[arg(long, hide = true)]
