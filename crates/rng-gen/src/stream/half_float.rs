@@ -119,11 +119,12 @@ mod tests {
     use super::*;
     use rayon::prelude::*;
 
+    /// An input whose conversion differs: its bits, ours (f16, bf16), `half`'s.
+    type Difference = (u32, (u16, u16), (u16, u16));
+
     /// The first f32 among every low half-word under each of `highs` (the upper 16 bits)
-    /// whose f16 or bf16 bits differ from `half`'s: (input bits, ours, half's).
-    fn first_difference(
-        highs: impl ParallelIterator<Item = u32>,
-    ) -> Option<(u32, (u16, u16), (u16, u16))> {
+    /// whose f16 or bf16 bits differ from `half`'s.
+    fn first_difference(highs: impl ParallelIterator<Item = u32>) -> Option<Difference> {
         highs.find_map_any(|high| {
             (0u32..=0xFFFF).find_map(|low| {
                 let x = f32::from_bits(high << 16 | low);
