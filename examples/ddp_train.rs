@@ -126,7 +126,7 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
     // Fast mode deals batch / W rows to each rank; the invariant mode whole micro-shards.
     let share = match trainer.mode() {
         ReduceMode::Fast => format!("{} per rank x {world}", c.batch_size / world),
-        ReduceMode::Invariant { .. } => format!("{world} rank(s), whole micro-shards each"),
+        ReduceMode::Invariant { .. } => format!("whole micro-shards per rank x {world}"),
     };
     say(format!(
         "seed {} | MLP {:?} | dropout {} | SGD lr {} momentum {} | batch {} ({share}) | {} | {}",
