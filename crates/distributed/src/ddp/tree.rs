@@ -138,16 +138,7 @@ pub fn subtree_sum(
 ) -> Result<Tensor> {
     // `add`, not `add_`: leaves are often views into a larger received buffer, and an
     // in-place add would first copy that whole shared buffer (copy-on-write).
-    let node = Subtree {
-        class: c,
-        modulus: m,
-    };
-    walk_tree(
-        node,
-        &|n| n.modulus >= leaf_level,
-        &mut |n| leaf(n.class),
-        &|left, right| Ok(left.add(&right)?),
-    )
+    sum_subtree(c, m, leaf_level, leaf, &|left, right| Ok(left.add(&right)?))
 }
 
 /// [`subtree_sum`] over leaves the caller hands over (owned, not views of a shared
@@ -160,6 +151,22 @@ pub fn subtree_sum_in_place(
     leaf_level: usize,
     leaf: &mut dyn FnMut(usize) -> Result<Tensor>,
 ) -> Result<Tensor> {
+    sum_subtree(c, m, leaf_level, leaf, &|mut left, right| {
+        left.add_(&right)?;
+        Ok(left)
+    })
+}
+
+/// `T(c, m)` over `leaf(class)` leaves at `leaf_level`, each node `combine(left, right)`:
+/// the one walk behind [`subtree_sum`] and [`subtree_sum_in_place`], which differ only in
+/// how a node adds.
+fn sum_subtree(
+    c: usize,
+    m: usize,
+    leaf_level: usize,
+    leaf: &mut dyn FnMut(usize) -> Result<Tensor>,
+    combine: &dyn Fn(Tensor, Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
     let node = Subtree {
         class: c,
         modulus: m,
@@ -168,10 +175,7 @@ pub fn subtree_sum_in_place(
         node,
         &|n| n.modulus >= leaf_level,
         &mut |n| leaf(n.class),
-        &|mut left, right| {
-            left.add_(&right)?;
-            Ok(left)
-        },
+        combine,
     )
 }
 
