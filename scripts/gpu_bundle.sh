@@ -45,7 +45,8 @@ echo "building GPU test binaries (release)..." >&2
 # (scripts/gpu_test_modules.sh --list --bundle) in a process of its own.
 rm -rf "$BUNDLE.tmp"; mkdir -p "$BUNDLE.tmp"
 for package in ditto kernels tensor-core; do
-  exe=$(cargo test --release --no-run --message-format=json -p "$package" --test integration | executables)
+  # Cargo also reports the package's binaries (built for CARGO_BIN_EXE_*): keep the test.
+  exe=$(cargo test --release --no-run --message-format=json -p "$package" --test integration | executables | grep '/deps/integration-')
   cp "$exe" "$BUNDLE.tmp/${package//-/_}_tests"
 done
 echo "building the training demo (release)..." >&2
@@ -53,7 +54,7 @@ examples=$(cargo build --release --message-format=json -p ditto --example train_
 # --- data parallel (issue 11): NCCL at world size 1 on the GPU -----------------------
 echo "building ddp_train and the NCCL availability test with --features nccl (release)..." >&2
 examples="$examples $(cargo build --release --message-format=json -p ditto --features nccl --example ddp_train | executables)"
-exe=$(cargo test --release --no-run --message-format=json -p distributed --features nccl --test integration | executables)
+exe=$(cargo test --release --no-run --message-format=json -p distributed --features nccl --test integration | executables | grep '/deps/integration-')
 cp "$exe" "$BUNDLE.tmp/distributed_tests"
 # ----------------------------------------------------------------------------------------
 echo "building the GPU bench (release)..." >&2
@@ -272,9 +273,9 @@ S="$HERE/logs/step"; mkdir -p "$S"
   "$HERE/bin/train_gpt" --device cuda:0 --data "$HERE/emma.txt" --steps 300 --sample 0 --out gpt.csv > gpt.log 2>&1 || echo "ditto GPT run failed"
   echo "ditto GPT (default size), 300 steps: $(grep 'steps/s' gpt.log | tail -1)"
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
-    python3 "$HERE/compare_torch_train.py" --device cuda --rounds 5 2> /dev/null || echo "compare_torch_train.py failed"
-    python3 "$HERE/compare_torch_train.py" --device cuda --cuda-graph --rounds 5 2> /dev/null || echo "compare_torch_train.py --cuda-graph failed"
-    python3 "$HERE/compare_torch_gpt.py" --device cuda --rounds 5 2> /dev/null || echo "compare_torch_gpt.py failed"
+    python3 "$HERE/compare_torch_train.py" --device cuda --rounds 5 2> "$HERE/logs/compare_torch_train.err" || echo "compare_torch_train.py failed"
+    python3 "$HERE/compare_torch_train.py" --device cuda --cuda-graph --rounds 5 2> "$HERE/logs/compare_torch_train_graph.err" || echo "compare_torch_train.py --cuda-graph failed"
+    python3 "$HERE/compare_torch_gpt.py" --device cuda --rounds 5 2> "$HERE/logs/compare_torch_gpt.err" || echo "compare_torch_gpt.py failed"
   else
     echo "PyTorch with CUDA is not importable here: no PyTorch numbers"
   fi

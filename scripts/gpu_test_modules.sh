@@ -29,14 +29,14 @@ ditto gpu_portable_train
 ditto gpu_graphs
 ditto gpu_graph_rng
 ditto gpu_graph_memory
-ditto gpu_step_budget
-ditto audit_runs
 kernels nvrtc_compile
 tensor-core cuda
 tensor-core nvrtc_tensor_ops
 "
-# The stand-in also checks its own promises (faults it injects, stale host builds).
+# The stand-in also checks its own promises (faults it injects, stale host builds) and
+# counts driver calls, which a real driver does not report (gpu_step_budget).
 standin_only="
+ditto gpu_step_budget
 ditto cuda_driver_version
 ditto cuda_standin_faults
 ditto cuda_standin_freshness
