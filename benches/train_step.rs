@@ -8,9 +8,17 @@
 //! fixed batch. `--with-loader` times `Trainer::step` instead, which also draws the batch
 //! from the data loader (the demo's shape only, as `train_resume` trains it).
 //!
+//! On a GPU (`--device cuda:0`) the batch lives on the device, the targets are checked
+//! once (`ClassTargets`), and each round ends with a synchronisation, as the twin's
+//! `torch.cuda.synchronize()`; `--cuda-graph` captures one step after an eager one
+//! (the momentum buffers must exist) and replays it (`rng_gen::graph::Graph`, so every
+//! replay draws fresh dropout masks), as the twin's `torch.cuda.graph` capture. Unlike
+//! `train_resume`'s steps/s, nothing here counts kernel compilation or the data loader.
+//!
 //! ```sh
 //! cargo bench --bench train_step -- --threads 2 --widths 784,1024,1024,10 --batch 256
 //! cargo bench --bench train_step -- --portable --rounds 3
+//! cargo bench --bench train_step -- --device cuda:0 --cuda-graph
 //! ```
 //!
 //! Why not criterion: the comparison is with another process (PyTorch), so both sides
@@ -23,7 +31,8 @@ use std::time::{Duration, Instant};
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use nn_mini::train::{TrainConfig, Trainer};
-use nn_mini::{cross_entropy, Dropout, Linear, Module, ReLU, Sequential, Sgd, SgdConfig};
+use nn_mini::{cross_entropy_with, ClassTargets, Dropout, Linear, Module, ReLU, Sequential};
+use nn_mini::{Sgd, SgdConfig};
 use rng_gen::{Generator, Key};
 use tensor_core::{DType, Device};
 
@@ -52,6 +61,12 @@ struct Args {
     /// Time `Trainer::step` (the data loader included) at the demo's shape instead.
     #[arg(long, conflicts_with_all = ["widths", "batch"])]
     with_loader: bool,
+    /// Where the model, batch and step live: `cpu` or `cuda:N`.
+    #[arg(long, default_value = "cpu")]
+    device: Device,
+    /// Capture the step as a CUDA graph and time its replays (needs `--device cuda:N`).
+    #[arg(long, conflicts_with = "with_loader")]
+    cuda_graph: bool,
     /// `cargo bench` passes `--bench`; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -70,16 +85,28 @@ fn mlp(widths: &[usize], init: &Generator, dropout: &Generator) -> Sequential {
     model
 }
 
+/// Waits for the work queued on `device` (a round's steps are only done when the GPU
+/// has run them; on the CPU they are done when they return).
+fn synchronize(device: Device) {
+    #[cfg(feature = "cuda")]
+    if let Device::Cuda(ordinal) = device {
+        tensor_core::cuda::synchronize(ordinal).expect("synchronising the GPU");
+    }
+    let _ = device;
+}
+
 /// Steps per second of `step` over rounds of `seconds` each, after one round of warm-up.
-fn rates(rounds: usize, seconds: f64, mut step: impl FnMut()) -> Vec<f64> {
+fn rates(rounds: usize, seconds: f64, device: Device, mut step: impl FnMut()) -> Vec<f64> {
     let round = Duration::from_secs_f64(seconds);
     let mut timed = || {
+        synchronize(device);
         let start = Instant::now();
         let mut steps = 0u64;
         while start.elapsed() < round {
             step();
             steps += 1;
         }
+        synchronize(device);
         steps as f64 / start.elapsed().as_secs_f64()
     };
     timed(); // warm-up: caches, momentum buffers, rayon's threads
@@ -89,6 +116,36 @@ fn rates(rounds: usize, seconds: f64, mut step: impl FnMut()) -> Vec<f64> {
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
+}
+
+/// One eager step: zero_grad, forward, cross-entropy, backward, SGD.
+fn eager_step(
+    model: &mut Sequential,
+    sgd: &mut Sgd,
+    x: &tensor_core::Tensor,
+    y: &ClassTargets,
+) -> nn_mini::Result<()> {
+    model.zero_grad();
+    let logits = model.forward(x, true)?;
+    let (_loss, grad) = cross_entropy_with(&logits, y)?;
+    model.backward_params(&grad)?;
+    sgd.step(model)
+}
+
+/// A step to replay: `eager_step` captured once, after one eager step made the momentum
+/// buffers (a replay cannot allocate them).
+#[cfg(feature = "cuda")]
+fn graphed_step(
+    device: Device,
+    model: &mut Sequential,
+    sgd: &mut Sgd,
+    x: &tensor_core::Tensor,
+    y: &ClassTargets,
+) -> rng_gen::graph::Graph {
+    eager_step(model, sgd, x, y).unwrap();
+    let (graph, ()) =
+        rng_gen::graph::Graph::capture(device, || eager_step(model, sgd, x, y)).unwrap();
+    graph
 }
 
 fn main() {
@@ -101,52 +158,80 @@ fn main() {
             )
             .exit();
     }
+    if args.cuda_graph && (!cfg!(feature = "cuda") || !matches!(args.device, Device::Cuda(_))) {
+        Args::command()
+            .error(
+                ErrorKind::ArgumentConflict,
+                "--cuda-graph needs --device cuda:N (and a build with the cuda feature)",
+            )
+            .exit();
+    }
     rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads)
         .build_global()
         .expect("rayon's global pool is set once, before any op");
     tensor_core::use_portable_arithmetic(args.portable);
 
-    let init = Generator::from_key(Device::Cpu, Key::new(1));
-    let dropout = Generator::from_key(Device::Cpu, Key::new(2));
+    let device = args.device;
+    let init = Generator::from_key(device, Key::new(1));
+    let dropout = Generator::from_key(device, Key::new(2));
     let rates = if args.with_loader {
         let mut trainer = Trainer::new(TrainConfig {
             seed: 7,
+            device,
             ..TrainConfig::default()
         })
         .unwrap();
-        rates(args.rounds, args.seconds, || {
+        rates(args.rounds, args.seconds, device, || {
             trainer.step().unwrap();
         })
     } else {
         let mut model = mlp(&args.widths, &init, &dropout);
         let mut sgd = Sgd::new(SgdConfig::new(0.05).momentum(0.9)).unwrap();
         let (inputs, classes) = (args.widths[0], *args.widths.last().unwrap());
-        let x =
-            rng_gen::randn(&[args.batch, inputs], DType::F32, Device::Cpu, Some(&init)).unwrap();
-        let y =
-            rng_gen::randint(0, classes as i64, &[args.batch], Device::Cpu, Some(&init)).unwrap();
-        rates(args.rounds, args.seconds, || {
-            model.zero_grad();
-            let logits = model.forward(&x, true).unwrap();
-            let (_loss, grad) = cross_entropy(&logits, &y).unwrap();
-            model.backward_params(&grad).unwrap();
-            sgd.step(&mut model).unwrap();
+        let x = rng_gen::randn(&[args.batch, inputs], DType::F32, device, Some(&init)).unwrap();
+        // Targets are checked on the host, then uploaded once.
+        let labels = Generator::from_key(Device::Cpu, Key::new(3));
+        let y = rng_gen::randint(0, classes as i64, &[args.batch], Device::Cpu, Some(&labels));
+        let y = ClassTargets::new("train_step", &y.unwrap(), classes, device).unwrap();
+        #[cfg(feature = "cuda")]
+        if args.cuda_graph {
+            let graph = graphed_step(device, &mut model, &mut sgd, &x, &y);
+            let rates = rates(args.rounds, args.seconds, device, || {
+                graph.replay().unwrap()
+            });
+            report(&args, &rates);
+            return;
+        }
+        rates(args.rounds, args.seconds, device, || {
+            eager_step(&mut model, &mut sgd, &x, &y).unwrap();
         })
     };
+    report(&args, &rates);
+}
+
+/// Prints the line `benches/compare_torch_train.py` prints for the same flags.
+fn report(args: &Args, rates: &[f64]) {
     let what = match (args.with_loader, args.portable) {
         (true, false) => "ditto-with-loader",
         (true, true) => "ditto-with-loader-portable",
         (false, false) => "ditto-default",
         (false, true) => "ditto-portable",
     };
+    let place = match args.device {
+        Device::Cpu => String::new(),
+        device => format!(
+            " device={device}{}",
+            if args.cuda_graph { " graphed" } else { "" }
+        ),
+    };
     let widths: Vec<String> = args.widths.iter().map(usize::to_string).collect();
     println!(
-        "{what} threads={} widths={} batch={}: {:.1} steps/s (median of {} rounds: {:?})",
+        "{what}{place} threads={} widths={} batch={}: {:.1} steps/s (median of {} rounds: {:?})",
         args.threads,
         widths.join("-"),
         args.batch,
-        median(rates.clone()),
+        median(rates.to_vec()),
         rates.len(),
         rates.iter().map(|r| r.round()).collect::<Vec<_>>()
     );

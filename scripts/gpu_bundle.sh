@@ -64,6 +64,8 @@ benches="$benches $(cargo bench --no-run --message-format=json -p ditto --bench 
 # ---- end determinism ----
 # ---- portable arithmetic (issue 19): portable matmul vs cuBLAS ----
 benches="$benches $(cargo bench --no-run --message-format=json -p ditto --bench gpu_portable_bench | executables)"
+# ---- GPU training step (issue 18 item 5): the step alone, next to its PyTorch twin ----
+benches="$benches $(cargo bench --no-run --message-format=json -p ditto --bench train_step | executables)"
 
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
@@ -273,9 +275,20 @@ S="$HERE/logs/step"; mkdir -p "$S"
   "$HERE/bin/train_gpt" --device cuda:0 --data "$HERE/emma.txt" --steps 300 --sample 0 --out gpt.csv > gpt.log 2>&1 || echo "ditto GPT run failed"
   echo "ditto GPT (default size), 300 steps: $(grep 'steps/s' gpt.log | tail -1)"
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
-    python3 "$HERE/compare_torch_train.py" --device cuda --rounds 5 2> "$HERE/logs/compare_torch_train.err" || echo "compare_torch_train.py failed"
-    python3 "$HERE/compare_torch_train.py" --device cuda --cuda-graph --rounds 5 2> "$HERE/logs/compare_torch_train_graph.err" || echo "compare_torch_train.py --cuda-graph failed"
     python3 "$HERE/compare_torch_gpt.py" --device cuda --rounds 5 2> "$HERE/logs/compare_torch_gpt.err" || echo "compare_torch_gpt.py failed"
+    # The step alone (fixed batch on the device, no loader, no compile time), ditto's
+    # benches/train_step and its twin with the same flags, alternating, 3 rounds each:
+    # the demo's MLP and issue 18's large one, eager and graphed.
+    for round in 1 2 3; do
+      for shape in "64,256,256,10 128" "1024,4096,4096,10 1024"; do
+        set -- $shape
+        for graph in "" --cuda-graph; do
+          "$HERE/bin/train_step" --device cuda:0 $graph --widths "$1" --batch "$2" --rounds 5 --seconds 0.5 2>> "$HERE/logs/train_step.err" || echo "train_step $graph $1 failed"
+          python3 "$HERE/compare_torch_train.py" --device cuda $graph --widths "$1" --batch "$2" --rounds 5 --seconds 0.5 2>> "$HERE/logs/compare_torch_train.err" || echo "compare_torch_train.py $graph $1 failed"
+        done
+      done
+      echo "(round $round done)"
+    done
   else
     echo "PyTorch with CUDA is not importable here: no PyTorch numbers"
   fi
