@@ -174,7 +174,7 @@ impl Module for Gpt {
         }
         let hidden = self.ln_f.forward(&x, train)?.reshape(&[b * t, c])?;
         let logits = hidden.matmul(&self.wte.weight().value.t()?)?;
-        self.saved = train.then(|| SavedHead {
+        self.saved = train.then_some(SavedHead {
             hidden,
             dims: [b, t, c],
         });
