@@ -17,10 +17,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include <unistd.h>
 
 #include "errors.h"
+#include "pinned_host.h"
 
 extern "C" {
 __attribute__((visibility("hidden"))) extern unsigned long long standin_call_counts[];
@@ -60,6 +62,16 @@ void write_call_stats() {
         unsigned long long count = __atomic_load_n(&standin_call_counts[i], __ATOMIC_RELAXED);
         if (count == 0) continue;
         std::fprintf(out, "%s\n  \"%s\": %llu", first ? "" : ",", standin_call_names[i], count);
+        first = false;
+    }
+    // Not entry points: how many host-to-device copies read pinned and pageable memory
+    // (pinned_host.h).
+    const standin::UploadCounts uploads = standin::upload_counts();
+    const std::pair<const char*, unsigned long long> sources[] = {
+        {"htod_from_pinned", uploads.pinned}, {"htod_from_pageable", uploads.pageable}};
+    for (const auto& [name, count] : sources) {
+        if (count == 0) continue;
+        std::fprintf(out, "%s\n  \"%s\": %llu", first ? "" : ",", name, count);
         first = false;
     }
     std::fputs(first ? "}\n" : "\n}\n", out);

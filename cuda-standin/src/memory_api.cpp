@@ -15,6 +15,7 @@
 #include "fault_trap.h"
 #include "graphs.h"
 #include "memory.h"
+#include "pinned_host.h"
 
 using namespace standin;
 
@@ -130,6 +131,7 @@ CUresult htod(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, b
     if (ok == CUDA_SUCCESS) ok = check_device_range(dst, bytes, call, "destination", nullptr);
     if (ok == CUDA_SUCCESS) ok = check_host(src, bytes, call, "source");
     if (ok != CUDA_SUCCESS || bytes == 0) return ok;
+    note_upload_source(src, bytes);
     return copy_bytes(reinterpret_cast<void*>(dst), src, bytes, call);
 }
 

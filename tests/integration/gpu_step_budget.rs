@@ -2,7 +2,7 @@
 //! to a budget (issue 18): after warm-up, an eager step of the demo's model allocates
 //! and frees nothing through the driver, fills no output with zeros, looks up no kernel,
 //! creates no event, initialises nothing, uploads only its batch (input and targets: 2
-//! copies), and reads the device (1 copy, 1 wait) only when the loss is asked for.
+//! copies, both from pinned staging buffers), and reads the device (1 copy, 1 wait) only when the loss is asked for.
 //!
 //! Counts come from the CUDA stand-in's `DITTO_CUDA_STANDIN_STATS` (docs/cuda-standin.md),
 //! written when a process exits, so each run is a child process: this test binary again,
@@ -169,6 +169,10 @@ fn an_eager_step_stays_within_its_driver_call_budget() {
     within("device-to-host copies", DEVICE_TO_HOST, 1.0);
     within("waits for the device", WAITS, 1.0);
     within("host-to-device copies", HOST_TO_DEVICE, 2.0);
+    // Both through pinned staging buffers (issue 33 item 6): a pageable upload would
+    // wait for the GPU to finish the previous step before it starts.
+    within("uploads from pageable memory", &["htod_from_pageable"], 0.0);
+    within("uploads from pinned memory", &["htod_from_pinned"], 2.0);
     for name in PER_STEP_NEVER {
         within(name, &[name], 0.0);
     }
@@ -219,6 +223,9 @@ fn a_graphed_step_is_one_graph_launch_and_its_batch() {
         HOST_TO_DEVICE,
         2.0,
     );
+    // Staged through pinned buffers, so they do not wait behind the previous replay.
+    exactly("uploads from pinned memory", &["htod_from_pinned"], 2.0);
+    exactly("uploads from pageable memory", &["htod_from_pageable"], 0.0);
     exactly("device-to-host copies (the loss)", DEVICE_TO_HOST, 1.0);
     exactly("waits for the device", WAITS, 1.0);
     exactly("driver allocations", ALLOCATIONS, 0.0);

@@ -14,6 +14,7 @@ pub mod graph;
 pub mod module_cache;
 pub mod nvrtc;
 mod registry;
+mod staging;
 mod storage;
 
 pub use allocator::{

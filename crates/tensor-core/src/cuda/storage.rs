@@ -91,15 +91,8 @@ impl CudaStorage {
     pub fn from_cpu(cpu: &CpuStorage, ordinal: usize) -> Result<Self> {
         super::capture_state::refuse_during_capture(ordinal, "an upload from the host")?;
         let data = host_bytes(cpu);
-        let mut storage = Self::alloc_uninit(ordinal, cpu.dtype(), cpu.len())?;
-        if !data.is_empty() {
-            let stream = storage.bytes.stream().clone();
-            guarded(ordinal, || {
-                stream
-                    .memcpy_htod(&*data, &mut *storage.bytes)
-                    .map_err(driver_error(ordinal, "from_cpu"))
-            })?;
-        }
+        let storage = Self::alloc_uninit(ordinal, cpu.dtype(), cpu.len())?;
+        storage.upload_at(0, &data)?;
         Ok(storage)
     }
 
@@ -149,27 +142,31 @@ impl CudaStorage {
                 ),
             });
         }
-        let data = host_bytes(cpu);
+        self.upload_at(start * self.dtype.size_in_bytes(), &host_bytes(cpu))
+    }
+
+    /// Queues a copy of `data` into this buffer at byte `at` on its stream, through a
+    /// pinned staging buffer (`super::staging`): the host does not wait for the GPU, and
+    /// `data` may change as soon as this returns.
+    fn upload_at(&self, at: usize, data: &[u8]) -> Result<()> {
         if data.is_empty() {
             return Ok(());
         }
+        debug_assert!(at + data.len() <= self.len * self.dtype.size_in_bytes());
         let stream = self.bytes.stream().clone();
-        let at = start * self.dtype.size_in_bytes();
         guarded(self.ordinal, || {
             use cudarc::driver::DevicePtr;
+            stream
+                .context()
+                .bind_to_thread()
+                .map_err(driver_error(self.ordinal, "upload"))?;
             let (base, _sync) = self.bytes.device_ptr(&stream);
-            // SAFETY: `at..at + data.len()` lies inside this buffer (checked above);
+            // SAFETY: `at..at + data.len()` lies inside this buffer (its callers check),
             // the copy is queued on the buffer's stream, after all earlier work on it,
-            // and `data` outlives the call (the driver copies pageable memory before
-            // returning).
+            // and the buffer's memory is only reused through that stream, so after it.
             unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    base + at as u64,
-                    &data,
-                    stream.cu_stream(),
-                )
+                super::staging::upload(self.ordinal, stream.cu_stream(), base + at as u64, data)
             }
-            .map_err(driver_error(self.ordinal, "write_from_cpu_shared"))
         })
     }
 

@@ -307,3 +307,32 @@ fn dead_buffers_are_cached_reused_and_released_on_request() {
     assert!(memory_stats(0).driver_allocations > emptied.driver_allocations);
     drop(fresh);
 }
+
+/// Uploads go through a small ring of pinned staging buffers whose copies run later on a
+/// GPU (or in the stand-in's deferred mode): a buffer rewritten before its copy ran
+/// would hand an earlier tensor a later one's bytes. Many uploads in a row, without a
+/// read between them, of sizes that grow buffers and one too large to stage, must each
+/// keep its own values; the source vectors are overwritten right after each upload.
+#[test]
+fn back_to_back_uploads_each_keep_their_own_bytes() {
+    if !gpu_or_skip() {
+        return;
+    }
+    let gpu = Device::Cuda(0);
+    // 32 MiB is the largest upload staged; 8 Mi + 1 f32s take the pageable path.
+    let sizes = [1usize, 3, 1000, 20_000, 70_000, 5, 8 * 1024 * 1024 + 1, 17];
+    let mut source = Vec::new();
+    let mut uploaded = Vec::new();
+    for (round, &n) in sizes.iter().cycle().take(3 * sizes.len()).enumerate() {
+        source.clear();
+        source.extend((0..n).map(|i| (round * 1_000_003 + i) as f32));
+        uploaded.push((round, n, Tensor::from_slice(&source, &[n], gpu).unwrap()));
+        // What a data loader does next: refill its buffer with the next batch.
+        source.iter_mut().for_each(|v| *v = -1.0);
+    }
+    for (round, n, tensor) in uploaded {
+        let back: Vec<f32> = tensor.to_vec().unwrap();
+        let want: Vec<f32> = (0..n).map(|i| (round * 1_000_003 + i) as f32).collect();
+        assert!(back == want, "upload {round} ({n} elements) changed");
+    }
+}
