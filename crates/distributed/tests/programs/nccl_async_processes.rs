@@ -20,6 +20,9 @@
 //! needs two GPUs.
 #![cfg(feature = "nccl")]
 
+#[path = "../integration/support/mod.rs"]
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -27,8 +30,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distributed::{
-    is_nccl_available, unique_id, DdpTrainer, DistError, NcclGroup, ProcessGroup, ReduceMode,
-    ReduceOp,
+    unique_id, DdpTrainer, DistError, NcclGroup, ProcessGroup, ReduceMode, ReduceOp,
 };
 use nn_mini::train::TrainConfig;
 use tensor_core::{Device, Tensor};
@@ -42,12 +44,7 @@ fn main() {
     if let Ok(role) = std::env::var(ROLE) {
         return child(&role);
     }
-    if std::env::var_os("DITTO_CUDA_STANDIN").is_none() || !is_nccl_available() {
-        assert!(
-            std::env::var("REQUIRE_GPU").as_deref() != Ok("1"),
-            "REQUIRE_GPU=1 but the CUDA stand-in's NCCL is not in the environment"
-        );
-        println!("nccl_async_processes: needs the CUDA stand-in's NCCL; skipped");
+    if !support::standin_nccl::standin_nccl_or_skip("nccl_async_processes") {
         return;
     }
     a_killed_peer_ends_in_the_typed_timeout();

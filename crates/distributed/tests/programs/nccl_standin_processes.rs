@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use cudarc::nccl::{result, sys};
-use distributed::{is_nccl_available, unique_id, NcclGroup, ProcessGroup, ReduceOp};
+use distributed::{unique_id, NcclGroup, ProcessGroup, ReduceOp};
 use support::collectives::check_all;
 use tensor_core::{Device, Tensor};
 
@@ -34,12 +34,7 @@ fn main() {
     if let Ok(role) = std::env::var(ROLE) {
         return child(&role);
     }
-    if std::env::var_os("DITTO_CUDA_STANDIN").is_none() || !is_nccl_available() {
-        assert!(
-            std::env::var("REQUIRE_GPU").as_deref() != Ok("1"),
-            "REQUIRE_GPU=1 but the CUDA stand-in's NCCL is not in the environment"
-        );
-        println!("nccl_standin_processes: needs the CUDA stand-in's NCCL; skipped");
+    if !support::standin_nccl::standin_nccl_or_skip("nccl_standin_processes") {
         return;
     }
     for world in [2, 4] {

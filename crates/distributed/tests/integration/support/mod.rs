@@ -3,3 +3,4 @@
 
 pub mod collectives;
 pub mod ddp_model;
+pub mod standin_nccl;
