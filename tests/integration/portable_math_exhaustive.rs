@@ -40,9 +40,42 @@ fn ulps(got: f32, want: f64) -> f64 {
     (f64::from(got) - want).abs() / ulp
 }
 
-/// Worst error of `exp` and `log` over the bit patterns `step * i`, checking the CUDA
-/// twins on the same inputs.
-fn sweep(step: u64) -> (f64, u32, f64, u32) {
+/// The largest error seen, in ulps, and the input (bit pattern) that gave it.
+#[derive(Clone, Copy, Default)]
+struct Worst {
+    ulps: f64,
+    at: u32,
+}
+
+impl Worst {
+    fn note(&mut self, ulps: f64, x: f32) {
+        if ulps > self.ulps {
+            *self = Worst {
+                ulps,
+                at: x.to_bits(),
+            };
+        }
+    }
+
+    fn max(self, other: Worst) -> Worst {
+        if self.ulps >= other.ulps {
+            self
+        } else {
+            other
+        }
+    }
+
+    fn input(self) -> f32 {
+        f32::from_bits(self.at)
+    }
+}
+
+/// Runs `check` over the bit patterns `step * i`, in chunks on rayon's threads; `check`
+/// returns the worst error of each of `N` functions on its chunk, this the worst of all.
+fn sweep_patterns<const N: usize>(
+    step: u64,
+    check: impl Fn(&[f32]) -> [Worst; N] + Sync,
+) -> [Worst; N] {
     const CHUNK: u64 = 1 << 20;
     let patterns = (1u64 << 32).div_ceil(step);
     (0..patterns.div_ceil(CHUNK))
@@ -51,60 +84,59 @@ fn sweep(step: u64) -> (f64, u32, f64, u32) {
             let xs: Vec<f32> = (c * CHUNK..((c + 1) * CHUNK).min(patterns))
                 .map(|i| f32::from_bits((i * step) as u32))
                 .collect();
-            let tensor = Tensor::from_vec(xs.clone(), &[xs.len()], Device::Cpu).unwrap();
-            let cuda_exp = host_parity::unary("portable_exp", &tensor, 0.0, 0.0).unwrap();
-            let cuda_log = host_parity::unary("portable_log", &tensor, 0.0, 0.0).unwrap();
-            let (cuda_exp, cuda_log) = (
-                cuda_exp.to_vec::<f32>().unwrap(),
-                cuda_log.to_vec::<f32>().unwrap(),
-            );
-            let mut worst = (0.0f64, 0u32, 0.0f64, 0u32);
-            for (i, &x) in xs.iter().enumerate() {
-                let (e, l) = (exp(x), log(x));
-                assert!(
-                    e.to_bits() == cuda_exp[i].to_bits() || (e.is_nan() && cuda_exp[i].is_nan()),
-                    "exp({x:e} = {:#x}): Rust {e:e}, CUDA header {:e}",
-                    x.to_bits(),
-                    cuda_exp[i]
-                );
-                assert!(
-                    l.to_bits() == cuda_log[i].to_bits() || (l.is_nan() && cuda_log[i].is_nan()),
-                    "log({x:e}): Rust {l:e}, CUDA header {:e}",
-                    cuda_log[i]
-                );
-                let want_exp = f64::from(x).exp();
-                let want_log = if x < 0.0 { f64::NAN } else { f64::from(x).ln() };
-                let (ee, le) = (ulps(e, want_exp), ulps(l, want_log));
-                if ee > worst.0 {
-                    worst.0 = ee;
-                    worst.1 = x.to_bits();
-                }
-                if le > worst.2 {
-                    worst.2 = le;
-                    worst.3 = x.to_bits();
-                }
-            }
-            worst
+            check(&xs)
         })
         .reduce(
-            || (0.0, 0, 0.0, 0),
-            |a, b| {
-                let e = if a.0 >= b.0 { (a.0, a.1) } else { (b.0, b.1) };
-                let l = if a.2 >= b.2 { (a.2, a.3) } else { (b.2, b.3) };
-                (e.0, e.1, l.0, l.1)
-            },
+            || [Worst::default(); N],
+            |a, b| std::array::from_fn(|i| a[i].max(b[i])),
         )
 }
 
-fn report(what: &str, worst: (f64, u32, f64, u32)) {
-    let (e, ex, l, lx) = worst;
-    println!(
-        "{what}: exp max {e:.3} ulp at {:e} ({ex:#010x}); log max {l:.3} ulp at {:e} ({lx:#010x})",
-        f32::from_bits(ex),
-        f32::from_bits(lx)
+/// Asserts that the Rust routine's result `rust` and its CUDA twin's are the same bits
+/// (any NaN equals any NaN).
+fn same_as_twin(what: &str, x: f32, rust: f32, twin: f32) {
+    assert!(
+        rust.to_bits() == twin.to_bits() || (rust.is_nan() && twin.is_nan()),
+        "{what}({x:e} = {:#x}): Rust {rust:e}, CUDA header {twin:e}",
+        x.to_bits()
     );
-    assert!(e < 1.0, "exp: {e} ulp at {:e}", f32::from_bits(ex));
-    assert!(l < 1.0, "log: {l} ulp at {:e}", f32::from_bits(lx));
+}
+
+/// Worst error of `exp` and `log` over the bit patterns `step * i`, checking the CUDA
+/// twins on the same inputs.
+fn sweep(step: u64) -> [Worst; 2] {
+    sweep_patterns(step, |xs| {
+        let tensor = Tensor::from_vec(xs.to_vec(), &[xs.len()], Device::Cpu).unwrap();
+        let twin = |name| {
+            let out = host_parity::unary(name, &tensor, 0.0, 0.0).unwrap();
+            out.to_vec::<f32>().unwrap()
+        };
+        let (cuda_exp, cuda_log) = (twin("portable_exp"), twin("portable_log"));
+        let mut worst = [Worst::default(); 2];
+        for (i, &x) in xs.iter().enumerate() {
+            let (e, l) = (exp(x), log(x));
+            same_as_twin("exp", x, e, cuda_exp[i]);
+            same_as_twin("log", x, l, cuda_log[i]);
+            let want_log = if x < 0.0 { f64::NAN } else { f64::from(x).ln() };
+            worst[0].note(ulps(e, f64::from(x).exp()), x);
+            worst[1].note(ulps(l, want_log), x);
+        }
+        worst
+    })
+}
+
+fn report(what: &str, [e, l]: [Worst; 2]) {
+    println!(
+        "{what}: exp max {:.3} ulp at {:e} ({:#010x}); log max {:.3} ulp at {:e} ({:#010x})",
+        e.ulps,
+        e.input(),
+        e.at,
+        l.ulps,
+        l.input(),
+        l.at
+    );
+    assert!(e.ulps < 1.0, "exp: {} ulp at {:e}", e.ulps, e.input());
+    assert!(l.ulps < 1.0, "log: {} ulp at {:e}", l.ulps, l.input());
 }
 
 #[test]
@@ -120,41 +152,34 @@ fn every_f32_input() {
 
 /// `tanh` (GELU's, issue 30): the CUDA header's twin equals the Rust routine on every
 /// `step`-th bit pattern, and the worst error against f64 `tanh` in ulps, with its input.
-fn tanh_sweep(step: u64) -> (f64, u32) {
-    const CHUNK: u64 = 1 << 20;
-    let patterns = (1u64 << 32).div_ceil(step);
-    (0..patterns.div_ceil(CHUNK))
-        .into_par_iter()
-        .map(|c| {
-            let xs: Vec<f32> = (c * CHUNK..((c + 1) * CHUNK).min(patterns))
-                .map(|i| f32::from_bits((i * step) as u32))
-                .collect();
-            let cuda = host_parity::portable_tanh(&xs);
-            let mut worst = (0.0f64, 0u32);
-            for (&x, &twin) in xs.iter().zip(&cuda) {
-                let t = tanh(x);
-                assert!(
-                    t.to_bits() == twin.to_bits() || (t.is_nan() && twin.is_nan()),
-                    "tanh({x:e} = {:#x}): Rust {t:e}, CUDA header {twin:e}",
-                    x.to_bits()
-                );
-                let error = ulps(t, f64::from(x).tanh());
-                if error > worst.0 {
-                    worst = (error, x.to_bits());
-                }
-            }
-            worst
-        })
-        .reduce(|| (0.0, 0), |a, b| if a.0 >= b.0 { a } else { b })
+fn tanh_sweep(step: u64) -> Worst {
+    let [worst] = sweep_patterns(step, |xs| {
+        let cuda = host_parity::portable_tanh(xs);
+        let mut worst = Worst::default();
+        for (&x, &twin) in xs.iter().zip(&cuda) {
+            let t = tanh(x);
+            same_as_twin("tanh", x, t, twin);
+            worst.note(ulps(t, f64::from(x).tanh()), x);
+        }
+        [worst]
+    });
+    worst
 }
 
-fn report_tanh(what: &str, (worst, at): (f64, u32)) {
+fn report_tanh(what: &str, worst: Worst) {
     println!(
-        "{what}: tanh max {worst:.3} ulp at {:e} ({at:#010x})",
-        f32::from_bits(at)
+        "{what}: tanh max {:.3} ulp at {:e} ({:#010x})",
+        worst.ulps,
+        worst.input(),
+        worst.at
     );
     // fdlibm's tanhf is within about 2 ulp; ditto's promise is the same bits everywhere.
-    assert!(worst < 2.5, "tanh: {worst} ulp at {:e}", f32::from_bits(at));
+    assert!(
+        worst.ulps < 2.5,
+        "tanh: {} ulp at {:e}",
+        worst.ulps,
+        worst.input()
+    );
 }
 
 #[test]
