@@ -39,6 +39,58 @@ impl SimdLevel {
         SimdLevel::Baseline
     }
 
+    /// The level the samplers run at: [`SimdLevel::detected`], or a narrower one named by
+    /// the environment variable `DITTO_SIMD` (`avx512`, `avx2` or `scalar`), read once.
+    ///
+    /// Why: to measure the AVX2 path on an AVX-512 machine (benches/RESULTS.md), and to let
+    /// a user rule out a vector path when chasing a problem. Every level gives the same
+    /// bits, so the setting only changes speed. A level the CPU does not run falls back
+    /// to the widest it does (as [`with_simd`] does); an unknown value is reported once
+    /// on stderr and ignored.
+    pub(crate) fn chosen() -> SimdLevel {
+        static CHOSEN: std::sync::OnceLock<SimdLevel> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(|| {
+            let widest = SimdLevel::detected();
+            match std::env::var("DITTO_SIMD") {
+                Err(_) => widest,
+                Ok(asked) => match SimdLevel::parse(&asked) {
+                    Some(asked) => asked.at_most(widest),
+                    None => {
+                        eprintln!(
+                            "ditto: DITTO_SIMD={asked:?} is not one of avx512, avx2, scalar; \
+                             using {widest:?}"
+                        );
+                        widest
+                    }
+                },
+            }
+        })
+    }
+
+    /// The level a `DITTO_SIMD` value names (case and surrounding spaces ignored).
+    fn parse(name: &str) -> Option<SimdLevel> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "avx512" | "avx-512" => Some(SimdLevel::Avx512),
+            "avx2" => Some(SimdLevel::Avx2),
+            "scalar" | "baseline" => Some(SimdLevel::Baseline),
+            _ => None,
+        }
+    }
+
+    /// `self`, or `widest` where `self` is wider (a CPU runs every level below its widest).
+    fn at_most(self, widest: SimdLevel) -> SimdLevel {
+        let rank = |l: SimdLevel| match l {
+            SimdLevel::Baseline => 0,
+            SimdLevel::Avx2 => 1,
+            SimdLevel::Avx512 => 2,
+        };
+        if rank(self) <= rank(widest) {
+            self
+        } else {
+            widest
+        }
+    }
+
     /// Every level this CPU runs, widest first (for tests that compare them).
     #[cfg(test)]
     pub(crate) fn available() -> Vec<SimdLevel> {
@@ -72,10 +124,10 @@ pub(crate) fn with_simd<R>(level: SimdLevel, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// `f()`, compiled for the widest level this CPU runs.
+/// `f()`, compiled for the level the samplers run at ([`SimdLevel::chosen`]).
 #[inline(always)]
 pub(crate) fn with_widest_simd<R>(f: impl FnOnce() -> R) -> R {
-    with_simd(SimdLevel::detected(), f)
+    with_simd(SimdLevel::chosen(), f)
 }
 
 /// `f()` with AVX-512 F/BW/DQ/VL enabled.
@@ -146,6 +198,27 @@ pub(crate) fn streaming_fence() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn simd_names_parse_and_never_exceed_the_cpu() {
+        assert_eq!(SimdLevel::parse(" AVX2 "), Some(SimdLevel::Avx2));
+        assert_eq!(SimdLevel::parse("avx-512"), Some(SimdLevel::Avx512));
+        assert_eq!(SimdLevel::parse("scalar"), Some(SimdLevel::Baseline));
+        assert_eq!(SimdLevel::parse("sse9"), None);
+        use SimdLevel::{Avx2, Avx512, Baseline};
+        for (asked, widest, got) in [
+            (Avx512, Avx2, Avx2),
+            (Avx512, Baseline, Baseline),
+            (Avx2, Baseline, Baseline),
+            (Avx2, Avx512, Avx2),
+            (Baseline, Avx512, Baseline),
+            (Avx512, Avx512, Avx512),
+        ] {
+            assert_eq!(asked.at_most(widest), got, "{asked:?} on {widest:?}");
+        }
+        // Whatever the environment says, the chosen level is one this CPU runs.
+        assert!(SimdLevel::available().contains(&SimdLevel::chosen()));
+    }
 
     #[test]
     fn stream_copy_copies_every_alignment_and_length() {

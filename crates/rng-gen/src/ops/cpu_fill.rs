@@ -31,9 +31,9 @@ pub(crate) const STREAMING_BYTES: usize = 8 << 20;
 const STAGE_BYTES: usize = 2048;
 
 /// Fills `out` (the op's elements `0..out.len()`) from the stream at `key`, with the
-/// widest instruction set the CPU has.
+/// widest instruction set the CPU has (or the one `DITTO_SIMD` names: [`SimdLevel::chosen`]).
 pub(crate) fn fill<S: Sampler>(op: &S, out: &mut [S::Elem], key: Key) {
-    fill_at_level(op, out, key, SimdLevel::detected());
+    fill_at_level(op, out, key, SimdLevel::chosen());
 }
 
 /// [`fill`] compiled for `level`, with streaming stores or without (tests compare every
