@@ -77,6 +77,10 @@ for exe in $benches $examples; do
   name="$(basename "$exe" | sed 's/-[0-9a-f]\{16\}$//')"
   cp "$exe" "$BUNDLE/bin/$name"
 done
+# The bundle travels to the GPU machine with the working tree, under a size limit (64 MiB
+# for both on the machines lent to this project): symbol tables go (about a fifth of each
+# binary); panics still print their messages and locations.
+if command -v strip > /dev/null; then strip --strip-all "$BUNDLE"/bin/*; fi
 cp "$ROOT/benches/compare_torch.py" "$ROOT/benches/compare_torch_train.py" "$ROOT/benches/compare_torch_gpt.py" \
   "$ROOT/scripts/gpt_torch_parity.py" "$ROOT/data/emma.txt" "$BUNDLE/"
 
