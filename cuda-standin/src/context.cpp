@@ -34,7 +34,9 @@ bool is_context(Context* ctx) {
 }
 
 // Refcount back to 0: the driver destroys the context and everything made in it.
+// Work still queued (device_queue.h) runs first, as the driver finishes it.
 void destroy(Context* ctx) {
+    drain_device_work(ctx);
     free_all_on_device(ctx->device);
     unload_modules_of(ctx);
     ctx->generation += 1;
