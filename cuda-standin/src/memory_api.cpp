@@ -74,6 +74,15 @@ CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream stream, bool async, cons
         std::lock_guard<std::mutex> guard(state_lock());
         return record_alloc(capture, ctx->device, bytes, call, out);
     }
+    const CUresult ok2 = device_alloc(ctx->device, bytes, call, out);
+    if (ok2 != CUDA_ERROR_OUT_OF_MEMORY || !async || !defer_stream_work()) return ok2;
+    // Deferred: frees queued on the stream have not run yet. The driver's pool reuses
+    // memory freed earlier in stream order (it adds the dependency), so the allocation
+    // waits for the queue and tries again.
+    {
+        std::lock_guard<std::mutex> guard(state_lock());
+        drain_device_work(ctx);
+    }
     return device_alloc(ctx->device, bytes, call, out);
 }
 
