@@ -212,8 +212,8 @@ CUresult cuCtxGetDevice(CUdevice* device) {
 CUresult cuCtxSynchronize(void) {
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = nullptr;
-    const CUresult ok = require_current("cuCtxSynchronize", &ctx);
-    if (ok == CUDA_SUCCESS) drain_device_work(ctx);
+    CUresult ok = require_current("cuCtxSynchronize", &ctx);
+    if (ok == CUDA_SUCCESS) ok = synchronize_device_work(ctx, "cuCtxSynchronize");
     return ok == CUDA_SUCCESS ? check_unsafe_during_capture(ctx, "cuCtxSynchronize") : ok;
 }
 

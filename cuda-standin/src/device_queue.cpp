@@ -132,4 +132,9 @@ void drain_device_work(Context* ctx) {
     wait_device_work(ctx, device_work_issued(ctx));
 }
 
+CUresult synchronize_device_work(Context* ctx, const char* call) {
+    drain_device_work(ctx);
+    return require_live(ctx, call);
+}
+
 }  // namespace standin

@@ -48,5 +48,9 @@ public:
 // Waits for everything queued on `ctx` unless a NoDrain is active on this thread. Call
 // with state_lock held.
 void drain_device_work(Context* ctx);
+// A synchronising call's wait: drains `ctx`, then returns the sticky error a fault of
+// the drained work left (as a GPU reports an asynchronous fault at the next
+// synchronisation), else CUDA_SUCCESS. Call with state_lock held.
+CUresult synchronize_device_work(Context* ctx, const char* call);
 
 }  // namespace standin

@@ -31,8 +31,8 @@ namespace {
 CUresult context_for(CUstream stream, bool async, const char* call, Context** ctx, Capture** capture = nullptr) {
     std::lock_guard<std::mutex> guard(state_lock());
     if (!async) {
-        const CUresult ok = require_current(call, ctx);
-        if (ok == CUDA_SUCCESS) drain_device_work(*ctx);  // a synchronous call waits for the device
+        CUresult ok = require_current(call, ctx);
+        if (ok == CUDA_SUCCESS) ok = synchronize_device_work(*ctx, call);  // a synchronous call waits
         return ok == CUDA_SUCCESS ? check_unsafe_during_capture(*ctx, call) : ok;
     }
     const CUresult ok = resolve_stream(stream, call, true, ctx);
@@ -184,7 +184,8 @@ CUresult dtoh(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool as
         }
         // Pageable: the driver returns once the copy completed (pinned.h).
         std::lock_guard<std::mutex> guard(state_lock());
-        drain_device_work(ctx);
+        ok = synchronize_device_work(ctx, call);
+        if (ok != CUDA_SUCCESS) return ok;
     }
     return copy_bytes(dst, reinterpret_cast<const void*>(src), bytes, call);
 }

@@ -78,9 +78,9 @@ CUresult cuMemFreeHost(void* p) {
     {
         std::lock_guard<std::mutex> guard(state_lock());
         Context* ctx = nullptr;
-        const CUresult ok = require_current(call, &ctx);
+        CUresult ok = require_current(call, &ctx);
+        if (ok == CUDA_SUCCESS) ok = synchronize_device_work(ctx, call);
         if (ok != CUDA_SUCCESS) return ok;
-        drain_device_work(ctx);
     }
     Pinned& r = pinned();
     {

@@ -104,9 +104,9 @@ CUresult cuStreamDestroy_v2(CUstream stream) {
 CUresult cuStreamSynchronize(CUstream stream) {
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = nullptr;
-    const CUresult ok = resolve_stream(stream, "cuStreamSynchronize", false, &ctx);
+    CUresult ok = resolve_stream(stream, "cuStreamSynchronize", false, &ctx);
+    if (ok == CUDA_SUCCESS) ok = synchronize_device_work(ctx, "cuStreamSynchronize");
     if (ok != CUDA_SUCCESS) return ok;
-    drain_device_work(ctx);
     if (Capture* capture = capture_of(stream)) {
         return refuse_in_capture(capture, "cuStreamSynchronize", "waiting for the stream");
     }
@@ -179,8 +179,9 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
 CUresult cuEventSynchronize(CUevent event) {
     std::lock_guard<std::mutex> guard(state_lock());
     const CUresult ok = live_event(event, "cuEventSynchronize");
-    if (ok == CUDA_SUCCESS) wait_device_work(event->ctx, event->ticket);
-    return ok;
+    if (ok != CUDA_SUCCESS) return ok;
+    wait_device_work(event->ctx, event->ticket);
+    return require_live(event->ctx, "cuEventSynchronize");  // a fault of the awaited work
 }
 
 CUresult cuEventQuery(CUevent event) {
