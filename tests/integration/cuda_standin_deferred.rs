@@ -18,7 +18,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use ditto::tensor_core::cuda;
-use ditto::tensor_core::cudarc::driver::sys::{CUevent_flags, CUresult};
+use ditto::tensor_core::cudarc::driver::sys::{self, CUevent_flags, CUresult};
 use ditto::tensor_core::cudarc::driver::{result, DevicePtr, DriverError};
 use support::{gpu, on_standin, STANDIN_LABEL};
 
@@ -266,5 +266,53 @@ fn an_unknown_mode_is_refused_at_start_up() {
             && stdout
                 .contains("DITTO_CUDA_STANDIN_MODE=lazy names no mode; expected eager or deferred"),
         "{stdout}"
+    );
+}
+
+/// A copy from a host buffer that was already freed, for
+/// `under_address_sanitizer_a_copy_from_freed_host_memory_is_reported`.
+#[test]
+#[ignore = "the child process of the cuda_standin_deferred tests (runs only with their variable)"]
+fn freed_upload_child() {
+    if std::env::var_os(CHILD_ENV).is_none() || !standin() {
+        return;
+    }
+    let stream = cuda::default_stream(0).unwrap();
+    let device = stream.alloc_zeros::<f32>(N).unwrap();
+    let (ptr, _sync) = device.device_ptr(&stream);
+    let freed = vec![1.0f32; N];
+    let dangling = freed.as_ptr();
+    drop(freed);
+    // SAFETY: deliberately not: `dangling` points into freed heap memory.
+    let code = unsafe { sys::cuMemcpyHtoD_v2(ptr, dangling.cast(), N * 4) };
+    println!("copied from freed host memory without a report: {code:?}");
+}
+
+/// With the AddressSanitizer build of the stand-in (DITTO_CUDA_STANDIN_SANITIZE=address,
+/// the runtime in LD_PRELOAD), a copy reading freed host heap memory ends the process
+/// with ASan's report; the plain stand-in copies whatever the heap holds. Skips unless
+/// the ASan runtime is loaded.
+#[test]
+fn under_address_sanitizer_a_copy_from_freed_host_memory_is_reported() {
+    if !standin() {
+        return;
+    }
+    if !std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("libasan")) {
+        println!("skipping: the AddressSanitizer runtime is not loaded (LD_PRELOAD)");
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = Command::new(exe)
+        .args(["--exact", "cuda_standin_deferred::freed_upload_child"])
+        .args(["--include-ignored", "--nocapture", "--test-threads", "1"])
+        .env(CHILD_ENV, "1")
+        .output()
+        .expect("cannot start the child process");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("AddressSanitizer: heap-use-after-free"),
+        "expected ASan's report ({}):\n{}\n{stderr}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout)
     );
 }
