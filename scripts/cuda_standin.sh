@@ -11,6 +11,13 @@
 #                                                         # DITTO_CUDA_STANDIN_DIR)
 #   bash scripts/cuda_standin.sh                          # build only
 #
+# DITTO_CUDA_STANDIN_SANITIZE=address builds it with AddressSanitizer (heap and globals;
+# not the stack, which the block fibers switch by hand) into target/cuda-standin-asan,
+# and --print-env then also exports cargo's runner, which puts the ASan runtime in
+# LD_PRELOAD (it must come first in an uninstrumented Rust process; rustc itself must
+# not get it), and ASAN_OPTIONS (the stand-in's own fault trap
+# keeps SIGSEGV/SIGBUS/SIGFPE; it leaks its registries on purpose).
+#
 # Output goes to $DITTO_CUDA_STANDIN_DIR (default target/cuda-standin, git-ignored);
 # nothing is installed system-wide. A rebuild happens only when an input changed.
 # Kernels are compiled as C++17 with -ffp-contract=off -fno-fast-math
@@ -22,7 +29,12 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-OUT="${DITTO_CUDA_STANDIN_DIR:-$ROOT/target/cuda-standin}"
+SANITIZE="${DITTO_CUDA_STANDIN_SANITIZE:-}"
+case "$SANITIZE" in
+  "") OUT="${DITTO_CUDA_STANDIN_DIR:-$ROOT/target/cuda-standin}" ;;
+  address) OUT="${DITTO_CUDA_STANDIN_DIR:-$ROOT/target/cuda-standin-asan}" ;;
+  *) echo "DITTO_CUDA_STANDIN_SANITIZE=$SANITIZE: expected address (or unset)" >&2; exit 2 ;;
+esac
 SRC="$ROOT/cuda-standin"
 CXX="${CXX:-g++}"
 
@@ -62,6 +74,11 @@ shopt -u nullglob
 [ "${#KERNEL_SOURCES[@]}" -gt 0 ] || { echo "no kernel sources found" >&2; exit 1; }
 
 CXXFLAGS=(-std=c++17 -O2 -fPIC -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror=return-type)
+LINKFLAGS=()
+if [ "$SANITIZE" = address ]; then
+  CXXFLAGS+=(-fsanitize=address -fno-omit-frame-pointer --param asan-stack=0)
+  LINKFLAGS+=(-fsanitize=address)
+fi
 LIB="$OUT/lib/libditto_cuda_standin.so"
 
 # Everything the library depends on, hashed: a change anywhere means a rebuild.
@@ -115,7 +132,7 @@ build() {
   "$CXX" "${CXXFLAGS[@]}" -c "$gen/call_trampolines.S" -o "$obj/call_trampolines.o"
   "$CXX" "${CXXFLAGS[@]}" -c "$gen/call_names.cpp" -o "$obj/call_names.o"
   printf '{\n  global: cu*; nccl*; ditto_standin_*;\n  local: *;\n};\n' > "$gen/exports.map"
-  "$CXX" -shared -o "$LIB" "$obj"/*.o -Wl,-soname,libcuda.so.1 -Wl,--version-script="$gen/exports.map" \
+  "$CXX" -shared "${LINKFLAGS[@]}" -o "$LIB" "$obj"/*.o -Wl,-soname,libcuda.so.1 -Wl,--version-script="$gen/exports.map" \
     -Wl,-z,defs -lpthread -ldl
   # What these host builds were compiled from, beside the library: a kernel edited after
   # this build makes module loads fail with a request to rebuild, not run old code.
@@ -141,7 +158,7 @@ build() {
   mkdir -p "$OUT/half-installed"
   printf '{\n  global: cu*; ditto_standin_*;\n  local: cuMemAllocAsync; cuMemcpyHtoDAsync_v2; cuLaunchKernel; *;\n};\n' \
     > "$gen/half-installed.map"
-  "$CXX" -shared -o "$OUT/half-installed/libditto_cuda_standin.so" "$obj"/*.o -Wl,-soname,libcuda.so.1 \
+  "$CXX" -shared "${LINKFLAGS[@]}" -o "$OUT/half-installed/libditto_cuda_standin.so" "$obj"/*.o -Wl,-soname,libcuda.so.1 \
     -Wl,--version-script="$gen/half-installed.map" -Wl,-z,defs -lpthread -ldl
   cp "$OUT/lib/kernel_sources.txt" "$OUT/half-installed/"
   for name in libcuda.so libcuda.so.1 libcublas.so libcublas.so.13; do
@@ -167,4 +184,10 @@ if [ "$print_env" = 1 ]; then
   echo "export LD_LIBRARY_PATH=$OUT/lib${nvrtc_lib:+:$nvrtc_lib}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
   echo "export DITTO_CUDA_STANDIN=1"
   echo "export DITTO_CUDA_STANDIN_DIR=$OUT"
+  if [ "$SANITIZE" = address ]; then
+    # Through cargo's runner, so only the programs cargo runs get the runtime: rustc
+    # itself crashes with it preloaded.
+    echo "export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER='env LD_PRELOAD=$("$CXX" -print-file-name=libasan.so)'"
+    echo "export ASAN_OPTIONS=detect_leaks=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:allow_user_segv_handler=1:abort_on_error=1"
+  fi
 fi

@@ -38,6 +38,7 @@ tensor-core nvrtc_tensor_ops
 standin_only="
 ditto gpu_step_budget
 ditto cuda_driver_version
+ditto cuda_standin_deferred
 ditto cuda_standin_faults
 ditto cuda_standin_freshness
 "

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "errors.h"
-#include "pinned_host.h"
+#include "upload_sources.h"
 
 extern "C" {
 __attribute__((visibility("hidden"))) extern unsigned long long standin_call_counts[];
@@ -65,7 +65,7 @@ void write_call_stats() {
         first = false;
     }
     // Not entry points: how many host-to-device copies read pinned and pageable memory
-    // (pinned_host.h).
+    // (upload_sources.h).
     const standin::UploadCounts uploads = standin::upload_counts();
     const std::pair<const char*, unsigned long long> sources[] = {
         {"htod_from_pinned", uploads.pinned}, {"htod_from_pageable", uploads.pageable}};

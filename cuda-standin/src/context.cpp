@@ -34,7 +34,9 @@ bool is_context(Context* ctx) {
 }
 
 // Refcount back to 0: the driver destroys the context and everything made in it.
+// Work still queued (device_queue.h) runs first, as the driver finishes it.
 void destroy(Context* ctx) {
+    drain_device_work(ctx);
     free_all_on_device(ctx->device);
     unload_modules_of(ctx);
     ctx->generation += 1;
@@ -210,8 +212,8 @@ CUresult cuCtxGetDevice(CUdevice* device) {
 CUresult cuCtxSynchronize(void) {
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = nullptr;
-    const CUresult ok = require_current("cuCtxSynchronize", &ctx);
-    if (ok == CUDA_SUCCESS) drain_device_work(ctx);
+    CUresult ok = require_current("cuCtxSynchronize", &ctx);
+    if (ok == CUDA_SUCCESS) ok = synchronize_device_work(ctx, "cuCtxSynchronize");
     return ok == CUDA_SUCCESS ? check_unsafe_during_capture(ctx, "cuCtxSynchronize") : ok;
 }
 

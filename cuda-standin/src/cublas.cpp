@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "context.h"
+#include "deferred.h"
 #include "errors.h"
 #include "graphs.h"
 #include "memory.h"
@@ -236,6 +237,10 @@ int gemm(const char* call, Handle* h, int transa, int transb, I m, I n, I k, con
             }
             return CUBLAS_STATUS_SUCCESS;
         }
+    }
+    if (defer_stream_work()) {
+        defer(ctx, call, compute);  // runs when the queue reaches it (deferred.h)
+        return CUBLAS_STATUS_SUCCESS;
     }
     compute();
     return CUBLAS_STATUS_SUCCESS;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "context.h"
+#include "deferred.h"
 #include "errors.h"
 
 namespace standin {
@@ -236,6 +237,9 @@ CUresult cuInit(unsigned int flags) {
     if (flags != 0) return fail(CUDA_ERROR_INVALID_VALUE, "cuInit", "flags must be 0, got %u", flags);
     if (!device_config_error().empty()) {
         return fail(CUDA_ERROR_INVALID_VALUE, "cuInit", "%s", device_config_error().c_str());
+    }
+    if (!mode_config_error().empty()) {
+        return fail(CUDA_ERROR_INVALID_VALUE, "cuInit", "%s", mode_config_error().c_str());
     }
     if (devices().empty()) {
         return fail(CUDA_ERROR_NO_DEVICE, "cuInit", "%s",

@@ -19,6 +19,8 @@
 #include <cstring>
 #include <set>
 
+#include "deferred.h"
+#include "device_queue.h"
 #include "errors.h"
 #include "graphs.h"
 #include "memory.h"
@@ -298,6 +300,32 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
         }
         exec->unfreed.clear();
     }
+    if (defer_stream_work()) {
+        // The allocation bookkeeping is the launch's; the nodes run when the queue
+        // reaches them (deferred.h), each checked then as a launch is.
+        for (const GraphNode& node : exec->nodes) {
+            if (node.kind == GraphNode::Alloc) exec->unfreed.insert(node.dst);
+            if (node.kind == GraphNode::Free) exec->unfreed.erase(node.dst);
+        }
+        defer(ctx, call, [exec, ctx, nodes = exec->nodes] {
+            for (const GraphNode& node : nodes) {
+                CUresult ok = CUDA_SUCCESS;
+                if (node.kind == GraphNode::Kernel) {
+                    std::vector<void*> params;
+                    for (const auto& bytes : node.params) params.push_back(const_cast<unsigned char*>(bytes.data()));
+                    ok = launch_checked(node.function, ctx, nullptr, node.grid, node.block, node.shared, params.data());
+                } else if (node.kind != GraphNode::Alloc && node.kind != GraphNode::Free) {
+                    ok = replay_memory_node(exec, node);
+                }
+                if (ok != CUDA_SUCCESS) {
+                    std::lock_guard<std::mutex> guard(state_lock());
+                    poison(ctx, ok, "a node of a deferred cuGraphLaunch failed (see the message above)");
+                    return;
+                }
+            }
+        });
+        return CUDA_SUCCESS;
+    }
     for (const GraphNode& node : exec->nodes) {
         CUresult ok = CUDA_SUCCESS;
         if (node.kind == GraphNode::Kernel) {
@@ -323,6 +351,8 @@ CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) {
 CUresult cuGraphExecDestroy(CUgraphExec exec) {
     std::lock_guard<std::mutex> guard(state_lock());
     if (execs().count(exec) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphExecDestroy", "not a live executable graph");
+    drain_device_work(exec->ctx);  // a queued launch (deferred.h) finishes first
+    if (execs().count(exec) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphExecDestroy", "not a live executable graph");
     execs().erase(exec);
     delete exec;
     return CUDA_SUCCESS;
@@ -330,6 +360,8 @@ CUresult cuGraphExecDestroy(CUgraphExec exec) {
 
 CUresult cuGraphDestroy(CUgraph graph) {
     std::lock_guard<std::mutex> guard(state_lock());
+    if (graphs().count(graph) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphDestroy", "not a live graph");
+    drain_device_work(graph->ctx);  // its memory outlives queued launches (deferred.h)
     if (graphs().count(graph) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphDestroy", "not a live graph");
     graphs().erase(graph);
     delete graph;

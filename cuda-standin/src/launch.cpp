@@ -8,12 +8,15 @@
 // device's memory are refused: a GPU would fault on them). A fault while the kernel runs
 // (a guard page, freed memory) is CUDA_ERROR_ILLEGAL_ADDRESS; both faults and bad pointer
 // arguments leave the context's sticky error set, as a GPU fault does. On a capturing
-// stream the same checks run, and the launch is recorded instead (graphs.cpp).
+// stream the same checks run, and the launch is recorded instead (graphs.cpp). In the
+// deferred mode (deferred.h) the checks run at the call and the grid runs when the
+// queue reaches it; a fault then is the context's sticky error.
 #include <cinttypes>
 #include <cstring>
 #include <string>
 
 #include "context.h"
+#include "deferred.h"
 #include "errors.h"
 #include "fault_trap.h"
 #include "graphs.h"
@@ -162,6 +165,20 @@ CUresult launch_checked(CUfunction f, Context* ctx, Capture* capture, Dim3 grid,
         std::lock_guard<std::mutex> guard(state_lock());
         if (capture->invalidated) return refuse_in_capture(capture, call, "a launch after the capture failed");
         capture->graph->nodes.push_back(std::move(node));
+        return CUDA_SUCCESS;
+    }
+    if (defer_stream_work()) {
+        // Queued with a copy of each argument's bytes, as the driver copies them.
+        std::vector<std::vector<unsigned char>> args;
+        for (size_t i = 0; i < host->params.size(); ++i) {
+            const unsigned char* bytes = static_cast<const unsigned char*>(params[i]);
+            args.emplace_back(bytes, bytes + host->params[i].size);
+        }
+        defer(ctx, host->name, [host, args = std::move(args), grid, block]() mutable {
+            std::vector<void*> pointers;
+            for (auto& bytes : args) pointers.push_back(bytes.data());
+            host->run(pointers.data(), grid, block);
+        });
         return CUDA_SUCCESS;
     }
     const Fault fault = trapped([&] { host->run(params, grid, block); });

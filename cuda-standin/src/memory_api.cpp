@@ -1,21 +1,25 @@
 // The driver's allocation, memset and copy calls, checked against the memory registry.
 //
-// "Async" calls finish before they return (the stand-in has no queue), which is one of
-// the orders a GPU may run them in. Device ranges must lie inside one live allocation;
+// "Async" calls finish before they return in the eager mode, which is one of the orders a
+// GPU may run them in; in the deferred mode (deferred.h) they are checked, then queued. Device ranges must lie inside one live allocation;
 // host ranges must not be device memory, and a host address that faults while copying
 // is an error, not a crash. On a capturing stream memsets, device-to-device copies and
 // stream-ordered allocations and frees are recorded; other calls are refused (graphs.cpp). With unified addressing a copy may name any device's memory
 // (the driver infers the device from the pointer); kernels may not (see launch.cpp).
 #include <cinttypes>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "context.h"
+#include "deferred.h"
 #include "device_queue.h"
 #include "errors.h"
 #include "fault_trap.h"
 #include "graphs.h"
 #include "memory.h"
-#include "pinned_host.h"
+#include "pinned.h"
+#include "upload_sources.h"
 
 using namespace standin;
 
@@ -28,8 +32,8 @@ namespace {
 CUresult context_for(CUstream stream, bool async, const char* call, Context** ctx, Capture** capture = nullptr) {
     std::lock_guard<std::mutex> guard(state_lock());
     if (!async) {
-        const CUresult ok = require_current(call, ctx);
-        if (ok == CUDA_SUCCESS) drain_device_work(*ctx);  // a synchronous call waits for the device
+        CUresult ok = require_current(call, ctx);
+        if (ok == CUDA_SUCCESS) ok = synchronize_device_work(*ctx, call);  // a synchronous call waits
         return ok == CUDA_SUCCESS ? check_unsafe_during_capture(*ctx, call) : ok;
     }
     const CUresult ok = resolve_stream(stream, call, true, ctx);
@@ -71,6 +75,15 @@ CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream stream, bool async, cons
         std::lock_guard<std::mutex> guard(state_lock());
         return record_alloc(capture, ctx->device, bytes, call, out);
     }
+    const CUresult ok2 = device_alloc(ctx->device, bytes, call, out);
+    if (ok2 != CUDA_ERROR_OUT_OF_MEMORY || !async || !defer_stream_work()) return ok2;
+    // Deferred: frees queued on the stream have not run yet. The driver's pool reuses
+    // memory freed earlier in stream order (it adds the dependency), so the allocation
+    // waits for the queue and tries again.
+    {
+        std::lock_guard<std::mutex> guard(state_lock());
+        drain_device_work(ctx);
+    }
     return device_alloc(ctx->device, bytes, call, out);
 }
 
@@ -83,6 +96,12 @@ CUresult free_ptr(CUdeviceptr ptr, CUstream stream, bool async, const char* call
     if (capture != nullptr) return record_free(capture, ptr, call);
     if (is_graph_allocation(ptr)) {
         return not_supported(call, "freeing a graph's allocation outside the graph (the stand-in does not model it)");
+    }
+    Allocation live;
+    if (async && defer_stream_work() && find_allocation(ptr, &live) && live.base == ptr) {
+        // Freed when the queue reaches it; from then on its pages fault (memory.h).
+        defer(ctx, call, [ptr, call] { device_free(ptr, call, nullptr); });
+        return CUDA_SUCCESS;
     }
     return device_free(ptr, call, nullptr);
 }
@@ -115,6 +134,10 @@ CUresult memset_n(CUdeviceptr dst, unsigned value, size_t width, size_t count, C
         unsigned char* p = reinterpret_cast<unsigned char*>(dst);
         for (size_t i = 0; i < count; ++i) std::memcpy(p + i * width, &value, width);
     };
+    if (async && defer_stream_work()) {
+        defer(ctx, call, fill);
+        return CUDA_SUCCESS;
+    }
     if (async && !device_work_done(ctx, device_work_issued(ctx))) {
         // Behind a queued collective, as on a GPU: the host does not wait (a zeroed
         // output buffer before a collective must not block the call that issues it).
@@ -132,6 +155,19 @@ CUresult htod(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, b
     if (ok == CUDA_SUCCESS) ok = check_host(src, bytes, call, "source");
     if (ok != CUDA_SUCCESS || bytes == 0) return ok;
     note_upload_source(src, bytes);
+    if (async && defer_stream_work()) {
+        if (is_pinned(src, bytes)) {
+            // Pinned: the DMA reads the buffer when the copy runs.
+            defer(ctx, call, [dst, src, bytes] { std::memcpy(reinterpret_cast<void*>(dst), src, bytes); });
+            return CUDA_SUCCESS;
+        }
+        // Pageable: the driver stages the buffer before returning (pinned.h).
+        auto staged = std::make_shared<std::vector<unsigned char>>(bytes);
+        ok = copy_bytes(staged->data(), src, bytes, call);
+        if (ok != CUDA_SUCCESS) return ok;
+        defer(ctx, call, [dst, staged] { std::memcpy(reinterpret_cast<void*>(dst), staged->data(), staged->size()); });
+        return CUDA_SUCCESS;
+    }
     return copy_bytes(reinterpret_cast<void*>(dst), src, bytes, call);
 }
 
@@ -141,6 +177,18 @@ CUresult dtoh(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool as
     if (ok == CUDA_SUCCESS) ok = check_device_range(src, bytes, call, "source", nullptr);
     if (ok == CUDA_SUCCESS) ok = check_host(dst, bytes, call, "destination");
     if (ok != CUDA_SUCCESS || bytes == 0) return ok;
+    if (async && defer_stream_work()) {
+        if (is_pinned(dst, bytes)) {
+            // Pinned: written when the copy runs; read before a synchronisation, the
+            // buffer still holds what it held before the call.
+            defer(ctx, call, [dst, src, bytes] { std::memcpy(dst, reinterpret_cast<const void*>(src), bytes); });
+            return CUDA_SUCCESS;
+        }
+        // Pageable: the driver returns once the copy completed (pinned.h).
+        std::lock_guard<std::mutex> guard(state_lock());
+        ok = synchronize_device_work(ctx, call);
+        if (ok != CUDA_SUCCESS) return ok;
+    }
     return copy_bytes(dst, reinterpret_cast<const void*>(src), bytes, call);
 }
 
@@ -154,6 +202,12 @@ CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, b
     if (capture != nullptr) {
         std::lock_guard<std::mutex> guard(state_lock());
         return record_copy(capture, dst, src, bytes, call);
+    }
+    if (async && defer_stream_work()) {
+        defer(ctx, call, [dst, src, bytes] {
+            std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+        });
+        return CUDA_SUCCESS;
     }
     std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
     return CUDA_SUCCESS;
@@ -180,7 +234,14 @@ CUresult peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src
                     "(context of device %d given)",
                     d.device, dst_ctx->device, s.device, src_ctx->device);
     }
-    if (bytes > 0) std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    if (bytes == 0) return CUDA_SUCCESS;
+    if (async && defer_stream_work()) {
+        defer(ctx, call, [dst, src, bytes] {
+            std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+        });
+        return CUDA_SUCCESS;
+    }
+    std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
     return CUDA_SUCCESS;
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "context.h"
+#include "deferred.h"
 #include "device_queue.h"
 #include "errors.h"
 #include "graphs.h"
@@ -40,7 +41,7 @@ CUresult live_event(CUevent event, const char* call) {
 CUresult resolve_stream(CUstream stream, const char* call, bool current_only, Context** out) {
     if (is_default(stream)) {
         const CUresult ok = require_current(call, out);
-        if (ok == CUDA_SUCCESS) drain_device_work(*out);
+        if (ok == CUDA_SUCCESS && !deferred_mode()) drain_device_work(*out);
         return ok;
     }
     if (streams().count(stream) == 0) return fail(CUDA_ERROR_INVALID_HANDLE, call, "not a live stream");
@@ -54,7 +55,8 @@ CUresult resolve_stream(CUstream stream, const char* call, bool current_only, Co
         return fail(CUDA_ERROR_INVALID_HANDLE, call,
                     "the stream belongs to the context of device %d, which is not current", ctx->device);
     }
-    drain_device_work(ctx);
+    // Deferred (deferred.h): only calls that synchronise wait for the queue.
+    if (!deferred_mode()) drain_device_work(ctx);
     *out = ctx;
     return CUDA_SUCCESS;
 }
@@ -102,7 +104,8 @@ CUresult cuStreamDestroy_v2(CUstream stream) {
 CUresult cuStreamSynchronize(CUstream stream) {
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = nullptr;
-    const CUresult ok = resolve_stream(stream, "cuStreamSynchronize", false, &ctx);
+    CUresult ok = resolve_stream(stream, "cuStreamSynchronize", false, &ctx);
+    if (ok == CUDA_SUCCESS) ok = synchronize_device_work(ctx, "cuStreamSynchronize");
     if (ok != CUDA_SUCCESS) return ok;
     if (Capture* capture = capture_of(stream)) {
         return refuse_in_capture(capture, "cuStreamSynchronize", "waiting for the stream");
@@ -176,8 +179,9 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
 CUresult cuEventSynchronize(CUevent event) {
     std::lock_guard<std::mutex> guard(state_lock());
     const CUresult ok = live_event(event, "cuEventSynchronize");
-    if (ok == CUDA_SUCCESS) wait_device_work(event->ctx, event->ticket);
-    return ok;
+    if (ok != CUDA_SUCCESS) return ok;
+    wait_device_work(event->ctx, event->ticket);
+    return require_live(event->ctx, "cuEventSynchronize");  // a fault of the awaited work
 }
 
 CUresult cuEventQuery(CUevent event) {
@@ -201,7 +205,7 @@ CUresult cuLaunchHostFunc(CUstream stream, void (*fn)(void*), void* data) {
         if (capture_of(stream) != nullptr) {
             return refuse_in_capture(capture_of(stream), "cuLaunchHostFunc", "a host function");
         }
-        if (nccl_returns_early()) {
+        if (nccl_returns_early() || defer_stream_work()) {
             enqueue_device_work(ctx, [fn, data] { fn(data); });
             return CUDA_SUCCESS;
         }

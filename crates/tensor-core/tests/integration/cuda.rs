@@ -319,11 +319,18 @@ fn back_to_back_uploads_each_keep_their_own_bytes() {
         return;
     }
     let gpu = Device::Cuda(0);
-    // 32 MiB is the largest upload staged; 8 Mi + 1 f32s take the pageable path.
-    let sizes = [1usize, 3, 1000, 20_000, 70_000, 5, 8 * 1024 * 1024 + 1, 17];
+    // A burst of small uploads (each fits a ring buffer as it is: many times round the
+    // ring within microseconds, before the deferred stand-in's timer runs the copies),
+    // then sizes that grow the buffers; 32 MiB is the largest upload staged, so 8 Mi + 1
+    // f32s take the pageable path.
+    let burst = (1..=64).map(|i| 1 + 37 * i);
+    let growing = [1usize, 3, 1000, 20_000, 70_000, 5, 8 * 1024 * 1024 + 1, 17];
+    let sizes: Vec<usize> = burst
+        .chain(growing.iter().cycle().take(3 * growing.len()).copied())
+        .collect();
     let mut source = Vec::new();
     let mut uploaded = Vec::new();
-    for (round, &n) in sizes.iter().cycle().take(3 * sizes.len()).enumerate() {
+    for (round, &n) in sizes.iter().enumerate() {
         source.clear();
         source.extend((0..n).map(|i| (round * 1_000_003 + i) as f32));
         uploaded.push((round, n, Tensor::from_slice(&source, &[n], gpu).unwrap()));

@@ -1,0 +1,318 @@
+//! The CUDA stand-in's deferred mode (DITTO_CUDA_STANDIN_MODE=deferred) shows ordering
+//! bugs that its eager mode hides. One deliberately wrong program, three mistakes a GPU
+//! punishes: a pinned host buffer rewritten right after its asynchronous upload, a pinned
+//! host buffer read right after its asynchronous download (before the stream was
+//! synchronised), and an event queried as if recording it meant the work before it ran.
+//! Pageable buffers are staged (upload) or completed (download) inside the call, as the
+//! driver does, in both modes: the program does that right, and must see it work.
+//!
+//! The program runs in a child process per mode (the mode is read once per process),
+//! with DITTO_CUDA_STANDIN_DEFER_MS so large that queued work runs only at a
+//! synchronisation, and prints what it saw. In the eager mode each call completes
+//! inside itself, so the wrong program looks right; in the deferred mode each mistake
+//! shows. Stand-in only: on a real GPU (or without one) every test skips.
+
+use crate::support;
+
+use std::process::Command;
+use std::sync::OnceLock;
+
+use ditto::tensor_core::cuda;
+use ditto::tensor_core::cudarc::driver::sys::{self, CUevent_flags, CUresult};
+use ditto::tensor_core::cudarc::driver::{result, DevicePtr, DriverError};
+use support::{gpu, on_standin, STANDIN_LABEL};
+
+/// Set in the child: the body of `wrong_program_child` runs only there.
+const CHILD_ENV: &str = "DITTO_TEST_DEFERRED_CHILD";
+
+const N: usize = 64;
+
+/// What the wrong program saw in `mode` ("eager" or "deferred"): its stdout.
+fn observed(mode: &str) -> &'static str {
+    static EAGER: OnceLock<String> = OnceLock::new();
+    static DEFERRED: OnceLock<String> = OnceLock::new();
+    let cell = if mode == "eager" { &EAGER } else { &DEFERRED };
+    cell.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let output = Command::new(exe)
+            .args(["--exact", "cuda_standin_deferred::wrong_program_child"])
+            .args(["--include-ignored", "--nocapture", "--test-threads", "1"])
+            .env(CHILD_ENV, "1")
+            .env("DITTO_CUDA_STANDIN_MODE", mode)
+            .env("DITTO_CUDA_STANDIN_DEFER_MS", "600000")
+            .output()
+            .expect("cannot start the wrong program's child process");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success() && stdout.contains("1 passed"),
+            "the wrong program failed in the {mode} mode ({}):\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    })
+}
+
+/// The value the wrong program printed for `key` in `mode`.
+fn seen(mode: &str, key: &str) -> String {
+    let out = observed(mode);
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no '{key}' line in the {mode} child's output:\n{out}"));
+    line.trim().to_owned()
+}
+
+/// True when the stand-in runs this process; skips otherwise.
+fn standin() -> bool {
+    if !gpu() {
+        return false;
+    }
+    if !on_standin() {
+        println!("skipping: the deferred mode is the {STANDIN_LABEL}'s");
+        return false;
+    }
+    true
+}
+
+/// N floats of pinned host memory (cuMemHostAlloc), freed on drop.
+struct Pinned(*mut f32);
+
+impl Pinned {
+    fn new() -> Result<Self, DriverError> {
+        // SAFETY: a fresh allocation of N floats, freed once in `drop`.
+        let p = unsafe { result::malloc_host(N * std::mem::size_of::<f32>(), 0) }?;
+        Ok(Self(p.cast()))
+    }
+
+    #[allow(clippy::mut_from_ref)] // the point: the host writes while a copy may read
+    fn slice(&self) -> &mut [f32] {
+        // SAFETY: N floats, zeroed at allocation; the tests read and write it from one thread.
+        unsafe { std::slice::from_raw_parts_mut(self.0, N) }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `new`; cuMemFreeHost waits for queued copies first.
+        unsafe { result::free_host(self.0.cast()) }.expect("cuMemFreeHost");
+    }
+}
+
+/// The first float at `ptr`, read back after a synchronisation.
+fn download(
+    ptr: u64,
+    raw: ditto::tensor_core::cudarc::driver::sys::CUstream,
+    stream: &ditto::tensor_core::cudarc::driver::CudaStream,
+) -> Result<f32, DriverError> {
+    stream.synchronize()?;
+    let mut back = vec![0.0f32; N];
+    // SAFETY: `ptr` holds N floats; synchronised before `back` is read.
+    unsafe { result::memcpy_dtoh_async(&mut back, ptr, raw) }?;
+    stream.synchronize()?;
+    Ok(back[0])
+}
+
+/// The wrong program. Each step makes a mistake (or does it right) and prints what it saw.
+#[test]
+#[ignore = "the child process of the cuda_standin_deferred tests (runs only with their variable)"]
+fn wrong_program_child() -> Result<(), DriverError> {
+    if std::env::var_os(CHILD_ENV).is_none() || !standin() {
+        return Ok(());
+    }
+    let stream = cuda::default_stream(0).unwrap();
+    let raw = stream.cu_stream();
+    let device = stream.alloc_zeros::<f32>(N).unwrap();
+    let (ptr, guard) = device.device_ptr(&stream);
+
+    // Done right: a pageable upload's source may be rewritten once the call returned
+    // (the driver stages pageable memory before returning; cudarc and ditto rely on it).
+    let mut pageable = vec![3.0f32; N];
+    // SAFETY: `ptr` holds N floats.
+    unsafe { result::memcpy_htod_async(ptr, &pageable, raw) }?;
+    pageable.fill(9.0);
+    println!(
+        "pageable_upload_rewritten: {}",
+        download(ptr, raw, &stream)?
+    );
+
+    // Mistake 1: a pinned upload's source is rewritten before the stream was synchronised.
+    let pinned = Pinned::new()?;
+    pinned.slice().fill(1.0);
+    // SAFETY: `pinned` holds N floats and outlives the synchronisation below.
+    unsafe { result::memcpy_htod_async(ptr, pinned.slice(), raw) }?;
+    pinned.slice().fill(7.0);
+    stream.synchronize()?;
+    println!("pinned_upload_rewritten: {}", download(ptr, raw, &stream)?);
+
+    // Mistake 2: a pinned download's destination is read before the stream was synchronised.
+    let fives = vec![5.0f32; N];
+    // SAFETY: `ptr` holds N floats.
+    unsafe { result::memcpy_htod_async(ptr, &fives, raw) }?;
+    pinned.slice().fill(0.0);
+    // SAFETY: `pinned` outlives the synchronisation below.
+    unsafe { result::memcpy_dtoh_async(pinned.slice(), ptr, raw) }?;
+    println!("pinned_download_read_early: {}", pinned.slice()[0]);
+    stream.synchronize()?;
+    println!("pinned_download_read_after_sync: {}", pinned.slice()[0]);
+
+    // Done right: a pageable download has completed when its call returns.
+    let mut early = vec![0.0f32; N];
+    // SAFETY: `early` holds N floats.
+    unsafe { result::memcpy_dtoh_async(&mut early, ptr, raw) }?;
+    println!("pageable_download_read_early: {}", early[0]);
+
+    // Mistake 3: an event recorded behind a pinned copy, queried as if it had completed.
+    let event = result::event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
+    // SAFETY: `pinned` and `event` outlive the synchronisation below.
+    unsafe {
+        result::memcpy_dtoh_async(pinned.slice(), ptr, raw)?;
+        result::event::record(event, raw)?;
+    }
+    let before = unsafe { result::event::query(event) };
+    stream.synchronize()?;
+    let after = unsafe { result::event::query(event) };
+    let name = |r: Result<(), DriverError>| match r {
+        Ok(()) => "ready".to_owned(),
+        Err(DriverError(CUresult::CUDA_ERROR_NOT_READY)) => "not_ready".to_owned(),
+        Err(e) => format!("error {e:?}"),
+    };
+    println!("event_before_sync: {}", name(before));
+    println!("event_after_sync: {}", name(after));
+    // SAFETY: no work is queued behind the event any more.
+    unsafe { result::event::destroy(event) }?;
+    drop(guard);
+    Ok(())
+}
+
+#[test]
+fn a_pinned_upload_source_rewritten_before_synchronising_shows_only_when_deferred() {
+    if !standin() {
+        return;
+    }
+    assert_eq!(
+        seen("eager", "pinned_upload_rewritten"),
+        "1",
+        "eager copies at the call"
+    );
+    assert_eq!(
+        seen("deferred", "pinned_upload_rewritten"),
+        "7",
+        "the deferred copy reads the pinned buffer when it runs"
+    );
+}
+
+#[test]
+fn a_pinned_download_read_before_synchronising_shows_only_when_deferred() {
+    if !standin() {
+        return;
+    }
+    assert_eq!(seen("eager", "pinned_download_read_early"), "5");
+    assert_eq!(
+        seen("deferred", "pinned_download_read_early"),
+        "0",
+        "before a synchronisation the pinned destination still holds what it held"
+    );
+    assert_eq!(seen("deferred", "pinned_download_read_after_sync"), "5");
+}
+
+#[test]
+fn pageable_copies_complete_their_host_side_in_the_call_in_both_modes() {
+    if !standin() {
+        return;
+    }
+    for mode in ["eager", "deferred"] {
+        assert_eq!(seen(mode, "pageable_upload_rewritten"), "3", "{mode}");
+        assert_eq!(seen(mode, "pageable_download_read_early"), "5", "{mode}");
+    }
+}
+
+#[test]
+fn an_event_behind_queued_work_is_not_ready_until_it_ran() {
+    if !standin() {
+        return;
+    }
+    assert_eq!(seen("eager", "event_before_sync"), "ready");
+    assert_eq!(seen("deferred", "event_before_sync"), "not_ready");
+    assert_eq!(seen("deferred", "event_after_sync"), "ready");
+}
+
+/// cuInit's answer, for `an_unknown_mode_is_refused_at_start_up`.
+#[test]
+#[ignore = "the child process of the cuda_standin_deferred tests (runs only with their variable)"]
+fn init_child() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    println!("init: {:?}", result::init());
+}
+
+#[test]
+fn an_unknown_mode_is_refused_at_start_up() {
+    if !standin() {
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = Command::new(exe)
+        .args(["--exact", "cuda_standin_deferred::init_child"])
+        .args(["--include-ignored", "--nocapture", "--test-threads", "1"])
+        .env(CHILD_ENV, "1")
+        .env("DITTO_CUDA_STANDIN_MODE", "lazy")
+        .output()
+        .expect("cannot start the child process");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("CUDA_ERROR_INVALID_VALUE")
+            && stdout
+                .contains("DITTO_CUDA_STANDIN_MODE=lazy names no mode; expected eager or deferred"),
+        "{stdout}"
+    );
+}
+
+/// A copy from a host buffer that was already freed, for
+/// `under_address_sanitizer_a_copy_from_freed_host_memory_is_reported`.
+#[test]
+#[ignore = "the child process of the cuda_standin_deferred tests (runs only with their variable)"]
+fn freed_upload_child() {
+    if std::env::var_os(CHILD_ENV).is_none() || !standin() {
+        return;
+    }
+    let stream = cuda::default_stream(0).unwrap();
+    let device = stream.alloc_zeros::<f32>(N).unwrap();
+    let (ptr, _sync) = device.device_ptr(&stream);
+    let freed = vec![1.0f32; N];
+    let dangling = freed.as_ptr();
+    drop(freed);
+    // SAFETY: deliberately not: `dangling` points into freed heap memory.
+    let code = unsafe { sys::cuMemcpyHtoD_v2(ptr, dangling.cast(), N * 4) };
+    println!("copied from freed host memory without a report: {code:?}");
+}
+
+/// With the AddressSanitizer build of the stand-in (DITTO_CUDA_STANDIN_SANITIZE=address,
+/// the runtime in LD_PRELOAD), a copy reading freed host heap memory ends the process
+/// with ASan's report; the plain stand-in copies whatever the heap holds. Skips unless
+/// the ASan runtime is loaded.
+#[test]
+fn under_address_sanitizer_a_copy_from_freed_host_memory_is_reported() {
+    if !standin() {
+        return;
+    }
+    if !std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("libasan")) {
+        println!("skipping: the AddressSanitizer runtime is not loaded (LD_PRELOAD)");
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = Command::new(exe)
+        .args(["--exact", "cuda_standin_deferred::freed_upload_child"])
+        .args(["--include-ignored", "--nocapture", "--test-threads", "1"])
+        .env(CHILD_ENV, "1")
+        .output()
+        .expect("cannot start the child process");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("AddressSanitizer: heap-use-after-free"),
+        "expected ASan's report ({}):\n{}\n{stderr}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
