@@ -115,8 +115,9 @@ fn sum_lanes_contiguous<T: Float>(
         // stream the whole matrix (a 4096 x 256 bias-gradient sum ran 1.3-1.4x slower on
         // two threads than on one, benches/fan_out.rs); pieces of an equal share of the
         // columns, whole cache lines wide, read each row once. Only speed depends on it.
-        let share = inner.div_ceil(rayon::current_num_threads()).next_multiple_of(16);
-        build(outer * inner, 1, min_len.max(share.min(inner)), |start, dst| {
+        let threads = rayon::current_num_threads();
+        let piece = min_len.max(inner.div_ceil(threads).next_multiple_of(16).min(inner));
+        build(outer * inner, 1, piece, |start, dst| {
             let mut done = 0;
             while done < dst.len() {
                 let (o, j) = ((start + done) / inner, (start + done) % inner);
