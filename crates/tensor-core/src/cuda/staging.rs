@@ -13,8 +13,8 @@
 //! The price of that freedom is a rule: a staging buffer must not be rewritten while a
 //! copy queued from it has not run. Each device has a small ring of buffers, each with
 //! a CUDA event recorded after its copy; a buffer is reused only once its event has
-//! completed, which for a ring of [`SLOTS`] means the copy queued `SLOTS` uploads ago
-//! (normally long done). The deferred stand-in, which runs queued copies late, shows a
+//! completed. While all are queued the ring grows, up to [`SLOTS`] buffers, and only
+//! then does an upload wait. The deferred stand-in, which runs queued copies late, shows a
 //! missing wait as corrupted uploads.
 //!
 //! Pinned memory is a scarce system resource (it cannot be paged out), so each buffer
@@ -31,13 +31,13 @@ use cudarc::driver::{result, sys};
 use super::driver_error;
 use crate::Result;
 
-/// Buffers per device: a training step uploads two tensors (input and targets), so a
-/// buffer comes round again two steps later, when its copy has long run.
-pub const SLOTS: usize = 4;
+/// Buffers per device at most. A training step uploads two tensors (input and targets);
+/// 16 buffers let the host run 8 steps ahead of the GPU before an upload waits.
+pub const SLOTS: usize = 16;
 
 /// Uploads larger than this take the pageable path (pinned memory is kept small: at
-/// most `SLOTS` times this per device).
-pub const MAX_STAGED_BYTES: usize = 32 << 20;
+/// most `SLOTS` times this, 128 MiB, per device).
+pub const MAX_STAGED_BYTES: usize = 8 << 20;
 
 /// The smallest buffer allocated (rounded up to a power of two above it, so a batch
 /// that grows a little does not reallocate each step).
@@ -125,38 +125,67 @@ pub(crate) unsafe fn upload(
     unsafe { result::event::record(event, stream) }.map_err(driver_error(ordinal, OP))
 }
 
-/// The ring's next slot, holding at least `len` bytes, its previous copy finished;
-/// `None` when pinned memory cannot be had (the ring then stops asking).
-fn staging_buffer(ring: &mut Ring, len: usize) -> Result<Option<usize>> {
-    if ring.slots.len() < SLOTS {
-        ring.slots.push(Slot {
-            buffer: std::ptr::null_mut(),
-            capacity: 0,
-            copied: None,
-        });
+/// Whether the copy last queued from `slot` has run: `Ok(true)` idle, `Ok(false)` still
+/// queued, `Err` a fault of the device's earlier work.
+fn idle(slot: &Slot) -> std::result::Result<bool, result::DriverError> {
+    let Some(event) = slot.copied else {
+        return Ok(true);
+    };
+    // SAFETY: a live event of this device.
+    match unsafe { result::event::query(event) } {
+        Ok(()) => Ok(true),
+        Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NOT_READY => Ok(false),
+        Err(e) => Err(e),
     }
-    let index = ring.next % ring.slots.len();
-    ring.next = ring.next.wrapping_add(1);
-    let slot = &mut ring.slots[index];
-    if let Some(event) = slot.copied {
-        // Normally the copy ran long ago, and a query answers without blocking; only a
-        // host that runs `SLOTS` uploads ahead of the GPU waits here.
-        // SAFETY: a live event of this device.
-        let done = match unsafe { result::event::query(event) } {
-            Ok(()) => Ok(()),
-            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NOT_READY => {
-                // SAFETY: as above.
-                unsafe { result::event::synchronize(event) }
+}
+
+/// A slot whose previous copy has run, holding at least `len` bytes; `None` when pinned
+/// memory cannot be had (the ring then stops asking). Like PyTorch's caching host
+/// allocator, the ring grows while every buffer is still queued (a host that reads the
+/// loss every k steps runs up to k steps ahead of the GPU), up to [`SLOTS`] buffers;
+/// only then does the host wait, for the oldest.
+fn staging_buffer(ring: &mut Ring, len: usize) -> Result<Option<usize>> {
+    let count = ring.slots.len();
+    let mut found = None;
+    for k in 0..count {
+        let i = (ring.next + k) % count;
+        match idle(&ring.slots[i]) {
+            Ok(true) => {
+                found = Some(i);
+                break;
             }
-            Err(e) => Err(e),
-        };
-        // An error is the device's (a fault in earlier work), which the copy would
-        // report too; stop staging, as below.
-        if done.is_err() {
-            ring.unavailable = true;
-            return Ok(None);
+            Ok(false) => {}
+            // A fault of earlier work, which the copy would report too: stop staging.
+            Err(_) => {
+                ring.unavailable = true;
+                return Ok(None);
+            }
         }
     }
+    let index = match found {
+        Some(i) => i,
+        None if count < SLOTS => {
+            ring.slots.push(Slot {
+                buffer: std::ptr::null_mut(),
+                capacity: 0,
+                copied: None,
+            });
+            count
+        }
+        None => {
+            let oldest = ring.next % count;
+            if let Some(event) = ring.slots[oldest].copied {
+                // SAFETY: a live event of this device.
+                if unsafe { result::event::synchronize(event) }.is_err() {
+                    ring.unavailable = true;
+                    return Ok(None);
+                }
+            }
+            oldest
+        }
+    };
+    ring.next = index + 1;
+    let slot = &mut ring.slots[index];
     if slot.capacity < len {
         let capacity = len
             .next_power_of_two()

@@ -319,10 +319,10 @@ fn back_to_back_uploads_each_keep_their_own_bytes() {
         return;
     }
     let gpu = Device::Cuda(0);
-    // A burst of small uploads (each fits a ring buffer as it is: many times round the
-    // ring within microseconds, before the deferred stand-in's timer runs the copies),
-    // then sizes that grow the buffers; 32 MiB is the largest upload staged, so 8 Mi + 1
-    // f32s take the pageable path.
+    // A burst of small uploads (each fits a staging buffer as it is: several times round
+    // the ring within microseconds, before the deferred stand-in's timer runs the
+    // copies), then sizes that grow the buffers; 8 MiB is the largest upload staged, so
+    // 8 Mi + 1 f32s (32 MiB) take the pageable path.
     let burst = (1..=64).map(|i| 1 + 37 * i);
     let growing = [1usize, 3, 1000, 20_000, 70_000, 5, 8 * 1024 * 1024 + 1, 17];
     let sizes: Vec<usize> = burst
