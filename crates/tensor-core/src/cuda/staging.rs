@@ -13,8 +13,9 @@
 //! The price of that freedom is a rule: a staging buffer must not be rewritten while a
 //! copy queued from it has not run. Each device has a small ring of buffers, each with
 //! a CUDA event recorded after its copy; a buffer is reused only once its event has
-//! completed. While all are queued the ring grows, up to [`SLOTS`] buffers, and only
-//! then does an upload wait. The deferred stand-in, which runs queued copies late, shows a
+//! completed. The pool hands out the least recently used buffer; while that one's copy
+//! is still queued it grows instead, up to [`SLOTS`] buffers, and only then does an
+//! upload wait. The deferred stand-in, which runs queued copies late, shows a
 //! missing wait as corrupted uploads.
 //!
 //! Pinned memory is a scarce system resource (it cannot be paged out), so each buffer
@@ -22,7 +23,7 @@
 //! upload when pinned memory cannot be had take the driver's pageable path, which is
 //! slower but gives the same bytes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -52,25 +53,90 @@ struct Slot {
 }
 
 // SAFETY: the pointers are a pinned host allocation and a driver event, both usable
-// from any thread while the device's context is current; the ring's mutex serialises
-// every use.
+// from any thread while the device's context is current; a slot is used by one thread
+// at a time (taken out of its pool while in use).
 unsafe impl Send for Slot {}
 
-/// A device's staging ring.
+/// A device's staging buffers. The lock is held only to take or return a buffer, never
+/// across a driver call: a call on a stream can wait for work queued before it (the
+/// stand-in's eager mode does), and one thread's wait must not hold up another's upload.
 #[derive(Default)]
-struct Ring {
-    slots: Vec<Slot>,
-    next: usize,
+struct Pool {
+    /// Buffers not in use, the least recently used first.
+    free: VecDeque<Slot>,
+    /// Buffers in all, in use or free (at most [`SLOTS`]).
+    total: usize,
     /// Set once pinned memory was refused: later uploads go pageable without asking.
     unavailable: bool,
 }
 
-fn rings() -> MutexGuard<'static, HashMap<usize, Ring>> {
-    static RINGS: OnceLock<Mutex<HashMap<usize, Ring>>> = OnceLock::new();
-    RINGS
+fn pools() -> MutexGuard<'static, HashMap<usize, Pool>> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Pool>>> = OnceLock::new();
+    POOLS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Takes device `ordinal`'s least recently used buffer, or a new empty one while there
+/// are fewer than [`SLOTS`]; `None` when all are in use by other threads or pinned
+/// memory was refused. Its last copy may still be queued: [`upload`] checks, outside
+/// the lock.
+fn take(ordinal: usize) -> Option<Slot> {
+    let mut pools = pools();
+    let pool = pools.entry(ordinal).or_default();
+    if pool.unavailable {
+        return None;
+    }
+    if let Some(slot) = pool.free.pop_front() {
+        return Some(slot);
+    }
+    (pool.total < SLOTS).then(|| {
+        pool.total += 1;
+        Slot {
+            buffer: std::ptr::null_mut(),
+            capacity: 0,
+            copied: None,
+        }
+    })
+}
+
+/// Returns a buffer to its pool, or, with `refused` (pinned memory could not be had, or
+/// the device faulted), stops staging on that device; the buffer is then kept (freeing
+/// pinned memory whose copy may be queued would be unsafe) but never used again.
+fn give_back(ordinal: usize, slot: Slot, refused: bool) {
+    let mut pools = pools();
+    let pool = pools.entry(ordinal).or_default();
+    if refused {
+        pool.unavailable = true;
+    } else {
+        pool.free.push_back(slot);
+    }
+}
+
+/// A new empty buffer for device `ordinal` while there are fewer than [`SLOTS`], taken
+/// instead of `busy` (whose copy is still queued), which goes back to the front of the
+/// pool; `busy` again when the pool is full.
+fn instead_of(ordinal: usize, busy: Slot) -> Slot {
+    let mut pools = pools();
+    let pool = pools.entry(ordinal).or_default();
+    if pool.total >= SLOTS {
+        return busy;
+    }
+    pool.total += 1;
+    pool.free.push_front(busy);
+    Slot {
+        buffer: std::ptr::null_mut(),
+        capacity: 0,
+        copied: None,
+    }
+}
+
+/// Whether the copy last queued from `slot` has run (a query: it never waits).
+fn idle(slot: &Slot) -> bool {
+    // SAFETY: a live event of this device.
+    slot.copied
+        .is_none_or(|event| unsafe { result::event::query(event) }.is_ok())
 }
 
 /// Queues a copy of `data` to device address `dst` on `stream` of device `ordinal`.
@@ -90,124 +156,88 @@ pub(crate) unsafe fn upload(
     if data.is_empty() {
         return Ok(());
     }
-    let mut rings = rings();
-    let ring = rings.entry(ordinal).or_default();
-    let staged = if data.len() <= MAX_STAGED_BYTES && !ring.unavailable {
-        staging_buffer(ring, data.len())?
+    let staged = if data.len() <= MAX_STAGED_BYTES {
+        take(ordinal)
     } else {
         None
     };
-    let Some(index) = staged else {
+    let Some(mut slot) = staged else {
         // SAFETY: the caller's contract; the driver copies pageable memory before it
         // returns, so `data` need not outlive the call.
         return unsafe { result::memcpy_htod_async(dst, data, stream) }
             .map_err(driver_error(ordinal, OP));
     };
-    let slot = &mut ring.slots[index];
-    // SAFETY: `buffer` holds `capacity >= data.len()` bytes, and its last copy has run
-    // (`staging_buffer` waited for its event), so nothing reads it now.
+    if !idle(&slot) {
+        // The host runs ahead of the GPU (it reads the loss every few steps, say): grow
+        // the pool rather than wait, as PyTorch's caching host allocator does.
+        slot = instead_of(ordinal, slot);
+    }
+    if !ready(&mut slot, data.len()) {
+        give_back(ordinal, slot, true);
+        // SAFETY: as above.
+        return unsafe { result::memcpy_htod_async(dst, data, stream) }
+            .map_err(driver_error(ordinal, OP));
+    }
+    // SAFETY: `buffer` holds `capacity >= data.len()` bytes, its last copy has run
+    // (`ready` waited for it), and this thread alone holds the slot.
     let pinned = unsafe { std::slice::from_raw_parts_mut(slot.buffer, data.len()) };
     pinned.copy_from_slice(data);
-    // SAFETY: the caller's contract for `dst`; `pinned` stays allocated and unwritten
-    // until the event recorded next has completed.
-    unsafe { result::memcpy_htod_async(dst, &*pinned, stream) }
-        .map_err(driver_error(ordinal, OP))?;
-    let event = match slot.copied {
-        Some(event) => event,
-        None => {
-            let event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
-                .map_err(driver_error(ordinal, OP))?;
-            slot.copied = Some(event);
-            event
-        }
-    };
-    // SAFETY: `event` and `stream` belong to this device's context.
-    unsafe { result::event::record(event, stream) }.map_err(driver_error(ordinal, OP))
+    let queued = (|| {
+        // SAFETY: the caller's contract for `dst`; `pinned` stays allocated and
+        // unwritten until the event recorded next has completed.
+        unsafe { result::memcpy_htod_async(dst, &*pinned, stream) }?;
+        let event = match slot.copied {
+            Some(event) => event,
+            None => {
+                let event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
+                slot.copied = Some(event);
+                event
+            }
+        };
+        // SAFETY: `event` and `stream` belong to this device's context.
+        unsafe { result::event::record(event, stream) }
+    })();
+    give_back(ordinal, slot, queued.is_err());
+    queued.map_err(driver_error(ordinal, OP))
 }
 
-/// Whether the copy last queued from `slot` has run: `Ok(true)` idle, `Ok(false)` still
-/// queued, `Err` a fault of the device's earlier work.
-fn idle(slot: &Slot) -> std::result::Result<bool, result::DriverError> {
-    let Some(event) = slot.copied else {
-        return Ok(true);
-    };
-    // SAFETY: a live event of this device.
-    match unsafe { result::event::query(event) } {
-        Ok(()) => Ok(true),
-        Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NOT_READY => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// A slot whose previous copy has run, holding at least `len` bytes; `None` when pinned
-/// memory cannot be had (the ring then stops asking). Like PyTorch's caching host
-/// allocator, the ring grows while every buffer is still queued (a host that reads the
-/// loss every k steps runs up to k steps ahead of the GPU), up to [`SLOTS`] buffers;
-/// only then does the host wait, for the oldest.
-fn staging_buffer(ring: &mut Ring, len: usize) -> Result<Option<usize>> {
-    let count = ring.slots.len();
-    let mut found = None;
-    for k in 0..count {
-        let i = (ring.next + k) % count;
-        match idle(&ring.slots[i]) {
-            Ok(true) => {
-                found = Some(i);
-                break;
+/// Makes `slot` ready for `len` bytes: waits for its last copy (normally long done:
+/// the pool hands out the least recently used buffer) and grows its buffer if needed.
+/// `false` when the device reports a fault or pinned memory is refused.
+fn ready(slot: &mut Slot, len: usize) -> bool {
+    if let Some(event) = slot.copied {
+        // SAFETY: a live event of this device.
+        let done = match unsafe { result::event::query(event) } {
+            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NOT_READY => {
+                // SAFETY: as above.
+                unsafe { result::event::synchronize(event) }
             }
-            Ok(false) => {}
-            // A fault of earlier work, which the copy would report too: stop staging.
-            Err(_) => {
-                ring.unavailable = true;
-                return Ok(None);
-            }
+            other => other,
+        };
+        if done.is_err() {
+            return false;
         }
     }
-    let index = match found {
-        Some(i) => i,
-        None if count < SLOTS => {
-            ring.slots.push(Slot {
-                buffer: std::ptr::null_mut(),
-                capacity: 0,
-                copied: None,
-            });
-            count
-        }
-        None => {
-            let oldest = ring.next % count;
-            if let Some(event) = ring.slots[oldest].copied {
-                // SAFETY: a live event of this device.
-                if unsafe { result::event::synchronize(event) }.is_err() {
-                    ring.unavailable = true;
-                    return Ok(None);
-                }
-            }
-            oldest
-        }
-    };
-    ring.next = index + 1;
-    let slot = &mut ring.slots[index];
-    if slot.capacity < len {
-        let capacity = len
-            .next_power_of_two()
-            .clamp(MIN_BUFFER_BYTES, MAX_STAGED_BYTES);
-        // SAFETY: a fresh pinned allocation of `capacity` bytes (flags 0: portable to
-        // this context only, not mapped); the old one is idle (waited for above).
-        match unsafe { result::malloc_host(capacity, 0) } {
-            Ok(buffer) => {
-                if !slot.buffer.is_null() {
-                    // SAFETY: allocated by `malloc_host`, idle, and replaced below.
-                    let _ = unsafe { result::free_host(slot.buffer as *mut c_void) };
-                }
-                slot.buffer = buffer as *mut u8;
-                slot.capacity = capacity;
-            }
-            Err(_) => {
-                // Locked-memory limits (containers, ulimit -l) can refuse pinned memory;
-                // pageable uploads are slower, never wrong.
-                ring.unavailable = true;
-                return Ok(None);
-            }
-        }
+    if slot.capacity >= len {
+        return true;
     }
-    Ok(Some(index))
+    let capacity = len
+        .next_power_of_two()
+        .clamp(MIN_BUFFER_BYTES, MAX_STAGED_BYTES);
+    // SAFETY: a fresh pinned allocation of `capacity` bytes (flags 0: this context,
+    // not mapped).
+    match unsafe { result::malloc_host(capacity, 0) } {
+        Ok(buffer) => {
+            if !slot.buffer.is_null() {
+                // SAFETY: allocated by `malloc_host`, and idle (waited for above).
+                let _ = unsafe { result::free_host(slot.buffer as *mut c_void) };
+            }
+            slot.buffer = buffer as *mut u8;
+            slot.capacity = capacity;
+            true
+        }
+        // Locked-memory limits (containers, ulimit -l) can refuse pinned memory;
+        // pageable uploads are slower, never wrong.
+        Err(_) => false,
+    }
 }
