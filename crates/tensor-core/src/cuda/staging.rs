@@ -78,9 +78,23 @@ fn pools() -> MutexGuard<'static, HashMap<usize, Pool>> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+impl Pool {
+    /// A new empty buffer while there are fewer than [`SLOTS`].
+    fn grow(&mut self) -> Option<Slot> {
+        (self.total < SLOTS).then(|| {
+            self.total += 1;
+            Slot {
+                buffer: std::ptr::null_mut(),
+                capacity: 0,
+                copied: None,
+            }
+        })
+    }
+}
+
 /// Takes device `ordinal`'s least recently used buffer, or a new empty one while there
 /// are fewer than [`SLOTS`]; `None` when all are in use by other threads or pinned
-/// memory was refused. Its last copy may still be queued: [`upload`] checks, outside
+/// memory was refused. Its last copy may still be queued: [`take_ready`] checks, outside
 /// the lock.
 fn take(ordinal: usize) -> Option<Slot> {
     let mut pools = pools();
@@ -88,17 +102,7 @@ fn take(ordinal: usize) -> Option<Slot> {
     if pool.unavailable {
         return None;
     }
-    if let Some(slot) = pool.free.pop_front() {
-        return Some(slot);
-    }
-    (pool.total < SLOTS).then(|| {
-        pool.total += 1;
-        Slot {
-            buffer: std::ptr::null_mut(),
-            capacity: 0,
-            copied: None,
-        }
-    })
+    pool.free.pop_front().or_else(|| pool.grow())
 }
 
 /// Returns a buffer to its pool, or, with `refused` (pinned memory could not be had, or
@@ -120,15 +124,33 @@ fn give_back(ordinal: usize, slot: Slot, refused: bool) {
 fn instead_of(ordinal: usize, busy: Slot) -> Slot {
     let mut pools = pools();
     let pool = pools.entry(ordinal).or_default();
-    if pool.total >= SLOTS {
-        return busy;
+    match pool.grow() {
+        Some(fresh) => {
+            pool.free.push_front(busy);
+            fresh
+        }
+        None => busy,
     }
-    pool.total += 1;
-    pool.free.push_front(busy);
-    Slot {
-        buffer: std::ptr::null_mut(),
-        capacity: 0,
-        copied: None,
+}
+
+/// A buffer of device `ordinal` ready to take `len` bytes (its last copy run, big
+/// enough); `None` for the pageable path: too large to stage, every buffer in use by
+/// other threads, or pinned memory refused (staging then stops on this device).
+fn take_ready(ordinal: usize, len: usize) -> Option<Slot> {
+    if len > MAX_STAGED_BYTES {
+        return None;
+    }
+    let mut slot = take(ordinal)?;
+    if !idle(&slot) {
+        // The host runs ahead of the GPU (it reads the loss every few steps, say): grow
+        // the pool rather than wait, as PyTorch's caching host allocator does.
+        slot = instead_of(ordinal, slot);
+    }
+    if ready(&mut slot, len) {
+        Some(slot)
+    } else {
+        give_back(ordinal, slot, true);
+        None
     }
 }
 
@@ -156,28 +178,12 @@ pub(crate) unsafe fn upload(
     if data.is_empty() {
         return Ok(());
     }
-    let staged = if data.len() <= MAX_STAGED_BYTES {
-        take(ordinal)
-    } else {
-        None
-    };
-    let Some(mut slot) = staged else {
+    let Some(mut slot) = take_ready(ordinal, data.len()) else {
         // SAFETY: the caller's contract; the driver copies pageable memory before it
         // returns, so `data` need not outlive the call.
         return unsafe { result::memcpy_htod_async(dst, data, stream) }
             .map_err(driver_error(ordinal, OP));
     };
-    if !idle(&slot) {
-        // The host runs ahead of the GPU (it reads the loss every few steps, say): grow
-        // the pool rather than wait, as PyTorch's caching host allocator does.
-        slot = instead_of(ordinal, slot);
-    }
-    if !ready(&mut slot, data.len()) {
-        give_back(ordinal, slot, true);
-        // SAFETY: as above.
-        return unsafe { result::memcpy_htod_async(dst, data, stream) }
-            .map_err(driver_error(ordinal, OP));
-    }
     // SAFETY: `buffer` holds `capacity >= data.len()` bytes, its last copy has run
     // (`ready` waited for it), and this thread alone holds the slot.
     let pinned = unsafe { std::slice::from_raw_parts_mut(slot.buffer, data.len()) };
