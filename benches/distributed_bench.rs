@@ -28,10 +28,10 @@ use distributed::{even_counts, DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup
 use nn_mini::train::TrainConfig;
 use tensor_core::{DType, Device, Tensor};
 
-/// mimalloc, as in the training binaries (`examples/common/allocator.rs`, which says why):
-/// with glibc's malloc, page faults from its heap trimming dominate the invariant step.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// mimalloc, as in the training binaries (the file says why): with glibc's malloc, page
+// faults from its heap trimming dominate the invariant step.
+#[path = "../examples/common/allocator.rs"]
+mod allocator;
 
 /// Rounds per measurement (the median is reported).
 const ROUNDS: usize = 9;

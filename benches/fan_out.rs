@@ -15,6 +15,11 @@
 
 use std::time::Instant;
 
+// The training binaries' allocator (the file says why), so an op's time here does not
+// include glibc handing its heap back to the kernel and faulting it in again.
+#[path = "../examples/common/allocator.rs"]
+mod allocator;
+
 use clap::Parser;
 use rng_gen::{Generator, Key};
 use tensor_core::ops::SgdMomentumStep;

@@ -28,6 +28,13 @@
 
 use std::time::{Duration, Instant};
 
+// The training binaries' allocator, so the bench times the step they run. With glibc's
+// malloc the demo's step trimmed and refaulted its heap every step at 2 threads (not at 1,
+// an accident of which block was freed first): 295k page faults in 4 s against 710, and
+// 2 threads ran at 0.7x one (benches/RESULTS.md, issue 29).
+#[path = "../examples/common/allocator.rs"]
+mod allocator;
+
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
 use nn_mini::train::{TrainConfig, Trainer};
