@@ -277,15 +277,32 @@ fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, 
     let out = Output(c.as_mut_ptr());
     for depth in blocks(k, KC) {
         let kc = depth.len();
+        // A one-thread pool would only hand the tasks to its worker and wait (a thread
+        // switch per call, for a caller outside the pool such as a data parallel rank's
+        // thread); tiles belong to one task and panels to one packing call either way,
+        // so this changes speed only.
+        let parallel = m * n * kc >= PAR_MIN_WORK && rayon::current_num_threads() > 1;
         if full_rows < m {
             let tail = Operand {
                 offset: a.offset + full_rows * a.row_stride,
                 rows: m - full_rows,
                 ..a
             };
-            pack_a(&tail, depth.clone(), mr, &mut a_tail[..packed_rows * kc]);
+            pack_a(
+                &tail,
+                depth.clone(),
+                mr,
+                &mut a_tail[..packed_rows * kc],
+                parallel,
+            );
         }
-        pack_b(&b, depth.clone(), nr, &mut b_packed[..n_padded * kc]);
+        pack_b(
+            &b,
+            depth.clone(),
+            nr,
+            &mut b_packed[..n_padded * kc],
+            parallel,
+        );
         let panels = Panels {
             a: &a,
             a_tail: &a_tail[..packed_rows * kc],
@@ -298,10 +315,7 @@ fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, 
             // belong to this task alone; the panels cover `depth`.
             unsafe { update_block::<T, K>(&panels, out, n, rows.clone(), cols.clone()) }
         };
-        // A one-thread pool would only hand the tasks to its worker and wait (a thread
-        // switch per call, for a caller outside the pool such as a data parallel rank's
-        // thread); tiles belong to one task either way, so this changes speed only.
-        if m * n * kc >= PAR_MIN_WORK && tasks.len() > 1 && rayon::current_num_threads() > 1 {
+        if parallel && tasks.len() > 1 {
             tasks.par_iter().for_each(task);
         } else {
             tasks.iter().for_each(task);

@@ -4,6 +4,8 @@
 
 use std::ops::Range;
 
+use rayon::prelude::*;
+
 use super::{Operand, PortableElement};
 
 /// `x` rounded up to a multiple of `unit`.
@@ -21,9 +23,10 @@ pub(super) fn pack_a<T: PortableElement>(
     depth: Range<usize>,
     mr: usize,
     out: &mut [T],
+    parallel: bool,
 ) {
     let kc = depth.len();
-    for (panel, dst) in out.chunks_exact_mut(mr * kc).enumerate() {
+    for_each_panel(out, mr * kc, parallel, |panel, dst| {
         let i0 = panel * mr;
         let height = mr.min(a.rows - i0);
         if a.row_stride == 1 {
@@ -43,7 +46,7 @@ pub(super) fn pack_a<T: PortableElement>(
                 |r: usize, p: usize| a.data[a.offset + (i0 + r) * a.row_stride + p * a.col_stride];
             gather(dst, mr, height, depth.clone(), at);
         }
-    }
+    });
 }
 
 /// B's columns in panels of `nr`: columns `j0 .. j0 + nr` for the depths `k` go to
@@ -56,9 +59,10 @@ pub(super) fn pack_b<T: PortableElement>(
     depth: Range<usize>,
     nr: usize,
     out: &mut [T],
+    parallel: bool,
 ) {
     let kc = depth.len();
-    for (panel, dst) in out.chunks_exact_mut(nr * kc).enumerate() {
+    for_each_panel(out, nr * kc, parallel, |panel, dst| {
         let j0 = panel * nr;
         let width = nr.min(b.cols - j0);
         if b.col_stride == 1 {
@@ -78,6 +82,27 @@ pub(super) fn pack_b<T: PortableElement>(
                 |j: usize, k: usize| b.data[b.offset + k * b.row_stride + (j0 + j) * b.col_stride];
             gather(dst, nr, width, depth.clone(), at);
         }
+    });
+}
+
+/// `pack(panel_index, panel)` for every `len`-element panel of `out`, on rayon's pool when
+/// `parallel`. Each panel is written by one call whatever the thread, so the packed
+/// values are the same either way; on the large MLP's step the serial packing was about
+/// a fifth of the portable step's time on 2 threads.
+fn for_each_panel<T: PortableElement>(
+    out: &mut [T],
+    len: usize,
+    parallel: bool,
+    pack: impl Fn(usize, &mut [T]) + Sync,
+) {
+    if parallel {
+        out.par_chunks_exact_mut(len)
+            .enumerate()
+            .for_each(|(i, dst)| pack(i, dst));
+    } else {
+        out.chunks_exact_mut(len)
+            .enumerate()
+            .for_each(|(i, dst)| pack(i, dst));
     }
 }
 
