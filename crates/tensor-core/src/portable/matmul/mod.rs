@@ -35,13 +35,18 @@ use crate::{DType, Result, TensorError};
 pub const KC: usize = 256;
 /// Rows of C per task (a multiple of every kernel's `MR`).
 const MC: usize = 96;
-/// Columns of C per task (a multiple of every kernel's `NR`).
-const NC: usize = 256;
+/// Columns of C per task (a multiple of every kernel's `NR`). Narrow enough that the
+/// demo's 256-column products make two column blocks, so its two row blocks of unequal
+/// height (96 + 32 rows) still split evenly over two threads.
+const NC: usize = 128;
 /// A is packed when B has more than this many `NR`-column panels (each packed A panel is
 /// then reused often enough to pay for the copy).
 const PACK_A_MIN_PANELS: usize = 4;
 /// Below this many multiply-adds a `k`-block runs on the calling thread.
 const PAR_MIN_WORK: usize = 1 << 18;
+/// Below this many packed elements a panel set is packed on the calling thread: the demo's
+/// panels (at most 256 x 256) copy in microseconds, less than a hand-off to the pool.
+const PACK_PAR_MIN: usize = 1 << 17;
 
 /// f32 or f64: what the portable matmul needs of an element.
 pub trait PortableElement: Copy + Default + Send + Sync + 'static {
@@ -270,9 +275,11 @@ fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, 
     let mut b_packed = vec![T::default(); n_padded * KC.min(k)];
     let row_blocks: Vec<Range<usize>> = blocks(m, MC);
     let col_blocks: Vec<Range<usize>> = blocks(n, NC);
-    let tasks: Vec<(Range<usize>, Range<usize>)> = row_blocks
+    // Column blocks outermost: rayon halves the list, and each half then holds every row
+    // block (the last one is often short) of half the columns.
+    let tasks: Vec<(Range<usize>, Range<usize>)> = col_blocks
         .iter()
-        .flat_map(|r| col_blocks.iter().map(move |c| (r.clone(), c.clone())))
+        .flat_map(|c| row_blocks.iter().map(move |r| (r.clone(), c.clone())))
         .collect();
     let out = Output(c.as_mut_ptr());
     for depth in blocks(k, KC) {
