@@ -74,6 +74,11 @@ struct Args {
     /// Capture the step as a CUDA graph and time its replays (needs `--device cuda:N`).
     #[arg(long, conflicts_with = "with_loader")]
     cuda_graph: bool,
+    /// Run the whole benchmark on one of the pool's threads (`rayon::scope`) instead of
+    /// the main thread. From outside the pool every fan-out hands its pieces to the pool
+    /// and sleeps until they are done; from inside, the caller runs pieces itself.
+    #[arg(long)]
+    on_pool: bool,
     /// `cargo bench` passes `--bench`; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -178,7 +183,15 @@ fn main() {
         .build_global()
         .expect("rayon's global pool is set once, before any op");
     tensor_core::use_portable_arithmetic(args.portable);
+    if args.on_pool {
+        rayon::scope(|_| run(&args));
+    } else {
+        run(&args);
+    }
+}
 
+/// Builds the model and batch, times the step and prints the line.
+fn run(args: &Args) {
     let device = args.device;
     let init = Generator::from_key(device, Key::new(1));
     let dropout = Generator::from_key(device, Key::new(2));
@@ -207,14 +220,14 @@ fn main() {
             let rates = rates(args.rounds, args.seconds, device, || {
                 graph.replay().unwrap()
             });
-            report(&args, &rates);
+            report(args, &rates);
             return;
         }
         rates(args.rounds, args.seconds, device, || {
             eager_step(&mut model, &mut sgd, &x, &y).unwrap();
         })
     };
-    report(&args, &rates);
+    report(args, &rates);
 }
 
 /// Prints the line `benches/compare_torch_train.py` prints for the same flags.

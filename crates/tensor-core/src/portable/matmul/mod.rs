@@ -289,26 +289,29 @@ fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, 
         // thread); tiles belong to one task and panels to one packing call either way,
         // so this changes speed only.
         let parallel = m * n * kc >= PAR_MIN_WORK && rayon::current_num_threads() > 1;
+        let pack_in_parallel = |len: usize| parallel && len >= PACK_PAR_MIN;
         if full_rows < m {
             let tail = Operand {
                 offset: a.offset + full_rows * a.row_stride,
                 rows: m - full_rows,
                 ..a
             };
+            let a_len = packed_rows * kc;
             pack_a(
                 &tail,
                 depth.clone(),
                 mr,
-                &mut a_tail[..packed_rows * kc],
-                parallel,
+                &mut a_tail[..a_len],
+                pack_in_parallel(a_len),
             );
         }
+        let b_len = n_padded * kc;
         pack_b(
             &b,
             depth.clone(),
             nr,
-            &mut b_packed[..n_padded * kc],
-            parallel,
+            &mut b_packed[..b_len],
+            pack_in_parallel(b_len),
         );
         let panels = Panels {
             a: &a,
