@@ -84,11 +84,14 @@ NcclResult check_stream(const Comm& comm, CUstream stream, const char* call, sta
 // device Use) after the work queued on `ctx` and returns at once, or, in the blocking
 // mode, runs it now. Queued work reports its failure as NCCL's kernels do: through
 // ncclCommGetAsyncError.
-NcclResult issue(standin::Context* ctx, Comm* comm, std::function<NcclResult()> work) {
+NcclResult issue(standin::Context* ctx, CUstream stream, Comm* comm, std::function<NcclResult()> work) {
     if (!standin::nccl_returns_early()) return work();
-    standin::enqueue_device_work(ctx, [work, comm] {
-        if (NcclResult r = work()) set_async_error(comm, r);
-    });
+    standin::enqueue_device_work(
+        ctx, stream,
+        [work, comm] {
+            if (NcclResult r = work()) set_async_error(comm, r);
+        },
+        true);
     return ncclSuccess;
 }
 
@@ -120,6 +123,7 @@ void sum_in_rank_order(const Parts& parts, char* out, size_t count) {
 struct P2p {
     Comm* comm;
     standin::Context* ctx;
+    CUstream stream;
     bool send;
     char* data;
     size_t bytes;
@@ -151,9 +155,12 @@ NcclResult issue_group(std::vector<P2p> ops) {
     if (!standin::nccl_returns_early()) return run_group(ops, false);
     standin::Context* ctx = ops.front().ctx;
     Comm* comm = ops.front().comm;
-    standin::enqueue_device_work(ctx, [ops, comm] {
-        if (NcclResult r = run_group(ops, true)) set_async_error(comm, r);
-    });
+    standin::enqueue_device_work(
+        ctx, ops.front().stream,
+        [ops, comm] {
+            if (NcclResult r = run_group(ops, true)) set_async_error(comm, r);
+        },
+        true);
     return ncclSuccess;
 }
 
@@ -263,7 +270,7 @@ int ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, 
     if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     if (NcclResult r = check_buffer(*use, recv, bytes, call, "recvbuff")) return r;
-    return issue(ctx, comm, [=]() -> NcclResult {
+    return issue(ctx, stream, comm, [=]() -> NcclResult {
         Use device(comm, call, true);
         if (!device.ok()) return device.error();
         Parts parts;
@@ -299,7 +306,7 @@ int ncclBroadcast(const void* send, void* recv, size_t count, int type, int root
         if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     }
     if (NcclResult r = check_buffer(*use, recv, bytes, call, "recvbuff")) return r;
-    return issue(ctx, comm, [=]() -> NcclResult {
+    return issue(ctx, stream, comm, [=]() -> NcclResult {
         Use device(comm, call, true);
         if (!device.ok()) return device.error();
         // Only the root's bytes travel; the others take part to mark their arrival.
@@ -326,7 +333,7 @@ int ncclAllGather(const void* send, void* recv, size_t count, int type, ncclComm
     if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     if (NcclResult r = check_buffer(*use, recv, bytes * n, call, "recvbuff")) return r;
-    return issue(ctx, comm, [=]() -> NcclResult {
+    return issue(ctx, stream, comm, [=]() -> NcclResult {
         Use device(comm, call, true);
         if (!device.ok()) return device.error();
         Parts parts;
@@ -363,7 +370,7 @@ static int p2p(bool is_send, const char* call, void* data, size_t count, int typ
     standin::Context* ctx = nullptr;
     if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, data, bytes, call, is_send ? "sendbuff" : "recvbuff")) return r;
-    P2p op{comm, ctx, is_send, static_cast<char*>(data), bytes, peer};
+    P2p op{comm, ctx, stream, is_send, static_cast<char*>(data), bytes, peer};
     if (group_depth > 0) {
         group_ops.push_back(op);
         return ncclSuccess;
