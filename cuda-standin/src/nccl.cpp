@@ -21,6 +21,7 @@
 // blocks; ncclCommAbort from another thread releases it; ncclCommGetAsyncError says
 // ncclSuccess meanwhile. Only the stand-in's safety valve, DITTO_CUDA_STANDIN_NCCL_TIMEOUT_S
 // (default 600 s), ends a wait NCCL would never end, so a broken test cannot hang CI.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -149,18 +150,33 @@ NcclResult run_group(const std::vector<P2p>& ops, bool device) {
     return ncclSuccess;
 }
 
-// Runs a group's sends and receives after the work queued on their stream.
+// Runs a group's sends and receives, each stream's after the work queued on it: one
+// piece per stream (a group may span the streams of several devices), each its sends
+// first. Sends never wait for their receivers, so no piece waits for another forever.
 NcclResult issue_group(std::vector<P2p> ops) {
     if (ops.empty()) return ncclSuccess;
     if (!standin::nccl_returns_early()) return run_group(ops, false);
-    standin::Context* ctx = ops.front().ctx;
-    Comm* comm = ops.front().comm;
-    standin::enqueue_device_work(
-        ctx, ops.front().stream,
-        [ops, comm] {
-            if (NcclResult r = run_group(ops, true)) set_async_error(comm, r);
-        },
-        true);
+    std::vector<std::vector<P2p>> per_stream;
+    for (const P2p& op : ops) {
+        auto same = [&](const std::vector<P2p>& g) { return g.front().ctx == op.ctx && g.front().stream == op.stream; };
+        auto it = std::find_if(per_stream.begin(), per_stream.end(), same);
+        if (it == per_stream.end()) {
+            per_stream.push_back({op});
+        } else {
+            it->push_back(op);
+        }
+    }
+    for (std::vector<P2p>& group : per_stream) {
+        standin::Context* ctx = group.front().ctx;
+        const CUstream stream = group.front().stream;
+        Comm* comm = group.front().comm;
+        standin::enqueue_device_work(
+            ctx, stream,
+            [group = std::move(group), comm] {
+                if (NcclResult r = run_group(group, true)) set_async_error(comm, r);
+            },
+            true);
+    }
     return ncclSuccess;
 }
 
