@@ -229,13 +229,12 @@ void wait_all(std::vector<Mark> marks) {
     state_lock().lock();
 }
 
-// The points a host wait on `stream` waits for (under lock()).
+// The points a host wait on `stream` waits for: its own work and, as if the wait were
+// work issued to it, the implicit waits (under lock()).
 std::vector<Mark> stream_front(Context* ctx, CUstream stream) {
     StreamQueue* q = queue_of(ctx, stream);
-    std::vector<Mark> marks{Mark{q, q->issued}};
-    if (q->legacy) {
-        for (const Mark& m : implicit_waits(q)) marks.push_back(m);
-    }
+    std::vector<Mark> marks = implicit_waits(q);
+    marks.push_back(Mark{q, q->issued});
     return marks;
 }
 

@@ -72,8 +72,9 @@ void drain_device_work(Context* ctx);
 // synchronisation), else CUDA_SUCCESS. Call with state_lock held.
 CUresult synchronize_device_work(Context* ctx, const char* call);
 // The same for one stream (cuStreamSynchronize, a pageable copy): waits for what is
-// queued on `stream` and what that waits for; a wait on the legacy stream also waits for
-// the blocking streams, as an operation issued to it would. Call with state_lock held.
+// queued on `stream` and what that waits for, and, as an operation issued to it would,
+// the legacy stream's wait for the blocking streams (and theirs for the legacy stream).
+// Call with state_lock held.
 CUresult synchronize_stream_work(Context* ctx, CUstream stream, const char* call);
 
 }  // namespace standin
