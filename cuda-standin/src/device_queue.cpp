@@ -35,9 +35,9 @@ struct Scheduler;
 }  // namespace
 
 struct StreamQueue {
-    Scheduler* scheduler;
-    bool legacy;    // the context's default stream
-    bool blocking;  // synchronises with the legacy stream (no CU_STREAM_NON_BLOCKING)
+    Scheduler* scheduler = nullptr;
+    bool legacy = false;    // the context's default stream
+    bool blocking = false;  // synchronises with the legacy stream (no CU_STREAM_NON_BLOCKING)
     bool retired = false;
     bool running = false;
     std::deque<Piece> work;
