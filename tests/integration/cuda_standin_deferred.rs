@@ -420,6 +420,17 @@ fn racing_streams_child() -> Result<(), DriverError> {
             ready(sys::cuStreamQuery(a).result())
         );
 
+        // Waiting for an event on A runs A's work up to it, not B's issued before it.
+        fresh()?;
+        result::memset_d8_async(y, 1, N, b)?;
+        result::memset_d8_async(x, 7, N, a)?;
+        result::event::record(event, a)?;
+        result::event::synchronize(event)?;
+        println!(
+            "other_stream_after_event_sync: {}",
+            ready(sys::cuStreamQuery(b).result())
+        );
+
         // Done right without an event: the legacy stream waits for a blocking stream.
         fresh()?;
         result::memset_d8_async(x, 7, N, blocking)?;
@@ -492,6 +503,7 @@ fn synchronising_one_stream_leaves_another_streams_work_queued() {
         ("other_stream_event_after_sync", "ready", "not_ready"),
         ("idle_stream_query", "ready", "ready"),
         ("busy_stream_query", "ready", "not_ready"),
+        ("other_stream_after_event_sync", "ready", "not_ready"),
     ] {
         assert_eq!(seen_streams("eager", key), eager, "eager: {key}");
         assert_eq!(seen_streams("deferred", key), deferred, "deferred: {key}");
