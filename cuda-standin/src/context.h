@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -46,12 +47,23 @@ struct Context {
     std::string sticky_reason;
 };
 
-struct Capture;  // graphs.h
+struct Capture;      // graphs.h
+struct StreamQueue;  // device_queue.h
+
+// A point in one stream's queue (device_queue.h): reached once the work with `ticket`
+// on `queue` (and everything before it there) ran. A null queue is always reached.
+struct Mark {
+    StreamQueue* queue = nullptr;
+    uint64_t ticket = 0;
+};
 
 struct Stream {
     Context* ctx;
     unsigned generation;
     unsigned flags;
+    // The stream's own queue of device work (device_queue.h); it outlives the stream,
+    // as work queued before cuStreamDestroy still runs.
+    StreamQueue* queue = nullptr;
     // Set between cuStreamBeginCapture and cuStreamEndCapture: work issued to the stream
     // is recorded into a graph instead of run (graphs.cpp).
     Capture* capture = nullptr;
@@ -63,7 +75,7 @@ struct Event {
     unsigned flags;
     bool recorded = false;
     // The device work queued before the record (device_queue.h): complete once it ran.
-    uint64_t ticket = 0;
+    Mark mark;
 };
 
 std::mutex& state_lock();

@@ -239,7 +239,7 @@ int gemm(const char* call, Handle* h, int transa, int transb, I m, I n, I k, con
         }
     }
     if (defer_stream_work()) {
-        defer(ctx, call, compute);  // runs when the queue reaches it (deferred.h)
+        defer(ctx, h->stream, call, compute);  // runs when the queue reaches it (deferred.h)
         return CUBLAS_STATUS_SUCCESS;
     }
     compute();

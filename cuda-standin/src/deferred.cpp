@@ -65,8 +65,8 @@ long defer_ms() {
 
 bool defer_stream_work() { return deferred_mode() && !on_device_worker(); }
 
-void defer(Context* ctx, std::string what, std::function<void()> work) {
-    enqueue_device_work(ctx, [ctx, what = std::move(what), work = std::move(work)] {
+void defer(Context* ctx, CUstream stream, std::string what, std::function<void()> work) {
+    enqueue_device_work(ctx, stream, [ctx, what = std::move(what), work = std::move(work)] {
         const Fault fault = trapped([&] { work(); });
         if (fault.signal == 0) return;
         const std::string reason = fault_reason(what, fault);

@@ -6,9 +6,9 @@
 // ordering mistake: a host buffer rewritten or dropped before its asynchronous copy ran,
 // a device-to-host result read before the stream was synchronised, a block freed
 // asynchronously and then read. In the deferred mode these calls are checked when they
-// are issued (the errors a driver returns from the call itself) and queued on the
-// context's device queue (device_queue.h); the queue's worker runs them in issue order
-// only when a host thread waits for them (a synchronising call: stream, event or context
+// are issued (the errors a driver returns from the call itself) and queued on their
+// stream's queue (device_queue.h); each stream's work runs in its issue order, and only
+// when a host thread waits for them (a synchronising call: stream, event or context
 // synchronise, a blocking copy or free, a context release) or after they waited
 // DITTO_CUDA_STANDIN_DEFER_MS milliseconds (default 20), so a program that polls an
 // event still finishes. Pageable host memory is read and written when the copy runs
@@ -16,8 +16,10 @@
 // fault while queued work runs leaves the context's sticky error set, which the next
 // call returns, as a GPU reports an asynchronous fault.
 //
-// Not modelled: streams of one context run in one queue, in issue order, so races
-// between two streams of a device stay hidden (docs/cuda-standin.md has the table).
+// Each stream has its own queue (device_queue.h): work on two streams runs in the order
+// the program makes (an event wait, the legacy stream's implicit synchronisation, a host
+// wait), and where it makes none, later-issued work runs first, so a missing
+// cuStreamWaitEvent shows (docs/cuda-standin.md has the table).
 #pragma once
 
 #include <functional>
@@ -38,9 +40,9 @@ long defer_ms();
 // host thread (the queue's worker runs what it is given at once).
 bool defer_stream_work();
 
-// Queues `work` (which runs under the fault trap) on `ctx`. A fault it meets sets the
+// Queues `work` (which runs under the fault trap) on `stream` of `ctx`. A fault it meets sets the
 // context's sticky error (ILLEGAL_ADDRESS, or LAUNCH_FAILED for SIGFPE) with `what` and
 // where it faulted.
-void defer(Context* ctx, std::string what, std::function<void()> work);
+void defer(Context* ctx, CUstream stream, std::string what, std::function<void()> work);
 
 }  // namespace standin

@@ -307,13 +307,13 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
             if (node.kind == GraphNode::Alloc) exec->unfreed.insert(node.dst);
             if (node.kind == GraphNode::Free) exec->unfreed.erase(node.dst);
         }
-        defer(ctx, call, [exec, ctx, nodes = exec->nodes] {
+        defer(ctx, stream, call, [exec, ctx, nodes = exec->nodes] {
             for (const GraphNode& node : nodes) {
                 CUresult ok = CUDA_SUCCESS;
                 if (node.kind == GraphNode::Kernel) {
                     std::vector<void*> params;
                     for (const auto& bytes : node.params) params.push_back(const_cast<unsigned char*>(bytes.data()));
-                    ok = launch_checked(node.function, ctx, nullptr, node.grid, node.block, node.shared, params.data());
+                    ok = launch_checked(node.function, ctx, nullptr, nullptr, node.grid, node.block, node.shared, params.data());
                 } else if (node.kind != GraphNode::Alloc && node.kind != GraphNode::Free) {
                     ok = replay_memory_node(exec, node);
                 }
@@ -331,7 +331,7 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
         if (node.kind == GraphNode::Kernel) {
             std::vector<void*> params;
             for (const auto& bytes : node.params) params.push_back(const_cast<unsigned char*>(bytes.data()));
-            ok = launch_checked(node.function, ctx, nullptr, node.grid, node.block, node.shared, params.data());
+            ok = launch_checked(node.function, ctx, stream, nullptr, node.grid, node.block, node.shared, params.data());
         } else {
             ok = replay_memory_node(exec, node);
         }

@@ -113,7 +113,7 @@ bool is_graph_allocation(CUdeviceptr ptr);
 
 // A kernel launch after the driver's checks (launch.cpp): runs it, or with `capture`
 // non-null records it. `ctx` is the stream's context.
-CUresult launch_checked(CUfunction f, Context* ctx, Capture* capture, Dim3 grid, Dim3 block, unsigned shared,
+CUresult launch_checked(CUfunction f, Context* ctx, CUstream stream, Capture* capture, Dim3 grid, Dim3 block, unsigned shared,
                         void** params);
 
 }  // namespace standin

@@ -115,14 +115,14 @@ extern "C" CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int g
         capture = capture_of(stream);
     }
     if (extra != nullptr) return not_supported(call, "the `extra` argument (pass kernelParams)");
-    return launch_checked(f, ctx, capture, Dim3{gx, gy, gz}, Dim3{bx, by, bz}, shared, params);
+    return launch_checked(f, ctx, stream, capture, Dim3{gx, gy, gz}, Dim3{bx, by, bz}, shared, params);
 }
 
 namespace standin {
 
 // The checks of a launch, then every thread of the grid (or, capturing, a recording).
 // cuGraphLaunch comes here for each recorded kernel, so a replay is checked as a launch.
-CUresult launch_checked(CUfunction f, Context* ctx, Capture* capture, Dim3 grid, Dim3 block, unsigned shared,
+CUresult launch_checked(CUfunction f, Context* ctx, CUstream stream, Capture* capture, Dim3 grid, Dim3 block, unsigned shared,
                         void** params) {
     const char* call = "cuLaunchKernel";
     const HostKernel* host = nullptr;
@@ -174,7 +174,7 @@ CUresult launch_checked(CUfunction f, Context* ctx, Capture* capture, Dim3 grid,
             const unsigned char* bytes = static_cast<const unsigned char*>(params[i]);
             args.emplace_back(bytes, bytes + host->params[i].size);
         }
-        defer(ctx, host->name, [host, args = std::move(args), grid, block]() mutable {
+        defer(ctx, stream, host->name, [host, args = std::move(args), grid, block]() mutable {
             std::vector<void*> pointers;
             for (auto& bytes : args) pointers.push_back(bytes.data());
             host->run(pointers.data(), grid, block);

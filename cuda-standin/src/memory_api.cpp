@@ -28,12 +28,19 @@ namespace {
 // The current context (live) for a synchronous call, or the stream's for an async one.
 // On a capturing stream, `recordable` work (memsets, device-to-device copies) is left to
 // the caller to record (`*capture` set); anything else is refused (graphs.h). A
-// synchronous call is refused while a capture it would disturb is active.
-CUresult context_for(CUstream stream, bool async, const char* call, Context** ctx, Capture** capture = nullptr) {
+// synchronous call is refused while a capture it would disturb is active. A synchronous
+// copy or memset is issued to the legacy stream, so it waits for that stream and the
+// blocking streams, not for non-blocking ones (`whole_device`: allocation calls, which
+// the driver makes wait for the whole device).
+CUresult context_for(CUstream stream, bool async, const char* call, Context** ctx, Capture** capture = nullptr,
+                     bool whole_device = false) {
     std::lock_guard<std::mutex> guard(state_lock());
     if (!async) {
         CUresult ok = require_current(call, ctx);
-        if (ok == CUDA_SUCCESS) ok = synchronize_device_work(*ctx, call);  // a synchronous call waits
+        if (ok == CUDA_SUCCESS) {
+            ok = whole_device ? synchronize_device_work(*ctx, call)
+                              : synchronize_stream_work(*ctx, STANDIN_STREAM_LEGACY, call);
+        }
         return ok == CUDA_SUCCESS ? check_unsafe_during_capture(*ctx, call) : ok;
     }
     const CUresult ok = resolve_stream(stream, call, true, ctx);
@@ -69,7 +76,7 @@ CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream stream, bool async, cons
     if (out == nullptr) return fail(CUDA_ERROR_INVALID_VALUE, call, "NULL pointer");
     Context* ctx = nullptr;
     Capture* capture = nullptr;
-    const CUresult ok = context_for(stream, async, call, &ctx, async ? &capture : nullptr);
+    const CUresult ok = context_for(stream, async, call, &ctx, async ? &capture : nullptr, true);
     if (ok != CUDA_SUCCESS) return ok;
     if (capture != nullptr) {
         std::lock_guard<std::mutex> guard(state_lock());
@@ -77,9 +84,9 @@ CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream stream, bool async, cons
     }
     const CUresult ok2 = device_alloc(ctx->device, bytes, call, out);
     if (ok2 != CUDA_ERROR_OUT_OF_MEMORY || !async || !defer_stream_work()) return ok2;
-    // Deferred: frees queued on the stream have not run yet. The driver's pool reuses
+    // Deferred: frees queued on the streams have not run yet. The driver's pool reuses
     // memory freed earlier in stream order (it adds the dependency), so the allocation
-    // waits for the queue and tries again.
+    // waits for every stream's queue of the context and tries again.
     {
         std::lock_guard<std::mutex> guard(state_lock());
         drain_device_work(ctx);
@@ -90,7 +97,7 @@ CUresult alloc(CUdeviceptr* out, size_t bytes, CUstream stream, bool async, cons
 CUresult free_ptr(CUdeviceptr ptr, CUstream stream, bool async, const char* call) {
     Context* ctx = nullptr;
     Capture* capture = nullptr;
-    const CUresult ok = context_for(stream, async, call, &ctx, async ? &capture : nullptr);
+    const CUresult ok = context_for(stream, async, call, &ctx, async ? &capture : nullptr, true);
     if (ok != CUDA_SUCCESS) return ok;
     std::lock_guard<std::mutex> guard(state_lock());
     if (capture != nullptr) return record_free(capture, ptr, call);
@@ -100,7 +107,7 @@ CUresult free_ptr(CUdeviceptr ptr, CUstream stream, bool async, const char* call
     Allocation live;
     if (async && defer_stream_work() && find_allocation(ptr, &live) && live.base == ptr) {
         // Freed when the queue reaches it; from then on its pages fault (memory.h).
-        defer(ctx, call, [ptr, call] { device_free(ptr, call, nullptr); });
+        defer(ctx, stream, call, [ptr, call] { device_free(ptr, call, nullptr); });
         return CUDA_SUCCESS;
     }
     return device_free(ptr, call, nullptr);
@@ -135,13 +142,13 @@ CUresult memset_n(CUdeviceptr dst, unsigned value, size_t width, size_t count, C
         for (size_t i = 0; i < count; ++i) std::memcpy(p + i * width, &value, width);
     };
     if (async && defer_stream_work()) {
-        defer(ctx, call, fill);
+        defer(ctx, stream, call, fill);
         return CUDA_SUCCESS;
     }
-    if (async && !device_work_done(ctx, device_work_issued(ctx))) {
+    if (async && !stream_idle(ctx, stream)) {
         // Behind a queued collective, as on a GPU: the host does not wait (a zeroed
         // output buffer before a collective must not block the call that issues it).
-        enqueue_device_work(ctx, fill);
+        enqueue_device_work(ctx, stream, fill);
         return CUDA_SUCCESS;
     }
     fill();
@@ -158,14 +165,14 @@ CUresult htod(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, b
     if (async && defer_stream_work()) {
         if (is_pinned(src, bytes)) {
             // Pinned: the DMA reads the buffer when the copy runs.
-            defer(ctx, call, [dst, src, bytes] { std::memcpy(reinterpret_cast<void*>(dst), src, bytes); });
+            defer(ctx, stream, call, [dst, src, bytes] { std::memcpy(reinterpret_cast<void*>(dst), src, bytes); });
             return CUDA_SUCCESS;
         }
         // Pageable: the driver stages the buffer before returning (pinned.h).
         auto staged = std::make_shared<std::vector<unsigned char>>(bytes);
         ok = copy_bytes(staged->data(), src, bytes, call);
         if (ok != CUDA_SUCCESS) return ok;
-        defer(ctx, call, [dst, staged] { std::memcpy(reinterpret_cast<void*>(dst), staged->data(), staged->size()); });
+        defer(ctx, stream, call, [dst, staged] { std::memcpy(reinterpret_cast<void*>(dst), staged->data(), staged->size()); });
         return CUDA_SUCCESS;
     }
     return copy_bytes(reinterpret_cast<void*>(dst), src, bytes, call);
@@ -181,12 +188,12 @@ CUresult dtoh(void* dst, CUdeviceptr src, size_t bytes, CUstream stream, bool as
         if (is_pinned(dst, bytes)) {
             // Pinned: written when the copy runs; read before a synchronisation, the
             // buffer still holds what it held before the call.
-            defer(ctx, call, [dst, src, bytes] { std::memcpy(dst, reinterpret_cast<const void*>(src), bytes); });
+            defer(ctx, stream, call, [dst, src, bytes] { std::memcpy(dst, reinterpret_cast<const void*>(src), bytes); });
             return CUDA_SUCCESS;
         }
         // Pageable: the driver returns once the copy completed (pinned.h).
         std::lock_guard<std::mutex> guard(state_lock());
-        ok = synchronize_device_work(ctx, call);
+        ok = synchronize_stream_work(ctx, stream, call);
         if (ok != CUDA_SUCCESS) return ok;
     }
     return copy_bytes(dst, reinterpret_cast<const void*>(src), bytes, call);
@@ -204,7 +211,7 @@ CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream, b
         return record_copy(capture, dst, src, bytes, call);
     }
     if (async && defer_stream_work()) {
-        defer(ctx, call, [dst, src, bytes] {
+        defer(ctx, stream, call, [dst, src, bytes] {
             std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
         });
         return CUDA_SUCCESS;
@@ -236,7 +243,7 @@ CUresult peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src
     }
     if (bytes == 0) return CUDA_SUCCESS;
     if (async && defer_stream_work()) {
-        defer(ctx, call, [dst, src, bytes] {
+        defer(ctx, stream, call, [dst, src, bytes] {
             std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
         });
         return CUDA_SUCCESS;

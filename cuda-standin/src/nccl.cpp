@@ -21,6 +21,7 @@
 // blocks; ncclCommAbort from another thread releases it; ncclCommGetAsyncError says
 // ncclSuccess meanwhile. Only the stand-in's safety valve, DITTO_CUDA_STANDIN_NCCL_TIMEOUT_S
 // (default 600 s), ends a wait NCCL would never end, so a broken test cannot hang CI.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -84,11 +85,14 @@ NcclResult check_stream(const Comm& comm, CUstream stream, const char* call, sta
 // device Use) after the work queued on `ctx` and returns at once, or, in the blocking
 // mode, runs it now. Queued work reports its failure as NCCL's kernels do: through
 // ncclCommGetAsyncError.
-NcclResult issue(standin::Context* ctx, Comm* comm, std::function<NcclResult()> work) {
+NcclResult issue(standin::Context* ctx, CUstream stream, Comm* comm, std::function<NcclResult()> work) {
     if (!standin::nccl_returns_early()) return work();
-    standin::enqueue_device_work(ctx, [work, comm] {
-        if (NcclResult r = work()) set_async_error(comm, r);
-    });
+    standin::enqueue_device_work(
+        ctx, stream,
+        [work, comm] {
+            if (NcclResult r = work()) set_async_error(comm, r);
+        },
+        true);
     return ncclSuccess;
 }
 
@@ -120,6 +124,7 @@ void sum_in_rank_order(const Parts& parts, char* out, size_t count) {
 struct P2p {
     Comm* comm;
     standin::Context* ctx;
+    CUstream stream;
     bool send;
     char* data;
     size_t bytes;
@@ -145,15 +150,33 @@ NcclResult run_group(const std::vector<P2p>& ops, bool device) {
     return ncclSuccess;
 }
 
-// Runs a group's sends and receives after the work queued on their stream.
+// Runs a group's sends and receives, each stream's after the work queued on it: one
+// piece per stream (a group may span the streams of several devices), each its sends
+// first. Sends never wait for their receivers, so no piece waits for another forever.
 NcclResult issue_group(std::vector<P2p> ops) {
     if (ops.empty()) return ncclSuccess;
     if (!standin::nccl_returns_early()) return run_group(ops, false);
-    standin::Context* ctx = ops.front().ctx;
-    Comm* comm = ops.front().comm;
-    standin::enqueue_device_work(ctx, [ops, comm] {
-        if (NcclResult r = run_group(ops, true)) set_async_error(comm, r);
-    });
+    std::vector<std::vector<P2p>> per_stream;
+    for (const P2p& op : ops) {
+        auto same = [&](const std::vector<P2p>& g) { return g.front().ctx == op.ctx && g.front().stream == op.stream; };
+        auto it = std::find_if(per_stream.begin(), per_stream.end(), same);
+        if (it == per_stream.end()) {
+            per_stream.push_back({op});
+        } else {
+            it->push_back(op);
+        }
+    }
+    for (std::vector<P2p>& group : per_stream) {
+        standin::Context* ctx = group.front().ctx;
+        const CUstream stream = group.front().stream;
+        Comm* comm = group.front().comm;
+        standin::enqueue_device_work(
+            ctx, stream,
+            [group = std::move(group), comm] {
+                if (NcclResult r = run_group(group, true)) set_async_error(comm, r);
+            },
+            true);
+    }
     return ncclSuccess;
 }
 
@@ -263,7 +286,7 @@ int ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, 
     if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     if (NcclResult r = check_buffer(*use, recv, bytes, call, "recvbuff")) return r;
-    return issue(ctx, comm, [=]() -> NcclResult {
+    return issue(ctx, stream, comm, [=]() -> NcclResult {
         Use device(comm, call, true);
         if (!device.ok()) return device.error();
         Parts parts;
@@ -299,7 +322,7 @@ int ncclBroadcast(const void* send, void* recv, size_t count, int type, int root
         if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     }
     if (NcclResult r = check_buffer(*use, recv, bytes, call, "recvbuff")) return r;
-    return issue(ctx, comm, [=]() -> NcclResult {
+    return issue(ctx, stream, comm, [=]() -> NcclResult {
         Use device(comm, call, true);
         if (!device.ok()) return device.error();
         // Only the root's bytes travel; the others take part to mark their arrival.
@@ -326,7 +349,7 @@ int ncclAllGather(const void* send, void* recv, size_t count, int type, ncclComm
     if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     if (NcclResult r = check_buffer(*use, recv, bytes * n, call, "recvbuff")) return r;
-    return issue(ctx, comm, [=]() -> NcclResult {
+    return issue(ctx, stream, comm, [=]() -> NcclResult {
         Use device(comm, call, true);
         if (!device.ok()) return device.error();
         Parts parts;
@@ -363,7 +386,7 @@ static int p2p(bool is_send, const char* call, void* data, size_t count, int typ
     standin::Context* ctx = nullptr;
     if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, data, bytes, call, is_send ? "sendbuff" : "recvbuff")) return r;
-    P2p op{comm, ctx, is_send, static_cast<char*>(data), bytes, peer};
+    P2p op{comm, ctx, stream, is_send, static_cast<char*>(data), bytes, peer};
     if (group_depth > 0) {
         group_ops.push_back(op);
         return ncclSuccess;

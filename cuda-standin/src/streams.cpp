@@ -1,8 +1,8 @@
-// Streams and events. Work runs when it is issued, in issue order, so a stream is only a
-// context plus flags; what remains is checking handles the way the driver does (a
-// destroyed stream, an event recorded on another context's stream). The exception is
-// the device work queued by NCCL's collectives (device_queue.h): stream-ordered calls
-// wait for it, and an event recorded behind it completes when it ran.
+// Streams and events: handles checked the way the driver does (a destroyed stream, an
+// event recorded on another context's stream), each stream with its own queue of device
+// work (device_queue.h: NCCL's collectives, and in the deferred mode all stream work).
+// An event completes when the work before it on its stream ran; a stream's host wait
+// runs that stream's work and what it waits for, not the other streams'.
 #include <set>
 
 #include "context.h"
@@ -74,7 +74,7 @@ static CUresult create_stream(CUstream* out, unsigned flags, const char* call) {
     Context* ctx = nullptr;
     const CUresult ok = require_current(call, &ctx);
     if (ok != CUDA_SUCCESS) return ok;
-    Stream* s = new Stream{ctx, ctx->generation, flags};
+    Stream* s = new Stream{ctx, ctx->generation, flags, new_stream_queue(ctx, flags)};
     streams().insert(s);
     *out = s;
     return CUDA_SUCCESS;
@@ -97,6 +97,7 @@ CUresult cuStreamDestroy_v2(CUstream stream) {
         return fail(CUDA_ERROR_ILLEGAL_STATE, "cuStreamDestroy_v2", "the stream is capturing (end the capture first)");
     }
     streams().erase(stream);
+    retire_stream_queue(stream->queue);  // work queued on it still runs
     delete stream;
     return CUDA_SUCCESS;
 }
@@ -105,7 +106,7 @@ CUresult cuStreamSynchronize(CUstream stream) {
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = nullptr;
     CUresult ok = resolve_stream(stream, "cuStreamSynchronize", false, &ctx);
-    if (ok == CUDA_SUCCESS) ok = synchronize_device_work(ctx, "cuStreamSynchronize");
+    if (ok == CUDA_SUCCESS) ok = synchronize_stream_work(ctx, stream, "cuStreamSynchronize");
     if (ok != CUDA_SUCCESS) return ok;
     if (Capture* capture = capture_of(stream)) {
         return refuse_in_capture(capture, "cuStreamSynchronize", "waiting for the stream");
@@ -119,16 +120,20 @@ CUresult cuStreamQuery(CUstream stream) {
     Context* ctx = nullptr;
     const CUresult ok = resolve_stream(stream, "cuStreamQuery", false, &ctx);
     if (ok != CUDA_SUCCESS) return ok;
-    return device_work_done(ctx, device_work_issued(ctx)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return stream_idle(ctx, stream) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
+// The stream's later work waits until the event's work ran; the host does not wait.
 CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
     if (flags > 1) return fail(CUDA_ERROR_INVALID_VALUE, "cuStreamWaitEvent", "unknown flags %#x", flags);
     std::lock_guard<std::mutex> guard(state_lock());
     Context* ctx = nullptr;
-    const CUresult ok = resolve_stream(stream, "cuStreamWaitEvent", false, &ctx);
+    NoDrain wait;
+    CUresult ok = resolve_stream(stream, "cuStreamWaitEvent", false, &ctx);
+    if (ok == CUDA_SUCCESS) ok = live_event(event, "cuStreamWaitEvent");
     if (ok != CUDA_SUCCESS) return ok;
-    return live_event(event, "cuStreamWaitEvent");
+    wait_mark_on_stream(ctx, stream, event->mark);
+    return CUDA_SUCCESS;
 }
 
 CUresult cuStreamGetCtx(CUstream stream, CUcontext* pctx) {
@@ -144,7 +149,7 @@ CUresult cuEventCreate(CUevent* out, unsigned int flags) {
     Context* ctx = nullptr;
     const CUresult ok = require_current("cuEventCreate", &ctx);
     if (ok != CUDA_SUCCESS) return ok;
-    Event* e = new Event{ctx, ctx->generation, flags};
+    Event* e = new Event{ctx, ctx->generation, flags, false, Mark{}};
     events().insert(e);
     *out = e;
     return CUDA_SUCCESS;
@@ -172,7 +177,7 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
                     "event of device %d recorded on a stream of device %d", event->ctx->device, ctx->device);
     }
     event->recorded = true;
-    event->ticket = device_work_issued(ctx);
+    event->mark = record_mark(ctx, stream);
     return CUDA_SUCCESS;
 }
 
@@ -180,7 +185,7 @@ CUresult cuEventSynchronize(CUevent event) {
     std::lock_guard<std::mutex> guard(state_lock());
     const CUresult ok = live_event(event, "cuEventSynchronize");
     if (ok != CUDA_SUCCESS) return ok;
-    wait_device_work(event->ctx, event->ticket);
+    wait_mark(event->mark);
     return require_live(event->ctx, "cuEventSynchronize");  // a fault of the awaited work
 }
 
@@ -188,7 +193,7 @@ CUresult cuEventQuery(CUevent event) {
     std::lock_guard<std::mutex> guard(state_lock());
     const CUresult ok = live_event(event, "cuEventQuery");
     if (ok != CUDA_SUCCESS) return ok;
-    return device_work_done(event->ctx, event->ticket) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return mark_reached(event->mark) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 // A host function runs in stream order: behind queued device work it is queued too (a
@@ -206,7 +211,7 @@ CUresult cuLaunchHostFunc(CUstream stream, void (*fn)(void*), void* data) {
             return refuse_in_capture(capture_of(stream), "cuLaunchHostFunc", "a host function");
         }
         if (nccl_returns_early() || defer_stream_work()) {
-            enqueue_device_work(ctx, [fn, data] { fn(data); });
+            enqueue_device_work(ctx, stream, [fn, data] { fn(data); }, true);
             return CUDA_SUCCESS;
         }
     }

@@ -32,35 +32,56 @@ fn observed(mode: &str) -> &'static str {
     static EAGER: OnceLock<String> = OnceLock::new();
     static DEFERRED: OnceLock<String> = OnceLock::new();
     let cell = if mode == "eager" { &EAGER } else { &DEFERRED };
-    cell.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test binary's path");
-        let output = Command::new(exe)
-            .args(["--exact", "cuda_standin_deferred::wrong_program_child"])
-            .args(["--include-ignored", "--nocapture", "--test-threads", "1"])
-            .env(CHILD_ENV, "1")
-            .env("DITTO_CUDA_STANDIN_MODE", mode)
-            .env("DITTO_CUDA_STANDIN_DEFER_MS", "600000")
-            .output()
-            .expect("cannot start the wrong program's child process");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success() && stdout.contains("1 passed"),
-            "the wrong program failed in the {mode} mode ({}):\n{stdout}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
-    })
+    cell.get_or_init(|| run_child("wrong_program_child", mode))
 }
 
-/// The value the wrong program printed for `key` in `mode`.
-fn seen(mode: &str, key: &str) -> String {
-    let out = observed(mode);
+/// What the racing-streams program saw in `mode`: its stdout.
+fn observed_streams(mode: &str) -> &'static str {
+    static EAGER: OnceLock<String> = OnceLock::new();
+    static DEFERRED: OnceLock<String> = OnceLock::new();
+    let cell = if mode == "eager" { &EAGER } else { &DEFERRED };
+    cell.get_or_init(|| run_child("racing_streams_child", mode))
+}
+
+/// Runs the ignored test `child` of this module in a process of its own in `mode`, with
+/// queued work held until a synchronisation; its stdout.
+fn run_child(child: &str, mode: &str) -> String {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = Command::new(exe)
+        .args(["--exact", &format!("cuda_standin_deferred::{child}")])
+        .args(["--include-ignored", "--nocapture", "--test-threads", "1"])
+        .env(CHILD_ENV, "1")
+        .env("DITTO_CUDA_STANDIN_MODE", mode)
+        .env("DITTO_CUDA_STANDIN_DEFER_MS", "600000")
+        .output()
+        .expect("cannot start the child process");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "{child} failed in the {mode} mode ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The value the line `key: value` of `out` (a child's stdout) gives.
+fn value_of(out: &str, mode: &str, key: &str) -> String {
     let line = out
         .lines()
         .find_map(|l| l.strip_prefix(&format!("{key}: ")))
         .unwrap_or_else(|| panic!("no '{key}' line in the {mode} child's output:\n{out}"));
     line.trim().to_owned()
+}
+
+/// The value the wrong program printed for `key` in `mode`.
+fn seen(mode: &str, key: &str) -> String {
+    value_of(observed(mode), mode, key)
+}
+
+/// The value the racing-streams program printed for `key` in `mode`.
+fn seen_streams(mode: &str, key: &str) -> String {
+    value_of(observed_streams(mode), mode, key)
 }
 
 /// True when the stand-in runs this process; skips otherwise.
@@ -314,5 +335,192 @@ fn under_address_sanitizer_a_copy_from_freed_host_memory_is_reported() {
         "expected ASan's report ({}):\n{}\n{stderr}",
         output.status,
         String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+/// One byte read back from `ptr` with a synchronous copy (issued to the legacy stream,
+/// so it waits for no non-blocking stream).
+fn first_byte(ptr: u64) -> Result<u8, DriverError> {
+    let mut back = [0u8; N];
+    // SAFETY: `ptr` holds N bytes.
+    unsafe { result::memcpy_dtoh_sync(&mut back, ptr) }?;
+    Ok(back[0])
+}
+
+/// The racing-streams program: stream A writes `x`, and work on stream B (or the legacy
+/// stream) reads it into `y`, ordered by the program or not. Raw driver calls, so that
+/// no library inserts the event waits the program leaves out.
+#[test]
+#[ignore = "the child process of the cuda_standin_deferred tests (runs only with their variable)"]
+fn racing_streams_child() -> Result<(), DriverError> {
+    use result::stream::{self as stream, StreamKind};
+    if std::env::var_os(CHILD_ENV).is_none() || !standin() {
+        return Ok(());
+    }
+    cuda::default_stream(0).unwrap(); // makes device 0's context current
+    let a = stream::create(StreamKind::NonBlocking)?;
+    let b = stream::create(StreamKind::NonBlocking)?;
+    let blocking = stream::create(StreamKind::Default)?;
+    let legacy = stream::null();
+    let event = result::event::create(CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
+    let wait = sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT;
+    // SAFETY: two fresh allocations of N bytes, freed at the end; every queued use of them
+    // completes at a context synchronisation before they are reused or freed.
+    unsafe {
+        let x = result::malloc_sync(N)?;
+        let y = result::malloc_sync(N)?;
+        // Zeroes both, after whatever is still queued on any stream.
+        let fresh = || -> Result<(), DriverError> {
+            result::ctx::synchronize()?;
+            result::memset_d8_sync(x, 0, N)?;
+            result::memset_d8_sync(y, 0, N)?;
+            result::ctx::synchronize()
+        };
+
+        // Mistake 4: B copies what A writes without waiting for it; the host waits for B.
+        fresh()?;
+        result::memset_d8_async(x, 7, N, a)?;
+        result::memcpy_dtod_async(y, x, N, b)?;
+        stream::synchronize(b)?;
+        println!("unordered_then_stream_sync: {}", first_byte(y)?);
+
+        // The same mistake; the host waits for the whole context.
+        fresh()?;
+        result::memset_d8_async(x, 7, N, a)?;
+        result::memcpy_dtod_async(y, x, N, b)?;
+        result::ctx::synchronize()?;
+        println!("unordered_then_context_sync: {}", first_byte(y)?);
+
+        // Done right: B waits for an event recorded on A behind the write.
+        fresh()?;
+        result::memset_d8_async(x, 7, N, a)?;
+        result::event::record(event, a)?;
+        stream::wait_event(b, event, wait)?;
+        result::memcpy_dtod_async(y, x, N, b)?;
+        stream::synchronize(b)?;
+        println!("ordered_by_event: {}", first_byte(y)?);
+
+        // Waiting for B does not run A: an event behind A's work is still pending, and
+        // B, with nothing queued, is idle while A is not.
+        fresh()?;
+        result::memset_d8_async(x, 7, N, a)?;
+        result::event::record(event, a)?;
+        result::memset_d8_async(y, 1, N, b)?;
+        stream::synchronize(b)?;
+        println!(
+            "other_stream_event_after_sync: {}",
+            ready(result::event::query(event))
+        );
+        println!(
+            "idle_stream_query: {}",
+            ready(sys::cuStreamQuery(b).result())
+        );
+        println!(
+            "busy_stream_query: {}",
+            ready(sys::cuStreamQuery(a).result())
+        );
+
+        // Waiting for an event on A runs A's work up to it, not B's issued before it.
+        fresh()?;
+        result::memset_d8_async(y, 1, N, b)?;
+        result::memset_d8_async(x, 7, N, a)?;
+        result::event::record(event, a)?;
+        result::event::synchronize(event)?;
+        println!(
+            "other_stream_after_event_sync: {}",
+            ready(sys::cuStreamQuery(b).result())
+        );
+
+        // Done right without an event: the legacy stream waits for a blocking stream.
+        fresh()?;
+        result::memset_d8_async(x, 7, N, blocking)?;
+        result::memcpy_dtod_async(y, x, N, legacy)?;
+        stream::synchronize(legacy)?;
+        println!("legacy_after_blocking: {}", first_byte(y)?);
+
+        // Mistake 5: the legacy stream does not wait for a non-blocking stream.
+        fresh()?;
+        result::memset_d8_async(x, 7, N, a)?;
+        result::memcpy_dtod_async(y, x, N, legacy)?;
+        stream::synchronize(legacy)?;
+        println!("legacy_after_non_blocking: {}", first_byte(y)?);
+
+        fresh()?;
+        result::event::destroy(event)?;
+        for s in [a, b, blocking] {
+            stream::destroy(s)?;
+        }
+        result::free_sync(x)?;
+        result::free_sync(y)?;
+    }
+    Ok(())
+}
+
+/// "ready" or "not_ready" for an event or stream query's answer.
+fn ready(r: Result<(), DriverError>) -> String {
+    match r {
+        Ok(()) => "ready".to_owned(),
+        Err(DriverError(CUresult::CUDA_ERROR_NOT_READY)) => "not_ready".to_owned(),
+        Err(e) => format!("error {e:?}"),
+    }
+}
+
+#[test]
+fn a_copy_on_one_stream_of_what_another_writes_without_an_event_wait_shows_only_when_deferred() {
+    if !standin() {
+        return;
+    }
+    for key in ["unordered_then_stream_sync", "unordered_then_context_sync"] {
+        assert_eq!(
+            seen_streams("eager", key),
+            "7",
+            "eager runs each call at once: {key}"
+        );
+        assert_eq!(
+            seen_streams("deferred", key),
+            "0",
+            "deferred: B's copy runs before A's write it does not wait for: {key}"
+        );
+    }
+}
+
+#[test]
+fn a_copy_ordered_by_cu_stream_wait_event_is_right_in_both_modes() {
+    if !standin() {
+        return;
+    }
+    for mode in ["eager", "deferred"] {
+        assert_eq!(seen_streams(mode, "ordered_by_event"), "7", "{mode}");
+    }
+}
+
+#[test]
+fn synchronising_one_stream_leaves_another_streams_work_queued() {
+    if !standin() {
+        return;
+    }
+    for (key, eager, deferred) in [
+        ("other_stream_event_after_sync", "ready", "not_ready"),
+        ("idle_stream_query", "ready", "ready"),
+        ("busy_stream_query", "ready", "not_ready"),
+        ("other_stream_after_event_sync", "ready", "not_ready"),
+    ] {
+        assert_eq!(seen_streams("eager", key), eager, "eager: {key}");
+        assert_eq!(seen_streams("deferred", key), deferred, "deferred: {key}");
+    }
+}
+
+#[test]
+fn the_legacy_stream_waits_for_blocking_streams_but_not_for_non_blocking_ones() {
+    if !standin() {
+        return;
+    }
+    assert_eq!(seen_streams("eager", "legacy_after_blocking"), "7");
+    assert_eq!(seen_streams("deferred", "legacy_after_blocking"), "7");
+    assert_eq!(seen_streams("eager", "legacy_after_non_blocking"), "7");
+    assert_eq!(
+        seen_streams("deferred", "legacy_after_non_blocking"),
+        "0",
+        "a non-blocking stream's write is not ordered before the legacy stream's copy"
     );
 }
