@@ -42,8 +42,11 @@ const NC: usize = 128;
 /// A is packed when B has more than this many `NR`-column panels (each packed A panel is
 /// then reused often enough to pay for the copy).
 const PACK_A_MIN_PANELS: usize = 4;
-/// Below this many multiply-adds a `k`-block runs on the calling thread.
-const PAR_MIN_WORK: usize = 1 << 18;
+/// Below this many multiply-adds a `k`-block runs on the calling thread. The demo MLP's
+/// products (at most 128 x 256 x 256, 2^23) stay there, as in the default matmul
+/// (`ops/gemm_blocks.rs`): fanned out from 2^18, the portable demo step ran no faster on
+/// 2 threads than on 1 (benches/RESULTS.md, issue 29).
+const PAR_MIN_WORK: usize = 1 << 24;
 /// Below this many packed elements a panel set is packed on the calling thread: the demo's
 /// panels (at most 256 x 256) copy in microseconds, less than a hand-off to the pool.
 const PACK_PAR_MIN: usize = 1 << 17;

@@ -124,26 +124,31 @@ fn transposed_and_offset_views_equal_the_definition() {
     }
 }
 
+/// Large enough that the tiles and the packing of A and B fan out (above `PAR_MIN_WORK`
+/// and `PACK_PAR_MIN` at every level), with row-major and transposed operands (each
+/// packs along its own path).
 #[test]
 fn one_and_two_threads_give_the_same_bits() {
-    let (m, k, n) = (200, 600, 300);
-    let (a, b) = (values(m * k, 1), values(k * n, 2));
-    let (a, b) = (dense(&a, m, k), dense(&b, k, n));
-    for level in levels() {
-        let run = |threads| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| matmul_with(a, b, level).unwrap())
-        };
-        let one = bits(&run(1));
-        assert_eq!(one, bits(&run(2)), "{level:?}");
-        assert_eq!(
-            one,
-            bits(&matmul_with(a, b, SimdLevel::Scalar).unwrap()),
-            "{level:?}"
-        );
+    let (m, k, n) = (520, 600, 530);
+    assert!(m * n * KC >= super::PAR_MIN_WORK && m.min(n) * KC >= super::PACK_PAR_MIN);
+    let (a_data, b_data) = (values(m * k, 1), values(k * n, 2));
+    let layouts = [
+        (dense(&a_data, m, k), dense(&b_data, k, n)),
+        (transposed(&a_data, m, k), transposed(&b_data, k, n)),
+    ];
+    for (a, b) in layouts {
+        let want = bits(&chain(&a, &b));
+        for level in levels() {
+            let run = |threads| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                pool.install(|| matmul_with(a, b, level).unwrap())
+            };
+            assert_eq!(bits(&run(1)), want, "{level:?}, 1 thread");
+            assert_eq!(bits(&run(2)), want, "{level:?}, 2 threads");
+        }
     }
 }
 
