@@ -124,6 +124,39 @@ fn transposed_and_offset_views_equal_the_definition() {
     }
 }
 
+/// Views with no unit stride (every other column and every third row of bigger
+/// buffers), which packing reads element by element: both operands, at every level.
+#[test]
+fn views_without_a_unit_stride_equal_the_definition() {
+    for &(m, k, n) in &SHAPES[..19] {
+        let (a_big, b_big) = (values(3 * m * 2 * k + 1, 9), values(3 * k * 2 * n + 1, 10));
+        let a = Operand {
+            data: &a_big,
+            offset: 1,
+            rows: m,
+            cols: k,
+            row_stride: 3 * 2 * k,
+            col_stride: 2,
+        };
+        let b = Operand {
+            data: &b_big,
+            offset: 1,
+            rows: k,
+            cols: n,
+            row_stride: 3 * 2 * n,
+            col_stride: 2,
+        };
+        let want = bits(&chain(&a, &b));
+        for level in levels() {
+            assert_eq!(
+                bits(&matmul_with(a, b, level).unwrap()),
+                want,
+                "{level:?} at {m}x{k}x{n}"
+            );
+        }
+    }
+}
+
 /// Large enough that the tiles and the packing of A and B fan out (above `PAR_MIN_WORK`
 /// and `PACK_PAR_MIN` at every level), with row-major and transposed operands (each
 /// packs along its own path).
