@@ -57,6 +57,16 @@ fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
+/// Every kernel level's product of `a` and `b` equals the scalar chain, bit for bit.
+fn assert_every_level_equals_the_chain(a: Operand<'_, f32>, b: Operand<'_, f32>) {
+    let want = bits(&chain(&a, &b));
+    for level in levels() {
+        let got = matmul_with(a, b, level).unwrap();
+        let (m, k, n) = (a.rows, a.cols, b.cols);
+        assert_eq!(bits(&got), want, "{level:?} at {m} x {k} x {n}");
+    }
+}
+
 /// `(m, k, n)`: edge sizes around every kernel's MR / NR and around the k-block, odd
 /// ones (7x13x5, 129x257x65: one past a power of two in every dimension), and the demo
 /// MLP's products (batch 128, 64-256-256-10: each layer forward, and the first layer's
@@ -88,12 +98,7 @@ const SHAPES: [(usize, usize, usize); 20] = [
 fn every_level_equals_the_definition_bit_for_bit() {
     for (case, &(m, k, n)) in SHAPES.iter().enumerate() {
         let (a, b) = (values(m * k, case as u64), values(k * n, 100 + case as u64));
-        let (a, b) = (dense(&a, m, k), dense(&b, k, n));
-        let want = bits(&chain(&a, &b));
-        for level in levels() {
-            let got = matmul_with(a, b, level).unwrap();
-            assert_eq!(bits(&got), want, "{level:?} at {m} x {k} x {n}");
-        }
+        assert_every_level_equals_the_chain(dense(&a, m, k), dense(&b, k, n));
     }
 }
 
@@ -113,14 +118,7 @@ fn transposed_and_offset_views_equal_the_definition() {
             row_stride: 1,
             col_stride: k,
         };
-        let want = bits(&chain(&a, &b));
-        for level in levels() {
-            assert_eq!(
-                bits(&matmul_with(a, b, level).unwrap()),
-                want,
-                "{level:?} at {m}x{k}x{n}"
-            );
-        }
+        assert_every_level_equals_the_chain(a, b);
     }
 }
 
@@ -146,14 +144,7 @@ fn views_without_a_unit_stride_equal_the_definition() {
             row_stride: 3 * 2 * n,
             col_stride: 2,
         };
-        let want = bits(&chain(&a, &b));
-        for level in levels() {
-            assert_eq!(
-                bits(&matmul_with(a, b, level).unwrap()),
-                want,
-                "{level:?} at {m}x{k}x{n}"
-            );
-        }
+        assert_every_level_equals_the_chain(a, b);
     }
 }
 
