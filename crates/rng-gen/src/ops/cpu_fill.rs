@@ -6,9 +6,9 @@
 //! [`BATCH_BLOCKS`] blocks at a time, and hands each batch of words to the sampler's
 //! batch body, so which thread runs which chunk, and how many threads there are, cannot
 //! change a single bit. A chunk runs compiled for the widest vector instructions the CPU
-//! has (`crate::simd`), the Philox rounds and the body inlined together. Outputs that fit
-//! in one chunk, and every output when the pool has one thread, run on the calling
-//! thread. Large outputs are written with streaming stores (staged a few batches at a
+//! has (`crate::simd`), the Philox rounds and the body inlined together. Outputs shorter
+//! than [`PAR_MIN_ELEMS`] or fitting in one chunk, and every output when the pool has one
+//! thread, run on the calling thread. Large outputs are written with streaming stores (staged a few batches at a
 //! time), so filling memory that is not in cache does not read it first.
 
 use rayon::prelude::*;
@@ -40,21 +40,23 @@ pub(crate) fn fill<S: Sampler>(op: &S, out: &mut [S::Elem], key: Key) {
 /// combination with the scalar reference).
 pub(crate) fn fill_at_level<S: Sampler>(op: &S, out: &mut [S::Elem], key: Key, level: SimdLevel) {
     let streaming = std::mem::size_of_val(out) >= STREAMING_BYTES;
-    fill_with(op, out, key, level, streaming);
+    fill_with(op, out, key, level, streaming, PAR_MIN_ELEMS);
 }
 
-/// [`fill_at_level`] with the choice of stores made by the caller.
+/// [`fill_at_level`] with the choice of stores and the fan-out floor made by the caller
+/// (tests pass a floor of 0, so that a few chunks already run on several threads).
 pub(crate) fn fill_with<S: Sampler>(
     op: &S,
     out: &mut [S::Elem],
     key: Key,
     level: SimdLevel,
     streaming: bool,
+    par_min: usize,
 ) {
     let layout = op.layout();
     debug_assert!(layout.is_valid());
     let chunk_elems = CHUNK_WORDS / BATCH_WORDS * layout.elements_per_batch();
-    for_each_chunk(out, chunk_elems, |chunk_index, chunk| {
+    for_each_chunk(out, chunk_elems, par_min, |chunk_index, chunk| {
         let first_batch = chunk_index * (CHUNK_WORDS / BATCH_WORDS);
         with_simd(
             level,
@@ -105,22 +107,30 @@ fn fill_chunk<S: Sampler>(
     streaming_fence();
 }
 
-/// True when chunks should stay on the calling thread: a pool of one thread would only
-/// add a hand-off to its worker and back (futex wake-ups; tens of microseconds per op in
-/// the one-thread training step of `benches/train_step.rs`) and run them in the same
-/// order. Which thread runs a chunk never changes a value, so this only affects speed.
-pub(crate) fn run_inline(chunks: usize) -> bool {
-    chunks <= 1 || rayon::current_num_threads() == 1
+/// Outputs shorter than this many elements are filled on the calling thread. Waking the
+/// pool, and the idle worker's spinning afterwards, cost more than a second thread gives
+/// below it: dropout's fill and mask pass at 32,768 elements (the demo MLP's activations)
+/// made the demo's step slower on 2 threads than on 1 (benches/RESULTS.md, issue 29).
+pub(crate) const PAR_MIN_ELEMS: usize = 1 << 18;
+
+/// True when the `len` elements, in chunks of `chunk_elems`, should stay on the calling
+/// thread: fewer than `par_min` (in ditto's ops [`PAR_MIN_ELEMS`]), one chunk, or a pool of
+/// one thread, which would only add a hand-off to its worker and back (futex wake-ups;
+/// tens of microseconds per op in the one-thread training step of
+/// `benches/train_step.rs`) and run them in the same order. Which thread runs a chunk
+/// never changes a value, so this only affects speed.
+pub(crate) fn run_inline(len: usize, chunk_elems: usize, par_min: usize) -> bool {
+    len < par_min || len <= chunk_elems || rayon::current_num_threads() == 1
 }
 
 /// Runs `run(chunk_index, chunk)` on the `chunk_elems`-element chunks of `out`: on the
-/// calling thread when there is only one chunk or one thread, else in parallel.
-pub(crate) fn for_each_chunk<T, F>(out: &mut [T], chunk_elems: usize, run: F)
+/// calling thread when [`run_inline`] says so, else in parallel.
+pub(crate) fn for_each_chunk<T, F>(out: &mut [T], chunk_elems: usize, par_min: usize, run: F)
 where
     T: Send,
     F: Fn(usize, &mut [T]) + Sync,
 {
-    if run_inline(out.len().div_ceil(chunk_elems)) {
+    if run_inline(out.len(), chunk_elems, par_min) {
         for (i, chunk) in out.chunks_mut(chunk_elems).enumerate() {
             run(i, chunk);
         }

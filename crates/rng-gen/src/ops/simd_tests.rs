@@ -90,7 +90,8 @@ fn check<S: Sampler>(what: &str, make: impl Fn(usize) -> S) {
                 for streaming in [false, true] {
                     for pool in &pools {
                         let mut out = vec![S::Elem::from_f64(0.0); n];
-                        pool.install(|| fill_with(&op, &mut out, key, level, streaming));
+                        // Floor 0: from two chunks up, the 3-thread pool runs them in parallel.
+                        pool.install(|| fill_with(&op, &mut out, key, level, streaming, 0));
                         let got: Vec<u64> = out.into_iter().map(bits_of).collect();
                         let first_diff = got.iter().zip(&expected).position(|(a, b)| a != b);
                         assert_eq!(
@@ -197,6 +198,7 @@ fn dropout_check<T: DropoutFloat>(what: &str) {
                         key,
                         level,
                         true,
+                        0,
                     );
                     let mut got: Vec<u32> = mask.into_iter().map(AtomicU32::into_inner).collect();
                     let mut want: Vec<u32> = reference_mask

@@ -5,7 +5,7 @@
 
 use tensor_core::Element;
 
-use super::super::cpu_fill::{for_each_chunk, CHUNK_WORDS};
+use super::super::cpu_fill::{for_each_chunk, CHUNK_WORDS, PAR_MIN_ELEMS};
 use crate::simd::with_widest_simd;
 use crate::RngError;
 
@@ -69,7 +69,7 @@ pub(crate) fn apply<T: Element>(
 ) -> Result<Vec<T>, RngError> {
     debug_assert_eq!(mask.len(), mask_len(x.len()));
     let mut out = tensor_core::try_zeroed_vec::<T>(x.len())?;
-    for_each_chunk(&mut out, CHUNK_WORDS, |chunk_index, out| {
+    for_each_chunk(&mut out, CHUNK_WORDS, PAR_MIN_ELEMS, |chunk_index, out| {
         let first = chunk_index * CHUNK_WORDS;
         let x = &x[first..first + out.len()];
         let mask = &mask[first / MASK_BITS..];
