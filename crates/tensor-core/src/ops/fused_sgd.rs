@@ -12,6 +12,8 @@
 
 use std::ops::{Add, Mul};
 
+use rayon::prelude::*;
+
 use crate::audit::OpRecorder;
 use crate::{DType, Element, Result, Tensor, TensorError};
 
@@ -127,7 +129,8 @@ impl Tensor {
     }
 }
 
-/// The rule for every element, in the order the whole-tensor ops apply it.
+/// The rule for every element, in the order the whole-tensor ops apply it; parameters of
+/// at least [`SGD_PAR_MIN_LEN`] elements are cut into one contiguous piece per thread.
 fn cpu_step<T>(
     value: &mut Tensor,
     buf: &mut Tensor,
@@ -140,11 +143,32 @@ where
     let g = grad.as_slice::<T>()?;
     let b = buf.as_mut_slice::<T>()?;
     let p = value.as_mut_slice::<T>()?;
+    let threads = rayon::current_num_threads();
+    if threads == 1 || p.len() < SGD_PAR_MIN_LEN {
+        step_slice(p, b, g, s);
+        return Ok(());
+    }
+    // Whole cache lines per piece, so no line is written by two threads.
+    let line = 64 / std::mem::size_of::<T>().max(1);
+    let piece = p.len().div_ceil(threads).div_ceil(line) * line;
+    p.par_chunks_mut(piece)
+        .zip(b.par_chunks_mut(piece))
+        .zip(g.par_chunks(piece))
+        .for_each(|((p, b), g)| step_slice(p, b, g, s));
+    Ok(())
+}
+
+/// Parameters shorter than this are updated on the calling thread.
+const SGD_PAR_MIN_LEN: usize = 1 << 18;
+
+fn step_slice<T>(p: &mut [T], b: &mut [T], g: &[T], s: &StepScalars<T>)
+where
+    T: Element + Add<Output = T> + Mul<Output = T>,
+{
     for ((p, b), &g) in p.iter_mut().zip(b.iter_mut()).zip(g) {
         let d = if s.decay { g + s.weight_decay * *p } else { g };
         *b = *b * s.momentum + s.keep * d;
         let d = if s.nesterov { d + s.momentum * *b } else { *b };
         *p = *p + s.step * d;
     }
-    Ok(())
 }

@@ -150,3 +150,32 @@ fn refuses_what_it_cannot_do_and_writes_nothing() {
         "{r:?}"
     );
 }
+
+/// A parameter long enough to be cut into one piece per thread (2^18 elements and more),
+/// with a ragged length, on pools of 1, 2 and 3 threads: each equals the whole-tensor
+/// ops, so the pieces neither skip nor repeat an element.
+#[test]
+fn long_parameters_on_several_threads_equal_the_whole_tensor_ops() {
+    let h = SgdMomentumStep {
+        lr: 0.05,
+        momentum: 0.9,
+        dampening: 0.1,
+        weight_decay: 1e-3,
+        nesterov: true,
+    };
+    let n = 7 * ((1 << 18) / 7 + 1001);
+    let (p0, b0) = (tensor(n, 3, DType::F32), tensor(n, 4, DType::F32));
+    let g = tensor(n, 5, DType::F32);
+    let (mut want_p, mut want_b) = (p0.clone(), b0.clone());
+    whole_tensor_ops(&mut want_p, &mut want_b, &g, &h);
+    for threads in [1, 2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let (mut p, mut b) = (p0.clone(), b0.clone());
+        pool.install(|| p.sgd_momentum_step_(&mut b, &g, &h)).unwrap();
+        assert_eq!(bits(&p), bits(&want_p), "parameter, {threads} threads");
+        assert_eq!(bits(&b), bits(&want_b), "buffer, {threads} threads");
+    }
+}
