@@ -205,7 +205,12 @@ pub fn matmul_with<T: PortableElement>(
             op: "portable matmul",
             message: format!("{} x {} output elements overflow usize", a.rows, b.cols),
         })?;
-    let mut c = crate::creation::try_filled(count, T::default(), T::DTYPE)?;
+    let mut c = crate::creation::try_with_capacity::<T>(count, T::DTYPE)?;
+    if a.cols == 0 {
+        // No k-block to zero the output in `run`: the empty sums are +0.0.
+        c.resize(count, T::default());
+        return Ok(c);
+    }
     // A narrow product (n <= 16, like the demo's 10-class layer) would fill the
     // AVX-512 tile's 32 columns mostly with padding; the AVX2 tile is 16 wide. Every
     // kernel gives the same bits, so this choice is about speed only.
@@ -214,16 +219,24 @@ pub fn matmul_with<T: PortableElement>(
     } else {
         level
     };
-    match (as_f32(a), as_f32(b), as_f32_mut(&mut c)) {
-        (Some(a), Some(b), Some(c)) => match level {
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 => run::<f32, kernels::Avx512>(a, b, c),
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx2Fma => run::<f32, kernels::Avx2Fma>(a, b, c),
-            _ => run::<f32, kernels::Scalar>(a, b, c),
-        },
-        _ => run::<T, kernels::Scalar>(a, b, &mut c),
+    let out = Output(c.as_mut_ptr());
+    match (as_f32(a), as_f32(b)) {
+        (Some(a), Some(b)) => {
+            // T is f32 (as_f32 checked its type id), so the buffer is one of f32.
+            let out = Output(out.0.cast::<f32>());
+            match level {
+                #[cfg(target_arch = "x86_64")]
+                SimdLevel::Avx512 => run::<f32, kernels::Avx512>(a, b, out),
+                #[cfg(target_arch = "x86_64")]
+                SimdLevel::Avx2Fma => run::<f32, kernels::Avx2Fma>(a, b, out),
+                _ => run::<f32, kernels::Scalar>(a, b, out),
+            }
+        }
+        _ => run::<T, kernels::Scalar>(a, b, out),
     }
+    // SAFETY: `count` elements were reserved, and `run` wrote each of them: k > 0, so
+    // its first k-block zeroes every block of C (the blocks tile it) before updating it.
+    unsafe { c.set_len(count) };
     Ok(c)
 }
 
@@ -244,15 +257,6 @@ fn as_f32<T: 'static>(o: Operand<'_, T>) -> Option<Operand<'_, f32>> {
     })
 }
 
-/// `Some` (the same slice) when `T` is f32.
-fn as_f32_mut<T: 'static>(c: &mut [T]) -> Option<&mut [f32]> {
-    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
-        return None;
-    }
-    // SAFETY: T is f32 (same type id).
-    Some(unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast::<f32>(), c.len()) })
-}
-
 /// The output's raw pointer, shared by tasks that write disjoint tiles.
 #[derive(Clone, Copy)]
 struct Output<T>(*mut T);
@@ -263,8 +267,14 @@ unsafe impl<T: Send> Sync for Output<T> {}
 /// The blocked loops with micro-kernel `K`. B is packed. A is packed too when each of
 /// its panels serves many column panels (`n > PACK_A_MIN_PANELS * NR`); otherwise (the
 /// demo's narrow products) full `MR`-row panels are read in place through A's strides
-/// and only the last partial one is packed, zero-padded.
-fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, T>, c: &mut [T]) {
+/// and only the last partial one is packed, zero-padded. `out` is C's buffer, `m x n`
+/// elements, not yet written: each task zeroes its own block in the first `k`-block, so
+/// that work is shared by the pool too (`k` must be at least 1).
+fn run<T: PortableElement, K: Microkernel<T>>(
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    out: Output<T>,
+) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     if m == 0 || n == 0 {
         return;
@@ -284,7 +294,7 @@ fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, 
         .iter()
         .flat_map(|c| row_blocks.iter().map(move |r| (r.clone(), c.clone())))
         .collect();
-    let out = Output(c.as_mut_ptr());
+    debug_assert!(k > 0);
     for depth in blocks(k, KC) {
         let kc = depth.len();
         // A one-thread pool would only hand the tasks to its worker and wait (a thread
@@ -326,12 +336,35 @@ fn run<T: PortableElement, K: Microkernel<T>>(a: Operand<'_, T>, b: Operand<'_, 
         let task = |(rows, cols): &(Range<usize>, Range<usize>)| {
             // SAFETY: the tiles of `rows x cols` lie inside C (m x n, row stride n) and
             // belong to this task alone; the panels cover `depth`.
-            unsafe { update_block::<T, K>(&panels, out, n, rows.clone(), cols.clone()) }
+            unsafe {
+                if depth.start == 0 {
+                    zero_block(out, n, rows.clone(), cols.clone());
+                }
+                update_block::<T, K>(&panels, out, n, rows.clone(), cols.clone());
+            }
         };
         if parallel && tasks.len() > 1 {
             tasks.par_iter().for_each(task);
         } else {
             tasks.iter().for_each(task);
+        }
+    }
+}
+
+/// Writes `+0.0` (the start of every chain) to C's `rows x cols` block.
+///
+/// # Safety
+/// The block lies inside C (row stride `ldc`); no other thread touches it meanwhile.
+unsafe fn zero_block<T: PortableElement>(
+    out: Output<T>,
+    ldc: usize,
+    rows: Range<usize>,
+    cols: Range<usize>,
+) {
+    for r in rows {
+        for j in cols.clone() {
+            // SAFETY: inside the block (the caller's contract).
+            unsafe { out.0.add(r * ldc + j).write(T::default()) };
         }
     }
 }
