@@ -11,6 +11,8 @@
 //! so every variant produces the same bits; only speed differs. Tests run every sampler
 //! at every [`SimdLevel`] the CPU has and compare with the scalar reference.
 
+use tensor_core::SimdRequest;
+
 /// An instruction set the samplers can be compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SimdLevel {
@@ -40,41 +42,17 @@ impl SimdLevel {
     }
 
     /// The level the samplers run at: [`SimdLevel::detected`], or a narrower one named by
-    /// the environment variable `DITTO_SIMD` (`avx512`, `avx2` or `scalar`), read once.
-    ///
-    /// Why: to measure the AVX2 path on an AVX-512 machine (benches/RESULTS.md), and to let
-    /// a user rule out a vector path when chasing a problem. Every level gives the same
-    /// bits, so the setting only changes speed. A level the CPU does not run falls back
-    /// to the widest it does (as [`with_simd`] does); an unknown value is reported once
-    /// on stderr and ignored.
+    /// the environment variable `DITTO_SIMD` (`avx512`, `avx2` or `scalar`;
+    /// [`tensor_core::simd_request`] reads it, and says why it exists). Every level gives
+    /// the same bits, so the setting only changes speed. A level the CPU does not run
+    /// falls back to the widest it does (as [`with_simd`] does).
     pub(crate) fn chosen() -> SimdLevel {
-        static CHOSEN: std::sync::OnceLock<SimdLevel> = std::sync::OnceLock::new();
-        *CHOSEN.get_or_init(|| {
-            let widest = SimdLevel::detected();
-            match std::env::var("DITTO_SIMD") {
-                Err(_) => widest,
-                Ok(asked) => match SimdLevel::parse(&asked) {
-                    Some(asked) => asked.at_most(widest),
-                    None => {
-                        eprintln!(
-                            "ditto: DITTO_SIMD={asked:?} is not one of avx512, avx2, scalar; \
-                             using {widest:?}"
-                        );
-                        widest
-                    }
-                },
-            }
-        })
-    }
-
-    /// The level a `DITTO_SIMD` value names (case and surrounding spaces ignored).
-    fn parse(name: &str) -> Option<SimdLevel> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "avx512" | "avx-512" => Some(SimdLevel::Avx512),
-            "avx2" => Some(SimdLevel::Avx2),
-            "scalar" | "baseline" => Some(SimdLevel::Baseline),
-            _ => None,
-        }
+        let asked = match tensor_core::simd_request() {
+            SimdRequest::Avx512 => SimdLevel::Avx512,
+            SimdRequest::Avx2 => SimdLevel::Avx2,
+            SimdRequest::Scalar => SimdLevel::Baseline,
+        };
+        asked.at_most(SimdLevel::detected())
     }
 
     /// `self`, or `widest` where `self` is wider (a CPU runs every level below its widest).
@@ -200,11 +178,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn simd_names_parse_and_never_exceed_the_cpu() {
-        assert_eq!(SimdLevel::parse(" AVX2 "), Some(SimdLevel::Avx2));
-        assert_eq!(SimdLevel::parse("avx-512"), Some(SimdLevel::Avx512));
-        assert_eq!(SimdLevel::parse("scalar"), Some(SimdLevel::Baseline));
-        assert_eq!(SimdLevel::parse("sse9"), None);
+    fn simd_levels_never_exceed_the_cpu() {
         use SimdLevel::{Avx2, Avx512, Baseline};
         for (asked, widest, got) in [
             (Avx512, Avx2, Avx2),

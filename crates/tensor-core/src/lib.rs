@@ -45,6 +45,7 @@ mod layout;
 pub mod portable;
 mod round;
 mod shape;
+mod simd_request;
 mod storage;
 mod tensor;
 mod transfer;
@@ -77,6 +78,7 @@ pub use element::Element;
 pub use error::{NvrtcError, Result, TensorError};
 pub use portable::{are_portable_arithmetic_enabled, use_portable_arithmetic};
 pub use shape::Shape;
+pub use simd_request::{simd_request, SimdRequest};
 pub use storage::{CpuStorage, Storage};
 pub use tensor::Tensor;
 

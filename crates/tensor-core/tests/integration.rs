@@ -24,5 +24,7 @@ mod matmul_threads;
 mod nvrtc_tensor_ops;
 #[path = "integration/portable_switch.rs"]
 mod portable_switch;
+#[path = "integration/simd_request.rs"]
+mod simd_request;
 #[path = "integration/support/mod.rs"]
 mod support;

@@ -174,7 +174,8 @@ fn long_parameters_on_several_threads_equal_the_whole_tensor_ops() {
             .build()
             .unwrap();
         let (mut p, mut b) = (p0.clone(), b0.clone());
-        pool.install(|| p.sgd_momentum_step_(&mut b, &g, &h)).unwrap();
+        pool.install(|| p.sgd_momentum_step_(&mut b, &g, &h))
+            .unwrap();
         assert_eq!(bits(&p), bits(&want_p), "parameter, {threads} threads");
         assert_eq!(bits(&b), bits(&want_b), "buffer, {threads} threads");
     }

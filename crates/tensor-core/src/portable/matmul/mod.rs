@@ -29,7 +29,7 @@ use rayon::prelude::*;
 use kernels::{ARows, Microkernel};
 use pack::{pack_a, pack_b, round_up};
 
-use crate::{DType, Result, TensorError};
+use crate::{DType, Result, SimdRequest, TensorError};
 
 /// Depth of a `k`-block: a packed B micro-panel (`KC x NR`) stays in L1.
 pub const KC: usize = 256;
@@ -92,6 +92,18 @@ impl SimdLevel {
             .into_iter()
             .find(|l| l.is_available())
             .unwrap_or(SimdLevel::Scalar)
+    }
+
+    /// [`SimdLevel::detected`], narrowed to what `DITTO_SIMD` allows
+    /// ([`crate::simd_request`]): how the AVX2 kernel is measured on an AVX-512 machine.
+    #[must_use]
+    pub fn chosen() -> SimdLevel {
+        let detected = SimdLevel::detected();
+        match crate::simd_request() {
+            SimdRequest::Avx512 => detected,
+            SimdRequest::Avx2 if detected != SimdLevel::Scalar => SimdLevel::Avx2Fma,
+            _ => SimdLevel::Scalar,
+        }
     }
 
     /// True when this CPU has the level's instructions.
@@ -169,10 +181,11 @@ impl<T> Operand<'_, T> {
 }
 
 /// `a (m x k) * b (k x n)` as a row-major `m x n` vector, with the fastest kernel this
-/// CPU has for `T` (AVX-512 / AVX2 for f32, `mul_add` for f64), threads from rayon's
-/// current pool. Errors when the shapes disagree or a view reaches past its buffer.
+/// CPU has for `T` (AVX-512 / AVX2 for f32, `mul_add` for f64) that `DITTO_SIMD` allows
+/// ([`SimdLevel::chosen`]), threads from rayon's current pool. Errors when the shapes
+/// disagree or a view reaches past its buffer.
 pub fn matmul<T: PortableElement>(a: Operand<'_, T>, b: Operand<'_, T>) -> Result<Vec<T>> {
-    matmul_with(a, b, SimdLevel::detected())
+    matmul_with(a, b, SimdLevel::chosen())
 }
 
 /// [`matmul`] with a chosen kernel (for tests and benchmarks: every level gives the same
