@@ -6,6 +6,14 @@
 #
 #   bash benches/compare_train_step.sh [--threads "1 2"] [--rounds 5] [--seconds 1]
 #        [--shapes "64,256,256,10:128 784,1024,1024,10:256"]   # widths:batch
+#        [--simd avx2] [--bench PATH]
+#
+# --simd avx2 runs both sides at AVX2 on an AVX-512 CPU: ditto's own kernels through
+# DITTO_SIMD, PyTorch through ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS and
+# ONEDNN_MAX_CPU_ISA. gemm (ditto's default matmul) reads no variable: for its AVX2
+# kernels pass --bench, a train_step binary built with tensor-core's `gemm` dependency
+# without its `x86-v4` feature (in a target dir of its own). benches/RESULTS.md (issue 29,
+# "AVX2, measured on this CPU") was measured this way.
 #
 # PYTHON names the interpreter with torch (default: python3); without torch the PyTorch
 # column says "n/a". Issue 29's table in benches/RESULTS.md is this script's output.
@@ -13,6 +21,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 threads="1 2"
+simd=""
+bench=""
 rounds=5
 seconds=1
 shapes="64,256,256,10:128 784,1024,1024,10:256"
@@ -22,25 +32,35 @@ while [ $# -gt 0 ]; do
     --rounds) rounds="$2"; shift 2 ;;
     --seconds) seconds="$2"; shift 2 ;;
     --shapes) shapes="$2"; shift 2 ;;
-    *) echo "unknown argument: $1 (expected --threads, --rounds, --seconds, --shapes)" >&2; exit 2 ;;
+    --simd) simd="$2"; shift 2 ;;
+    --bench) bench="$2"; shift 2 ;;
+    *) echo "unknown argument: $1 (expected --threads, --rounds, --seconds, --shapes, --simd, --bench)" >&2; exit 2 ;;
   esac
 done
+case "${simd:-}" in
+  "") ;;
+  avx2) export DITTO_SIMD=avx2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ;;
+  *) echo "--simd takes avx2 (the default is what the CPU runs), not $simd" >&2; exit 2 ;;
+esac
 python="${PYTHON:-python3}"
 have_torch=1
 "$python" -c "import torch" 2> /dev/null || have_torch=0
 
-cargo bench --bench train_step --no-run --quiet
-bench=$(cargo bench --bench train_step --no-run --message-format=json 2> /dev/null |
-  "$python" -c 'import json,sys
+if [ -z "${bench:-}" ]; then
+  cargo bench --bench train_step --no-run --quiet
+  bench=$(cargo bench --bench train_step --no-run --message-format=json 2> /dev/null |
+    "$python" -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "train_step" and m.get("executable"):
         print(m["executable"])')
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
   "SIMD: $(grep -o -w -E 'avx512f|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "SIMD limit: ${simd:-none}; ditto binary: $bench"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # One steps/s number from one process: the number before "steps/s" in its line.
 rate() { sed -E 's/.*: ([0-9.]+) steps\/s.*/\1/'; }
