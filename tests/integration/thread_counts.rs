@@ -3,7 +3,10 @@
 //! CSV bytes (every step's loss, bit for bit), with the default arithmetic and with
 //! `--portable`. Every op that fans out over rayon (the blocked gemm, the portable
 //! matmul's tiles, elementwise ops, dropout, the optimiser) must cut its work by the
-//! sizes alone for this to hold.
+//! sizes alone for this to hold. At the demo's sizes none of them leaves the calling
+//! thread any more (each fans out only where a second thread pays; benches/RESULTS.md),
+//! so `crates/nn-mini/tests/integration/wide_mlp_threads.rs` checks the same at the
+//! large benchmark model's sizes, where every one of them does.
 //!
 //! The example is built by this test (`cargo build --example`, same profile and features)
 //! if `cargo test` did not build it already.

@@ -50,3 +50,5 @@ mod support;
 mod train_resume;
 #[path = "integration/train_resume_default_rng.rs"]
 mod train_resume_default_rng;
+#[path = "integration/wide_mlp_threads.rs"]
+mod wide_mlp_threads;

@@ -1,0 +1,84 @@
+//! Issue 29's rule at the sizes where ditto fans out: a few training steps of an MLP as
+//! wide as the large benchmark model (784-1024-1024-10, batch 256, dropout, SGD with
+//! momentum) give the same losses and parameters, bit for bit, on pools of 1, 2 and 3
+//! threads, with default and with portable arithmetic. The demo of `thread_counts.rs`
+//! is too small for any op to leave the calling thread; here every fan-out runs: the
+//! matmuls' blocks and tiles, dropout's fill and mask pass (2^18 elements), the
+//! elementwise ops and SGD (parameters of 2^18 elements and more).
+
+use nn_mini::{cross_entropy_with, ClassTargets, Dropout, Linear, Module, ReLU, Sequential};
+use nn_mini::{Sgd, SgdConfig};
+use rng_gen::{Generator, Key};
+use tensor_core::{use_portable_arithmetic, DType, Device};
+
+const WIDTHS: [usize; 4] = [784, 1024, 1024, 10];
+const BATCH: usize = 256;
+const STEPS: usize = 3;
+
+/// Every step's loss bits, then every parameter's bits, after `STEPS` steps.
+fn train() -> (Vec<u32>, Vec<Vec<u32>>) {
+    let init = Generator::from_key(Device::Cpu, Key::new(1));
+    let drop = Generator::from_key(Device::Cpu, Key::new(2));
+    let mut model = Sequential::new();
+    for (i, pair) in WIDTHS.windows(2).enumerate() {
+        model = model.push(Linear::new(pair[0], pair[1], &init).unwrap());
+        if i + 2 < WIDTHS.len() {
+            model = model
+                .push(ReLU::new())
+                .push(Dropout::new(0.1, &drop).unwrap());
+        }
+    }
+    let mut sgd = Sgd::new(SgdConfig::new(0.05).momentum(0.9)).unwrap();
+    let x = rng_gen::randn(&[BATCH, WIDTHS[0]], DType::F32, Device::Cpu, Some(&init)).unwrap();
+    let labels = Generator::from_key(Device::Cpu, Key::new(3));
+    let y = rng_gen::randint(0, 10, &[BATCH], Device::Cpu, Some(&labels)).unwrap();
+    let y = ClassTargets::new("wide_mlp_threads", &y, 10, Device::Cpu).unwrap();
+    let mut losses = Vec::new();
+    for _ in 0..STEPS {
+        model.zero_grad();
+        let logits = model.forward(&x, true).unwrap();
+        let (loss, grad) = cross_entropy_with(&logits, &y).unwrap();
+        losses.push(loss.to_vec::<f32>().unwrap()[0].to_bits());
+        model.backward_params(&grad).unwrap();
+        sgd.step(&mut model).unwrap();
+    }
+    let params = model
+        .parameters()
+        .iter()
+        .map(|p| {
+            let values = p.value.to_vec::<f32>().unwrap();
+            values.into_iter().map(f32::to_bits).collect()
+        })
+        .collect();
+    (losses, params)
+}
+
+fn assert_same_on_1_2_and_3_threads(what: &str) {
+    let runs: Vec<_> = [1, 2, 3]
+        .map(|threads| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(train)
+        })
+        .into();
+    for (i, run) in runs.iter().enumerate().skip(1) {
+        assert_eq!(run.0, runs[0].0, "{what}: losses, {} threads", i + 1);
+        for (p, (got, want)) in run.1.iter().zip(&runs[0].1).enumerate() {
+            assert!(got == want, "{what}: parameter {p}, {} threads", i + 1);
+        }
+    }
+}
+
+#[test]
+fn wide_mlp_steps_do_not_depend_on_the_thread_count() {
+    assert_same_on_1_2_and_3_threads("default arithmetic");
+}
+
+#[test]
+fn wide_mlp_steps_do_not_depend_on_the_thread_count_portable() {
+    test_support::own_process!(wide_mlp_steps_do_not_depend_on_the_thread_count_portable);
+    use_portable_arithmetic(true);
+    assert_same_on_1_2_and_3_threads("portable arithmetic");
+}
