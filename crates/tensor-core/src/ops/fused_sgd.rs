@@ -148,7 +148,8 @@ where
         step_slice(p, b, g, s);
         return Ok(());
     }
-    // Whole cache lines per piece, so no line is written by two threads.
+    // Pieces of whole 64-byte lines: where the buffer starts on a line (the allocator
+    // aligns large blocks), no cache line is written by two threads.
     let line = 64 / std::mem::size_of::<T>().max(1);
     let piece = p.len().div_ceil(threads).div_ceil(line) * line;
     p.par_chunks_mut(piece)
