@@ -6,17 +6,6 @@
 use tensor_core::portable::matmul::{matmul, matmul_with, Operand, SimdLevel};
 use tensor_core::{simd_request, SimdRequest};
 
-fn dense(data: &[f32], rows: usize, cols: usize) -> Operand<'_, f32> {
-    Operand {
-        data,
-        offset: 0,
-        rows,
-        cols,
-        row_stride: cols,
-        col_stride: 1,
-    }
-}
-
 #[test]
 fn ditto_simd_avx2_narrows_the_portable_matmul() {
     test_support::own_process!(ditto_simd_avx2_narrows_the_portable_matmul);
@@ -32,14 +21,17 @@ fn ditto_simd_avx2_narrows_the_portable_matmul() {
     assert_eq!(SimdLevel::chosen(), want);
 
     let (m, k, n) = (37, 300, 45);
-    let a: Vec<f32> = (0..m * k)
-        .map(|i| ((i * 7919) % 1013) as f32 / 97.0 - 5.0)
-        .collect();
-    let b: Vec<f32> = (0..k * n)
-        .map(|i| ((i * 104_729) % 997) as f32 / 89.0 - 5.5)
-        .collect();
-    let got = matmul(dense(&a, m, k), dense(&b, k, n)).unwrap();
-    let widest = matmul_with(dense(&a, m, k), dense(&b, k, n), SimdLevel::detected()).unwrap();
+    let (a, b) = (
+        test_support::spread_f32(m * k, 1),
+        test_support::spread_f32(k * n, 2),
+    );
+    let got = matmul(Operand::row_major(&a, m, k), Operand::row_major(&b, k, n)).unwrap();
+    let widest = matmul_with(
+        Operand::row_major(&a, m, k),
+        Operand::row_major(&b, k, n),
+        SimdLevel::detected(),
+    )
+    .unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&got), bits(&widest));
 }

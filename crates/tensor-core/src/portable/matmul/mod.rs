@@ -142,7 +142,21 @@ pub struct Operand<'a, T> {
     pub col_stride: usize,
 }
 
-impl<T> Operand<'_, T> {
+impl<'a, T> Operand<'a, T> {
+    /// A dense row-major `rows x cols` matrix at the start of `data` (row stride `cols`,
+    /// column stride 1). Whether it fits in `data` is checked by the matmul.
+    #[must_use]
+    pub fn row_major(data: &'a [T], rows: usize, cols: usize) -> Self {
+        Operand {
+            data,
+            offset: 0,
+            rows,
+            cols,
+            row_stride: cols,
+            col_stride: 1,
+        }
+    }
+
     /// Checks that every element lies inside `data`.
     fn check(&self, which: &str) -> Result<()> {
         if self.rows == 0 || self.cols == 0 {

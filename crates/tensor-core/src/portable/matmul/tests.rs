@@ -23,17 +23,6 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
     test_support::spread_f32(n, seed)
 }
 
-fn dense(data: &[f32], rows: usize, cols: usize) -> Operand<'_, f32> {
-    Operand {
-        data,
-        offset: 0,
-        rows,
-        cols,
-        row_stride: cols,
-        col_stride: 1,
-    }
-}
-
 /// The transpose of a dense `cols x rows` buffer, read as `rows x cols`.
 fn transposed(data: &[f32], rows: usize, cols: usize) -> Operand<'_, f32> {
     Operand {
@@ -98,7 +87,10 @@ const SHAPES: [(usize, usize, usize); 20] = [
 fn every_level_equals_the_definition_bit_for_bit() {
     for (case, &(m, k, n)) in SHAPES.iter().enumerate() {
         let (a, b) = (values(m * k, case as u64), values(k * n, 100 + case as u64));
-        assert_every_level_equals_the_chain(dense(&a, m, k), dense(&b, k, n));
+        assert_every_level_equals_the_chain(
+            Operand::row_major(&a, m, k),
+            Operand::row_major(&b, k, n),
+        );
     }
 }
 
@@ -157,7 +149,10 @@ fn one_and_two_threads_give_the_same_bits() {
     assert!(m * n * KC >= super::PAR_MIN_WORK && m.min(n) * KC >= super::PACK_PAR_MIN);
     let (a_data, b_data) = (values(m * k, 1), values(k * n, 2));
     let layouts = [
-        (dense(&a_data, m, k), dense(&b_data, k, n)),
+        (
+            Operand::row_major(&a_data, m, k),
+            Operand::row_major(&b_data, k, n),
+        ),
         (transposed(&a_data, m, k), transposed(&b_data, k, n)),
     ];
     for (a, b) in layouts {
@@ -202,7 +197,12 @@ fn f64_and_special_values_follow_the_chain() {
     assert!(matmul_with(ao, bo, SimdLevel::Scalar).unwrap()[0].is_nan());
     let b = [1.0f32, 1.0];
     let a = [f32::MAX, f32::MAX];
-    let got = matmul_with(dense(&a, 1, 2), dense(&b, 2, 1), SimdLevel::detected()).unwrap();
+    let got = matmul_with(
+        Operand::row_major(&a, 1, 2),
+        Operand::row_major(&b, 2, 1),
+        SimdLevel::detected(),
+    )
+    .unwrap();
     assert_eq!(got, vec![f32::INFINITY]);
 }
 
@@ -217,8 +217,18 @@ fn bad_views_and_shapes_are_errors() {
         row_stride: 3,
         col_stride: 1,
     };
-    assert!(matmul_with(too_far, dense(&a, 3, 2), SimdLevel::Scalar).is_err());
-    assert!(matmul_with(dense(&a, 2, 3), dense(&a, 2, 3), SimdLevel::Scalar).is_err());
-    let empty = matmul_with(dense(&a, 2, 0), dense(&[], 0, 3), SimdLevel::Scalar).unwrap();
+    assert!(matmul_with(too_far, Operand::row_major(&a, 3, 2), SimdLevel::Scalar).is_err());
+    assert!(matmul_with(
+        Operand::row_major(&a, 2, 3),
+        Operand::row_major(&a, 2, 3),
+        SimdLevel::Scalar
+    )
+    .is_err());
+    let empty = matmul_with(
+        Operand::row_major(&a, 2, 0),
+        Operand::row_major(&[], 0, 3),
+        SimdLevel::Scalar,
+    )
+    .unwrap();
     assert_eq!(empty, vec![0.0; 6]);
 }
