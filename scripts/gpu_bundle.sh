@@ -82,7 +82,7 @@ done
 # binary); panics still print their messages and locations.
 if command -v strip > /dev/null; then strip --strip-all "$BUNDLE"/bin/*; fi
 cp "$ROOT/benches/compare_torch.py" "$ROOT/benches/compare_torch_train.py" "$ROOT/benches/compare_torch_gpt.py" \
-  "$ROOT/scripts/gpt_torch_parity.py" "$ROOT/data/emma.txt" "$BUNDLE/"
+  "$ROOT/scripts/gpt_torch_parity.py" "$ROOT/scripts/gpu_profile_step.sh" "$ROOT/data/emma.txt" "$BUNDLE/"
 
 cat > "$BUNDLE/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -306,3 +306,4 @@ chmod +x "$BUNDLE/run.sh"
 du -sh "$BUNDLE" >&2
 echo "bundle ready: $(ls "$BUNDLE/bin" | tr '\n' ' ')" >&2
 echo "on the GPU machine, run:  bash gpu-bundle/run.sh" >&2
+echo "where a step's GPU time goes (Nsight Compute):  bash gpu-bundle/gpu_profile_step.sh" >&2
