@@ -8,8 +8,9 @@
 #                                      # writes gpu-bundle/results.md
 #
 # The runner finds libnvrtc / libnccl in a Python venv's nvidia/cu13/lib (set
-# DITTO_CUDA_LIB to point at it directly), because cargo's [env] cannot set
-# LD_LIBRARY_PATH for the binaries and the GPU machines keep CUDA's libraries there.
+# DITTO_CUDA_LIB to point at it directly; scripts/gpu_cuda_lib.sh, shared with
+# gpu_profile_step.sh), because cargo's [env] cannot set LD_LIBRARY_PATH for the binaries
+# and the GPU machines keep CUDA's libraries there.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -82,7 +83,7 @@ done
 # binary); panics still print their messages and locations.
 if command -v strip > /dev/null; then strip --strip-all "$BUNDLE"/bin/*; fi
 cp "$ROOT/benches/compare_torch.py" "$ROOT/benches/compare_torch_train.py" "$ROOT/benches/compare_torch_gpt.py" \
-  "$ROOT/scripts/gpt_torch_parity.py" "$ROOT/scripts/gpu_profile_step.sh" "$ROOT/data/emma.txt" "$BUNDLE/"
+  "$ROOT/scripts/gpt_torch_parity.py" "$ROOT/scripts/gpu_profile_step.sh" "$ROOT/scripts/gpu_cuda_lib.sh" "$ROOT/data/emma.txt" "$BUNDLE/"
 
 cat > "$BUNDLE/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -90,22 +91,9 @@ cat > "$BUNDLE/run.sh" <<'RUN'
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 
-find_cuda_lib() {
-  local d
-  for d in "${DITTO_CUDA_LIB:-}" \
-           "${VIRTUAL_ENV:-/nonexistent}"/lib/python3*/site-packages/nvidia/cu13/lib \
-           "$HOME"/.cache/ditto/venv-cu13/lib/python3*/site-packages/nvidia/cu13/lib \
-           $(python3 -c 'import site; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null | tr ' ' '\n' | sed 's|$|/nvidia/cu13/lib|'); do
-    [ -n "$d" ] && [ -e "$d/libnvrtc.so.13" ] && { echo "$d"; return 0; }
-  done
-  return 1
-}
-
-# Real GPUs only: never the host-executed CUDA stand-in (scripts/cuda_standin.sh).
-if [ -n "${DITTO_CUDA_STANDIN:-}" ] || [[ "${LD_LIBRARY_PATH:-}" == *cuda-standin* ]]; then
-  echo "the CUDA stand-in (host-executed) is in this environment; run from a shell without it" >&2
-  exit 2
-fi
+# find_cuda_lib, refuse_cuda_standin. Real GPUs only: never the host-executed stand-in.
+source "$HERE/gpu_cuda_lib.sh"
+refuse_cuda_standin
 LIB="$(find_cuda_lib)" || { echo "no nvidia/cu13/lib with libnvrtc.so.13 found; set DITTO_CUDA_LIB" >&2; LIB=""; }
 # The nvidia-nccl-cu13 wheel puts libnccl.so.2 in nvidia/nccl/lib, beside nvidia/cu13.
 if [ -n "$LIB" ] && [ ! -e "$LIB/libnccl.so.2" ] && [ -e "$LIB/../../nccl/lib/libnccl.so.2" ]; then

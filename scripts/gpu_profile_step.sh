@@ -56,10 +56,12 @@ shape=("$@")
 [ ${#shape[@]} -eq 0 ] && shape=(--widths 1024,4096,4096,10 --batch 1024)
 mkdir -p "$OUT_DIR"
 
+source "$HERE/gpu_cuda_lib.sh"
+refuse_cuda_standin
 NCU="$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
 [ -n "$NCU" ] || { echo "gpu_profile_step.sh: Nsight Compute (ncu) not found" >&2; exit 2; }
-LIB="$(python3 -c 'import site; print(site.getsitepackages()[0])')/nvidia/cu13/lib"
-export LD_LIBRARY_PATH="$HERE/lib:${DITTO_CUDA_LIB:-$LIB}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+LIB="$(find_cuda_lib)" || { echo "gpu_profile_step.sh: no nvidia/cu13/lib with libnvrtc.so.13 found; set DITTO_CUDA_LIB" >&2; exit 2; }
+export LD_LIBRARY_PATH="$HERE/lib:$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # Skip the first launches (start-up, warm-up), then time the next 120: about three steps of
 # the large MLP in either program (they launch different numbers of kernels a step, so
@@ -74,7 +76,7 @@ timeout 120 "$NCU" "${profile[@]}" "$HERE/bin/train_step" --device cuda:0 "${sha
 timeout 120 "$NCU" "${profile[@]}" python3 "$HERE/compare_torch_train.py" --device cuda "${shape[@]}" "${timing[@]}" \
   > "$OUT_DIR/ncu_torch.csv" 2> "$OUT_DIR/ncu_torch.err" || { echo "ncu on compare_torch_train.py failed: $OUT_DIR/ncu_torch.err"; status=1; }
 {
-  echo "# Kernel times of one training step: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), ${shape[*]}"
+  echo "# Kernel times of a few training steps: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), ${shape[*]}"
   summarize "$OUT_DIR/ncu_ditto.csv" "$OUT_DIR/ncu_torch.csv"
 } | tee "$OUT_DIR/summary.md"
 exit $status
