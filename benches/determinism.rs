@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use ditto::nn_mini::train::{TrainConfig, Trainer};
+use ditto::nn_mini::train::{Run, TrainConfig, Trainer};
 use ditto::tensor_core::audit::{self, OpRecorder};
 use ditto::tensor_core::determinism::paths::INDEX_ADD_CPU;
 use ditto::tensor_core::ops::scatter_add_atomic_cpu;

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use distributed::ddp::{fast_sum, invariant_sum, tree};
 use distributed::{even_counts, DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
-use nn_mini::train::TrainConfig;
+use nn_mini::train::{Run, TrainConfig};
 use tensor_core::{DType, Device, Tensor};
 
 // mimalloc, as in the training binaries (the file says why): with glibc's malloc, page

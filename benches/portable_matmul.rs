@@ -18,7 +18,7 @@
 //! Run: `cargo bench --bench portable_matmul`; results in `benches/RESULTS.md`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::train::{Run, TrainConfig, Trainer};
 use tensor_core::{use_portable_arithmetic, Device, Tensor};
 
 /// (name, m, k, n, lhs transposed): the demo's products and the 1024, 2048 and 4096

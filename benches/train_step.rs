@@ -37,7 +37,7 @@ mod allocator;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
-use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::train::{Run, TrainConfig, Trainer};
 use nn_mini::{cross_entropy_with, ClassTargets, Dropout, Linear, Module, ReLU, Sequential};
 use nn_mini::{Sgd, SgdConfig};
 use rng_gen::{Generator, Key};

@@ -26,9 +26,10 @@
 //! serves a job's first start and every restart, at any world size in invariant mode
 //! (`common/elastic.rs`).
 //!
-//! Read `main` and `run_rank` top to bottom: the loop is `train_resume`'s, with the GPT
-//! run (`nn_mini::gpt`) in place of the MLP, and `ddp_train`'s launch when
-//! `--backend` asks for ranks; `common/` holds what the three share.
+//! Read `main` and `run` top to bottom: the loop is `train_resume`'s (`common/run.rs`),
+//! with the GPT run (`nn_mini::gpt`) in place of the MLP, on one process
+//! (`GptTrainer`) or, when `--backend` asks for ranks, on each rank of `ddp_train`'s
+//! launch (`GptDdpTrainer`).
 
 #[path = "train_gpt_support/args.rs"]
 mod args;
@@ -37,125 +38,92 @@ mod common;
 mod demo;
 #[path = "train_gpt_support/finish.rs"]
 mod finish;
-#[path = "train_gpt_support/session.rs"]
-mod session;
 
 use std::error::Error;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use distributed::ProcessGroup;
-use nn_mini::gpt::GptTrainConfig;
+use distributed::{DdpPlace, GptDdpTrainer};
+use nn_mini::gpt::{DataSpec, GptTrainConfig, GptTrainer, Text};
+use nn_mini::train::{placed, Run};
+use tensor_core::Device;
 
 use args::Args;
-use common::ddp::{check_outputs_on_rank0, launch};
-use common::elastic::{self, save_due};
-use common::outputs;
-use common::report::Report;
-use common::run::{checkpoint_path, exit_code, last_step, Progress};
-use session::Session;
+use common::ddp::launch;
+use common::run::{main_of, start, train, Place, Steps};
 
 fn main() -> ExitCode {
     let args = Args::parse_or_exit();
-    args.run.apply_switches();
-    exit_code(if args.demo {
-        demo::run(&args)
-    } else if let Some(backend) = args.ddp.backend {
-        let batch = args
-            .run
-            .resume
-            .is_none()
-            .then(|| args.run.batch_size.unwrap_or(16));
-        launch::<Args>(&args.ddp, backend, batch, "train_gpt", &|group| {
-            run_rank(&args, Some(group))
-        })
-    } else {
-        run_rank(&args, None)
-    })
+    let run_it = || match args.ddp.backend {
+        None => run::<GptTrainer>(&args, &(), args.device.unwrap_or_default()),
+        Some(backend) => {
+            // A fresh run's global batch, checked against the world size first.
+            let batch = args
+                .run
+                .resume
+                .is_none()
+                .then(|| args.run.batch_size.unwrap_or(16));
+            launch::<Args>(&args.ddp, backend, batch, "train_gpt", &|group| {
+                let device = group.device();
+                let place = DdpPlace::new(group, args.ddp.mode());
+                run::<GptDdpTrainer>(&args, &place, device)
+            })
+        }
+    };
+    main_of(&args.run, args.demo, || demo::run(&args), run_it)
 }
 
-/// One run: a single process (`group` is `None`) or one rank of a data parallel job.
-/// Every rank trains; rank 0 also talks and writes.
-fn run_rank(args: &Args, group: Option<Arc<dyn ProcessGroup>>) -> Result<ExitCode, Box<dyn Error>> {
+/// One run: a single process, or one rank of a data parallel job (`R`). Every rank
+/// trains; rank 0 also talks and writes.
+fn run<R>(args: &Args, place: &R::Place, device: Device) -> Result<ExitCode, Box<dyn Error>>
+where
+    R: Run<Config = GptTrainConfig>,
+    R::Place: Place,
+{
     let flags = &args.run;
-    let rank = group.as_ref().map_or(0, |g| g.rank());
-    let say = |line: String| {
-        if rank == 0 {
-            println!("{line}");
+
+    // 1. Start fresh from the seed and the text, or pick up a checkpoint: it names its
+    //    text by path, length and SHA-256; `--data` says where the same bytes lie now.
+    let fresh = || {
+        let text = Text::read(args.data_path())?;
+        let data = DataSpec {
+            path: args.data_path().display().to_string(),
+            len: text.bytes().len() as u64,
+            sha256: text.sha256().to_string(),
+        };
+        Ok(args.train_config(data, device, flags.steps.unwrap_or(200)))
+    };
+    let data = args.data.as_ref().map(|d| d.display().to_string());
+    let mut place_it = placed(args.device, flags.workers);
+    let adjust = |config: &mut GptTrainConfig| {
+        place_it(config);
+        if let Some(data) = &data {
+            config.data.path.clone_from(data);
         }
     };
+    let started = start::<R, Args>(flags, place, fresh, adjust)?;
 
-    // 0. Before anything else, rank 0 (the only one that writes) checks every path the
-    //    run writes (and --compare, which it reads at the end): a bad one is an error
-    //    on every rank now, not after the training.
-    match &group {
-        Some(group) => check_outputs_on_rank0(flags, &**group)?,
-        None => outputs::check(flags)?,
-    }
-    let dir = elastic::checkpoint_dir(flags);
-
-    // 1. Start fresh from the seed, or pick up a checkpoint: the one --resume names, or
-    //    with --resume-latest the newest in --checkpoint-dir that loads (see
-    //    session.rs: which flags a resume may repeat, and where it finds the text).
-    let (mut run, resumed_from) = Session::start(args, group, dir.as_ref())?;
-    let done = run.step_count();
-    let steps = last_step::<Args>(flags, done)?;
-    say(describe(run.config(), &run.placement()));
-
-    // 2. Train. `run.step()` is one step: the loader's next windows, forward with
-    //    dropout, next-token cross-entropy, backward, gradients summed across ranks
-    //    (data parallel), clipping, the scheduled learning rate, AdamW (read it in
+    // 2. Train: each step is the loader's next windows, forward with dropout,
+    //    next-token cross-entropy, backward, gradients summed across ranks (data
+    //    parallel), clipping, the scheduled learning rate, AdamW (read it in
     //    crates/nn-mini/src/gpt/run.rs). A NaN loss or gradient norm stops the run with
-    //    the step it appeared at. Rank 0 appends each loss to the CSV.
-    //    `--checkpoint-dir` saves every `--save-every` steps and at the last; `--save-at`
-    //    checkpoints after that step and stops.
-    let csv = match rank {
-        0 => elastic::open_csv(flags, run.losses())?,
-        _ => None,
+    //    the step it appeared at.
+    let steps = Steps {
+        read_every: 1,
+        cuda_graph: false,
     };
-    let mut progress = Progress::new(flags, steps, csv);
-    while run.step_count() < steps {
-        let loss = run.step()?;
-        let step = run.step_count();
-        if let Some(line) = progress.record(step, loss)? {
-            say(line);
-        }
-        if let Some(dir) = dir.as_ref().filter(|_| save_due(flags, step, steps)) {
-            if let Some(saved) = run.save_in(dir)? {
-                say(elastic::saved_line(&saved, step));
-            }
-        }
-        if Some(step) == flags.save_at {
-            let path = checkpoint_path(flags);
-            run.save(&path)?;
-            say(format!(
-                "saved {} after step {step}; stopping here",
-                path.display()
-            ));
-            break;
-        }
-    }
-    if done == steps {
-        say(format!(
-            "the run had finished: step {done} of {steps}; nothing left to train"
-        ));
-    }
-    if rank != 0 {
-        return Ok(ExitCode::SUCCESS);
-    }
+    let (mut run, code) = train::<R, Args>(started, flags, &steps, describe)?;
 
-    // 3. Rank 0: the comparison and the plot; then the held-out loss and a sample of
-    //    generated text, when asked for and the run reached its end.
-    let rows = elastic::report_rows(flags, &progress.rows, run.losses());
-    let code = Report::of(flags).finish(&rows, run.losses(), resumed_from.map(|_| done))?;
-    if run.step_count() == steps {
-        finish::evaluate_and_sample(args, &mut run)?;
+    // 3. Rank 0, at the run's end: the held-out loss and a sample of generated text.
+    if run.rank() == 0 && run.step_count() == flags.steps.unwrap_or(200) {
+        let config = run.config().clone();
+        finish::evaluate_and_sample(args, &config, run.model_mut())?;
     }
     Ok(code)
 }
 
 /// The line describing the run.
-fn describe(c: &GptTrainConfig, placement: &str) -> String {
+fn describe<R: Run<Config = GptTrainConfig>>(run: &R) -> String {
+    let (c, placement) = (run.config(), run.placement());
     let m = &c.model;
     format!(
         "seed {} | GPT {} layers x {} heads x width {}, context {} | dropout {} | AdamW lr {} betas ({}, {}) wd {} | warm-up {} then cosine to {} after {} steps | clip {} | batch {} | {} ({} bytes) | {placement}",

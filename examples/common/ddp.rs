@@ -105,20 +105,6 @@ impl DdpFlags {
             false => ReduceMode::Fast,
         }
     }
-
-    /// A resume continues the saved run's mode: flags that ask for another one are an
-    /// error (none given: the saved one).
-    pub fn check_resumed_mode<C: CommandFactory>(
-        &self,
-        saved: ReduceMode,
-    ) -> Result<(), clap::Error> {
-        if saved != self.mode() && (self.invariant || self.micro_shards.is_some()) {
-            return Err(conflict::<C>(format!(
-                "the checkpoint was saved in {saved} mode; a resume continues it"
-            )));
-        }
-        Ok(())
-    }
 }
 
 /// A program's work on one rank: given the rank's process group, its exit code.

@@ -5,7 +5,7 @@
 
 use std::error::Error;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
 use clap::ValueEnum;
 
@@ -61,6 +61,48 @@ impl Demo {
             .collect()
     }
 
+    /// The story of both single-process demos, in three runs of this program: `fresh`
+    /// (a fresh run's flags) straight to `a.csv`; the same run killed after step
+    /// `save_at` with a checkpoint written to `checkpoint`; a resume from it in a new
+    /// process with the flags `resume`, compared with `a.csv` step for step and drawn
+    /// over it. Its exit status is the comparison's (3 when a run failed).
+    #[allow(
+        dead_code,
+        reason = "ddp_train's demo tells its own story, in four runs"
+    )]
+    pub fn straight_killed_resumed(
+        &self,
+        steps: u64,
+        save_at: u64,
+        checkpoint: &str,
+        fresh: &[String],
+        resume: &[String],
+    ) -> Result<ExitCode, Box<dyn Error>> {
+        let (a, b, c) = (self.file("a.csv"), self.file("b.csv"), self.file("c.csv"));
+        println!("== 1/3: a straight run of {steps} steps");
+        if self.run(&with(fresh, &["--out", &a]))? != 0 {
+            return Ok(ExitCode::from(3));
+        }
+        println!("\n== 2/3: the same run, killed after step {save_at} (checkpoint written)");
+        let save_at = save_at.to_string();
+        let killed = [
+            "--save-at",
+            &save_at,
+            "--checkpoint",
+            checkpoint,
+            "--out",
+            &b,
+        ];
+        if self.run(&with(fresh, &killed))? != 0 {
+            return Ok(ExitCode::from(3));
+        }
+        println!("\n== 3/3: resume from the checkpoint in a new process, compare with run 1");
+        let resumed = ["--resume", checkpoint, "--out", &c, "--compare", &a];
+        let code = self.run(&[with(resume, &resumed), self.plot_flags()].concat())?;
+        self.finish(code);
+        Ok(ExitCode::from(u8::try_from(code).unwrap_or(3)))
+    }
+
     /// Says where the files are; `last` is the exit status of the run that drew the
     /// PNG (0 or 1: it got as far as its report, so the PNG is there).
     pub fn finish(&self, last: i32) {
@@ -87,9 +129,7 @@ pub fn save_at(flags: &RunFlags, steps: u64, default: u64) -> Result<u64, Box<dy
 /// `--steps steps`; a resume takes the rest from its checkpoint.
 pub fn shared_flags(flags: &RunFlags, steps: u64) -> Vec<String> {
     let mut args = vec!["--steps".to_string(), steps.to_string()];
-    if let Some(workers) = flags.workers {
-        args.extend(["--workers".into(), workers.to_string()]);
-    }
+    push_flag(&mut args, "--workers", flags.workers);
     if let Some(mode) = flags.deterministic.and_then(|m| m.to_possible_value()) {
         args.extend(["--deterministic".into(), mode.get_name().to_string()]);
     }
@@ -103,10 +143,15 @@ pub fn shared_flags(flags: &RunFlags, steps: u64) -> Vec<String> {
 pub fn fresh_flags(flags: &RunFlags, steps: u64) -> Vec<String> {
     let mut args = shared_flags(flags, steps);
     args.extend(["--seed".into(), flags.seed.unwrap_or(0).to_string()]);
-    if let Some(batch_size) = flags.batch_size {
-        args.extend(["--batch-size".into(), batch_size.to_string()]);
-    }
+    push_flag(&mut args, "--batch-size", flags.batch_size);
     args
+}
+
+/// Appends `--name value` to `args` when `value` is given.
+pub fn push_flag(args: &mut Vec<String>, name: &str, value: Option<impl ToString>) {
+    if let Some(value) = value {
+        args.extend([name.to_string(), value.to_string()]);
+    }
 }
 
 /// `base` followed by `extra`.

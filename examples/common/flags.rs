@@ -193,6 +193,25 @@ pub fn check_same<C: CommandFactory, T: PartialEq + std::fmt::Display>(
     }
 }
 
+/// For the programs' flag tests: `line` parsed as program `A`'s command line.
+#[cfg(test)]
+pub fn parse_line<A: clap::Parser>(name: &str, line: &str) -> Result<A, clap::Error> {
+    A::try_parse_from(std::iter::once(name).chain(line.split_whitespace()))
+}
+
+/// For the programs' flag tests: asserts that `A`'s command is well formed and that its
+/// `--help` states each of `texts` (a range, a default), so no limit goes unsaid.
+/// Returns the help.
+#[cfg(test)]
+pub fn assert_help_states<A: CommandFactory>(texts: &[&str]) -> String {
+    A::command().debug_assert();
+    let help = A::command().render_long_help().to_string();
+    for text in texts {
+        assert!(help.contains(text), "--help does not state {text}:\n{help}");
+    }
+    help
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,7 +225,7 @@ mod tests {
     }
 
     fn parse(line: &str) -> Result<RunFlags, clap::Error> {
-        let run = Run::try_parse_from(std::iter::once("run").chain(line.split_whitespace()))?;
+        let run: Run = parse_line("run", line)?;
         run.run.validate::<Run>()?;
         Ok(run.run)
     }
@@ -219,15 +238,12 @@ mod tests {
             (f.save_every, f.keep, f.resume_latest),
             (Some(20), Some(5), true)
         );
-        let help = Run::command().render_long_help().to_string();
-        for words in [
+        assert_help_states::<Run>(&[
             "--save-every <N>",
             "1..=1000000",
             "[default: 3]",
             "--resume-latest",
-        ] {
-            assert!(help.contains(words), "--help lacks {words}:\n{help}");
-        }
+        ]);
         for (line, want) in [
             ("--checkpoint-dir ck --keep 0", "0 is not in 1..=1000000"),
             (

@@ -1,8 +1,9 @@
-//! What `train_resume` and `ddp_train` share around their training loops: the run's
-//! flags, the checks of its paths before step 1 (`outputs`), periodic checkpoints and
-//! restarts (`elastic`), progress lines and the CSV, the end-of-run report (comparison,
-//! plot) and the demos' plumbing. Each example keeps its own `main` and loop, readable top to bottom;
-//! a training binary copied from one takes this folder along.
+//! What the training binaries (`train_resume`, `ddp_train`, `train_gpt`) share: the one
+//! training loop (`run`), the run's flags, the checks of its paths before step 1
+//! (`outputs`), periodic checkpoints and restarts (`elastic`), the CSV, the end-of-run
+//! report (comparison, plot), the data parallel launch (`ddp`) and the demos' plumbing.
+//! Each binary keeps its flags, its model and its first line; a training binary copied
+//! from one takes this folder along.
 
 mod allocator;
 pub mod curves;

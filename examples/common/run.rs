@@ -1,6 +1,9 @@
-//! The parts of a training run's `main` that are not training: the exit status a
-//! result maps to, the checks on `--steps` after a resume, and the progress lines and
-//! CSV rows of each step.
+//! The one training loop of every binary (`train_resume`, `ddp_train`, `train_gpt`):
+//! [`start`] the run the flags ask for, [`train`] it to `--steps` with the progress
+//! lines, the CSV and the checkpoints, then report. It is written once over
+//! `nn_mini::train::Run`, so the MLP and the GPT, one process and a rank of a data
+//! parallel job all run it; a binary keeps only its flags, its model and its summary
+//! line.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -8,12 +11,182 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::CommandFactory;
+use distributed::DdpPlace;
+use nn_mini::train::{self, Run, RunConfig, Start, Started};
 
 use super::curves::{CsvError, CurveWriter};
-use super::flags::{conflict, RunFlags};
+use super::ddp::check_outputs_on_rank0;
+use super::elastic::{self, save_due};
+use super::flags::{check_same, conflict, RunFlags};
+use super::outputs;
+use super::report::Report;
+
+/// Where a run executes, as the loop needs to know it before the run exists: which
+/// process checks the paths the run will write (and tells the others).
+pub trait Place {
+    /// Checks every path the run writes before anything else (rank 0 checks, every
+    /// rank learns the outcome): a bad one is an error now, not after the training.
+    fn check_outputs(&self, flags: &RunFlags) -> Result<(), Box<dyn Error>>;
+}
+
+impl Place for () {
+    fn check_outputs(&self, flags: &RunFlags) -> Result<(), Box<dyn Error>> {
+        Ok(outputs::check(flags)?)
+    }
+}
+
+impl Place for DdpPlace {
+    fn check_outputs(&self, flags: &RunFlags) -> Result<(), Box<dyn Error>> {
+        check_outputs_on_rank0(flags, &*self.group)
+    }
+}
+
+/// The run the flags ask for (program `A`'s): the checkpoint `--resume` names, or with
+/// `--resume-latest` the newest in `--checkpoint-dir` that loads, or a fresh one from
+/// `fresh` (also when that folder holds none: a job's first start). A resume takes
+/// every setting from its checkpoint, passed through `adjust` (the device, the worker
+/// count, where a text lies now); flags may only repeat the rest.
+pub fn start<R, A>(
+    flags: &RunFlags,
+    place: &R::Place,
+    fresh: impl FnOnce() -> Result<R::Config, Box<dyn Error>>,
+    adjust: impl FnMut(&mut R::Config),
+) -> Result<Started<R>, Box<dyn Error>>
+where
+    R: Run,
+    R::Place: Place,
+    A: CommandFactory,
+{
+    place.check_outputs(flags)?;
+    let how = match (&flags.resume, elastic::checkpoint_dir(flags)) {
+        (Some(path), _) => Start::File(path.clone()),
+        (None, Some(dir)) if flags.resume_latest => Start::Latest(dir),
+        _ => Start::Fresh,
+    };
+    let started = train::start::<R, Box<dyn Error>>(&how, place, fresh, adjust);
+    let started = match (&how, started) {
+        (Start::File(path), Err(e)) => {
+            return Err(format!("cannot resume from {}: {e}", path.display()).into())
+        }
+        (_, started) => started?,
+    };
+    elastic::warn_skipped(&started.skipped);
+    if let Some(path) = &started.resumed_from {
+        let (run, saved) = (&started.run, started.run.config());
+        check_same::<A, _>("--seed", flags.seed, saved.seed())?;
+        check_same::<A, _>("--batch-size", flags.batch_size, saved.batch_size())?;
+        if run.rank() == 0 {
+            println!(
+                "resumed {} at step {} (epoch {}, batch {} of the epoch)",
+                path.display(),
+                run.step_count(),
+                run.loader().epoch(),
+                run.loader().position()
+            );
+        }
+    }
+    Ok(started)
+}
+
+/// How the loop runs the steps: the binary's choices beyond [`RunFlags`].
+pub struct Steps {
+    /// Read the losses from the device every this many steps (and at `--save-at` and
+    /// the last step): on a GPU a read waits for the device.
+    pub read_every: u64,
+    /// Replay each step as a CUDA graph.
+    pub cuda_graph: bool,
+}
+
+/// Trains `started` to `--steps`: prints `describe`'s line, then steps, reading the
+/// losses every `steps.read_every` steps into the CSV (`--out`) and the progress lines;
+/// saves in `--checkpoint-dir` every `--save-every` steps and at the last, and at
+/// `--save-at` writes `--checkpoint` and stops, as a killed job would. Rank 0 prints,
+/// writes and finally compares with `--compare` and plots. Returns the run and the
+/// report's exit status (1 when the compared curves differ).
+pub fn train<R: Run, A: CommandFactory>(
+    started: Started<R>,
+    flags: &RunFlags,
+    steps: &Steps,
+    describe: impl FnOnce(&R) -> String,
+) -> Result<(R, ExitCode), Box<dyn Error>> {
+    let Started {
+        mut run,
+        resumed_from,
+        ..
+    } = started;
+    let rank = run.rank();
+    let say = |line: String| {
+        if rank == 0 {
+            println!("{line}");
+        }
+    };
+    run.set_cuda_graph(steps.cuda_graph)?;
+    let dir = elastic::checkpoint_dir(flags);
+    let done = run.step_count();
+    let last = last_step::<A>(flags, done)?;
+    say(describe(&run));
+
+    let csv = match rank {
+        0 => elastic::open_csv(flags, run.losses())?,
+        _ => None,
+    };
+    let mut progress = Progress::new(flags, last, csv);
+    while run.step_count() < last {
+        run.step_deferred()?;
+        let step = run.step_count();
+        if step.is_multiple_of(steps.read_every) || step == last || Some(step) == flags.save_at {
+            let first = step + 1 - run.unread_losses() as u64;
+            for (k, &loss) in (first..).zip(run.read_losses()?) {
+                if let Some(line) = progress.record(k, loss)? {
+                    say(line);
+                }
+            }
+        }
+        if let Some(dir) = dir.as_ref().filter(|_| save_due(flags, step, last)) {
+            if let Some(saved) = run.save_in(dir)? {
+                say(elastic::saved_line(&saved, step));
+            }
+        }
+        if Some(step) == flags.save_at {
+            let path = checkpoint_path(flags);
+            run.save(&path)?;
+            say(format!(
+                "saved {} after step {step}; stopping here",
+                path.display()
+            ));
+            break;
+        }
+    }
+    if done == last {
+        say(format!(
+            "the run had finished: step {done} of {last}; nothing left to train"
+        ));
+    }
+    if rank != 0 {
+        return Ok((run, ExitCode::SUCCESS));
+    }
+    // The comparison with another run, step for step and bit for bit, and the plot of
+    // the whole history (restored steps included) over it.
+    let rows = elastic::report_rows(flags, &progress.rows, run.losses());
+    let code = Report::of(flags).finish(&rows, run.losses(), resumed_from.map(|_| done))?;
+    Ok((run, code))
+}
 
 /// Print a progress line every this many steps.
 pub const LOG_EVERY: u64 = 20;
+
+/// A training binary's `main` after parsing its flags: the process-wide switches they
+/// ask for, then the demo (`demo` true: the story told by running this program again)
+/// or the run itself, and the exit status of either ([`exit_code`]).
+pub fn main_of(
+    flags: &RunFlags,
+    demo: bool,
+    run_demo: impl FnOnce() -> Result<ExitCode, Box<dyn Error>>,
+    run: impl FnOnce() -> Result<ExitCode, Box<dyn Error>>,
+) -> ExitCode {
+    flags.apply_switches();
+    exit_code(if demo { run_demo() } else { run() })
+}
 
 /// The exit status of a run: its own, 2 (with clap's message) for flags that
 /// contradict each other or the checkpoint, 3 for any other error.

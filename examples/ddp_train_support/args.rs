@@ -64,30 +64,22 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+    use crate::common::flags::{assert_help_states, parse_line};
 
     fn parse(line: &str) -> Result<Args, clap::Error> {
-        Args::try_parse_from(std::iter::once("ddp_train").chain(line.split_whitespace()))?
-            .validated()
+        parse_line::<Args>("ddp_train", line)?.validated()
     }
 
     #[test]
     fn the_command_is_well_formed_and_help_states_every_range() {
-        Args::command().debug_assert();
-        let help = Args::command().render_long_help().to_string();
-        for range in [
+        let help = assert_help_states::<Args>(&[
             "1..=1024",
             "1..=1000000",
             "1..=4000",
             "0..=256",
             "1..=86400",
             "--seed",
-        ] {
-            assert!(
-                help.contains(range),
-                "--help does not state {range}:\n{help}"
-            );
-        }
+        ]);
         assert!(!help.contains("--device"));
     }
 

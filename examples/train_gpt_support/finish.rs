@@ -3,12 +3,12 @@
 
 use std::error::Error;
 
+use nn_mini::gpt::{Gpt, GptTrainConfig};
 use nn_mini::train::DROPOUT_DOMAIN;
 use rng_gen::{fold_in, Generator, Key};
 use tensor_core::Device;
 
 use super::args::Args;
-use super::session::Session;
 
 /// Sub-key of the run key for the sample's generator: after the run's own domains
 /// (`nn_mini::train`'s `INIT_DOMAIN` .. `DATA_DOMAIN`), so sampling never shares a
@@ -16,8 +16,12 @@ use super::session::Session;
 const SAMPLE_DOMAIN: u64 = DROPOUT_DOMAIN + 3;
 
 /// Prints `eval loss: X` for `--eval-text` and the sample `--sample` asks for.
-pub fn evaluate_and_sample(args: &Args, run: &mut Session) -> Result<(), Box<dyn Error>> {
-    let (seed, context) = (run.config().seed, run.config().context);
+pub fn evaluate_and_sample(
+    args: &Args,
+    config: &GptTrainConfig,
+    model: &mut Gpt,
+) -> Result<(), Box<dyn Error>> {
+    let (seed, context) = (config.seed, config.context);
     if let Some(path) = &args.eval_text {
         let text =
             std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -30,16 +34,14 @@ pub fn evaluate_and_sample(args: &Args, run: &mut Session) -> Result<(), Box<dyn
             )
             .into());
         }
-        let loss = run.model_mut().eval_loss(&text[..context + 1])?;
+        let loss = model.eval_loss(&text[..context + 1])?;
         println!("eval loss: {loss}");
     }
     let count = args.sample.unwrap_or(200);
     if count > 0 {
         let prompt = args.prompt.clone().unwrap_or_else(|| "\n".into());
         let generator = Generator::from_key(Device::Cpu, fold_in(Key::new(seed), SAMPLE_DOMAIN));
-        let text = run
-            .model_mut()
-            .generate(prompt.as_bytes(), count, &generator)?;
+        let text = model.generate(prompt.as_bytes(), count, &generator)?;
         println!(
             "sample ({count} bytes after {prompt:?}, seed {seed}):\n{}{}",
             prompt,

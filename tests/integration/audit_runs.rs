@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
-use ditto::nn_mini::train::{TrainConfig, Trainer, TrainingRun};
+use ditto::nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
 use ditto::nn_mini::{cross_entropy, Embedding, Linear, Module, Sequential, Sgd, SgdConfig};
 use ditto::rng_gen::{self, Generator};
 use ditto::tensor_core::audit::{self, diff};

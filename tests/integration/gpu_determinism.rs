@@ -287,7 +287,7 @@ fn every_mode_of_every_cuda_op() {
 #[test]
 fn a_cpu_trace_lines_up_with_a_cuda_trace() {
     test_support::own_process!(a_cpu_trace_lines_up_with_a_cuda_trace);
-    use ditto::nn_mini::train::{TrainConfig, Trainer};
+    use ditto::nn_mini::train::{Run, TrainConfig, Trainer};
     use ditto::tensor_core::audit::{self, diff};
     if !gpu() {
         return;

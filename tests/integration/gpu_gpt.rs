@@ -14,7 +14,7 @@ use std::path::Path;
 use crate::support;
 
 use ditto::nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
-use ditto::nn_mini::train::TrainingRun;
+use ditto::nn_mini::train::{Run, TrainingRun};
 use ditto::nn_mini::Module;
 use ditto::tensor_core::{use_portable_arithmetic, Device};
 use support::{gpus, on_standin};

@@ -8,7 +8,7 @@
 //! its own (`own_process!`).
 use crate::support;
 
-use ditto::nn_mini::train::{TrainConfig, Trainer, TrainingRun};
+use ditto::nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
 use ditto::tensor_core::{use_portable_arithmetic, Device};
 use support::{gpus, on_standin};
 

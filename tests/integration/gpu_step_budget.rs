@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use ditto::nn_mini::train::{TrainConfig, Trainer, TrainingRun};
+use ditto::nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
 use ditto::tensor_core::Device;
 use support::gpu;
 

@@ -7,7 +7,7 @@
 
 use crate::support;
 
-use ditto::nn_mini::train::{TrainConfig, Trainer, TrainingRun};
+use ditto::nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
 use ditto::nn_mini::Module;
 use ditto::tensor_core::Device;
 use support::{gpu, gpus};

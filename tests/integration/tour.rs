@@ -1,6 +1,8 @@
 //! The reading tour (`docs/tour.md`) must not rot: every stop names a file that exists
-//! and, where it names an item, an item that file defines. A rename or a move that
-//! forgets the tour fails here, with the stop's number and what is missing.
+//! and, where it names an item, an item that file defines; and where a stop says
+//! "Called from: `file` · `fn`", that function of that file calls the stop's item, so
+//! the path the tour walks is the path the code takes. A rename, a move or a rewired
+//! call that forgets the tour fails here, with the stop's line and what is missing.
 //!
 //! A stop is a level-3 heading whose first code span is a repository path and whose
 //! optional second code span is an item in it:
@@ -11,12 +13,14 @@
 
 use std::path::{Path, PathBuf};
 
-/// One stop of the tour: its heading line number, path and optional item.
+/// One stop of the tour: its heading line number, path and optional item, and the
+/// `(file, function)` its "Called from:" line names, if any.
 #[derive(Debug)]
 struct Stop {
     line: usize,
     path: String,
     item: Option<String>,
+    caller: Option<(String, String)>,
 }
 
 fn repo_root() -> PathBuf {
@@ -37,8 +41,14 @@ fn looks_like_path(span: &str) -> bool {
 }
 
 fn stops(tour: &str) -> Vec<Stop> {
-    let mut out = Vec::new();
+    let mut out: Vec<Stop> = Vec::new();
     for (i, line) in tour.lines().enumerate() {
+        if let Some(called) = line.strip_prefix("Called from: ") {
+            if let (Some(stop), [file, function, ..]) = (out.last_mut(), &code_spans(called)[..]) {
+                stop.caller = Some((file.to_string(), function.to_string()));
+            }
+            continue;
+        }
         let Some(heading) = line.strip_prefix("### ") else {
             continue;
         };
@@ -51,6 +61,7 @@ fn stops(tour: &str) -> Vec<Stop> {
             line: i + 1,
             path: first.to_string(),
             item: spans.get(1).map(|s| s.to_string()),
+            caller: None,
         });
     }
     out
@@ -91,6 +102,57 @@ fn defines(source: &str, ext: &str, name: &str) -> bool {
                 .is_some_and(|rest| rest.starts_with(':'))
     });
     defined_by_keyword || variant_or_field
+}
+
+/// The body of Rust function `function` in `source`: from its `fn` line to the next
+/// line that closes at the indentation it opened at (rustfmt's layout).
+fn function_body<'a>(source: &'a str, function: &str) -> Option<&'a str> {
+    let start = source.lines().position(|l| {
+        let words: Vec<&str> = l
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .collect();
+        words.windows(2).any(|w| w == ["fn", function])
+    })?;
+    let lines: Vec<&str> = source.lines().collect();
+    let indent = lines[start].len() - lines[start].trim_start().len();
+    let end = (start + 1..lines.len()).find(|&j| {
+        lines[j].len() - lines[j].trim_start().len() == indent && lines[j].trim() == "}"
+    })?;
+    let from = lines[..start].iter().map(|l| l.len() + 1).sum::<usize>();
+    let to = lines[..=end].iter().map(|l| l.len() + 1).sum::<usize>();
+    source.get(from..to.min(source.len()))
+}
+
+/// Errors unless the stop's "Called from:" function calls the stop's item (a method
+/// call `.name(` or a path call `name(` / `name::<`).
+fn check_caller(root: &Path, stop: &Stop) -> Result<(), String> {
+    let (Some((file, function)), Some(item)) = (&stop.caller, &stop.item) else {
+        return Ok(());
+    };
+    let source = read(&root.join(file));
+    let Some(body) = function_body(&source, function) else {
+        return Err(format!(
+            "line {}: `{file}` has no function `{function}` (its \"Called from:\" line)",
+            stop.line
+        ));
+    };
+    let name = item
+        .trim_end_matches("()")
+        .rsplit("::")
+        .next()
+        .unwrap_or(item);
+    let calls = [
+        format!(".{name}("),
+        format!("{name}("),
+        format!("{name}::<"),
+    ];
+    if !calls.iter().any(|c| body.contains(c.as_str())) {
+        return Err(format!(
+            "line {}: `{file}` · `{function}` does not call `{name}`, as the tour says",
+            stop.line
+        ));
+    }
+    Ok(())
 }
 
 fn check_stop(root: &Path, stop: &Stop) -> Result<(), String> {
@@ -137,7 +199,11 @@ fn every_stop_of_the_tour_names_a_file_and_item_that_exist() {
     assert!(stops.len() >= 20, "the tour has only {} stops", stops.len());
     let broken: Vec<String> = stops
         .iter()
-        .filter_map(|s| check_stop(&root, s).err())
+        .filter_map(|s| {
+            check_stop(&root, s)
+                .and_then(|()| check_caller(&root, s))
+                .err()
+        })
         .collect();
     assert!(broken.is_empty(), "docs/tour.md:\n{}", broken.join("\n"));
 }
@@ -185,4 +251,21 @@ fn the_checker_itself_sees_a_missing_item_and_a_missing_file() {
         .map(|s| check_stop(&root, s).is_ok())
         .collect();
     assert_eq!(results, [true, true, false, false]);
+}
+
+#[test]
+fn the_checker_itself_sees_a_call_that_is_not_made() {
+    let root = repo_root();
+    let tour = "### 1. `crates/nn-mini/src/train/run.rs` · `Run::step_deferred`\n\
+                Called from: `examples/common/run.rs` · `train`\n\
+                ### 2. `crates/nn-mini/src/train/run.rs` · `Run::step_deferred`\n\
+                Called from: `examples/common/run.rs` · `start`\n\
+                ### 3. `crates/nn-mini/src/train/run.rs` · `Run::step_deferred`\n\
+                Called from: `examples/common/run.rs` · `no_such_fn`\n";
+    let stops = stops(tour);
+    let results: Vec<bool> = stops
+        .iter()
+        .map(|s| check_caller(&root, s).is_ok())
+        .collect();
+    assert_eq!(results, [true, false, false], "{stops:?}");
 }

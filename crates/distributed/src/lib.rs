@@ -73,8 +73,7 @@ pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
 pub use progress::{ProgressBoard, Straggler, HEARTBEAT};
 pub use threads::ThreadGroup;
 pub use trainer::{
-    DdpLoop, DdpTrainer, GptDdpTrainer, ResumedLatest, MAX_CHECKPOINT_BYTES, MODE_KEY,
-    WORLD_SIZE_KEY,
+    DdpLoop, DdpPlace, DdpTrainer, GptDdpTrainer, MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY,
 };
 
 /// True when the NCCL library can be loaded. Always false in a build without the

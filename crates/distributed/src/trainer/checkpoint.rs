@@ -12,11 +12,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use nn_mini::train::{config_of, read_history, RunConfig};
+use nn_mini::train::{config_of, placed, Run, RunConfig};
 use nn_mini::Checkpoint;
 use tensor_core::{Device, Tensor};
 
-use super::DdpLoop;
+use super::{DdpLoop, DdpPlace};
 use crate::{broadcast_flag, DistError, ProcessGroup, ReduceMode, Result};
 
 /// Metadata key of the reduce mode (`fast` or `invariant:<shards>`).
@@ -25,26 +25,6 @@ pub const MODE_KEY: &str = "ddp.mode";
 pub const WORLD_SIZE_KEY: &str = "ddp.world_size";
 
 impl<C: RunConfig> DdpLoop<C> {
-    /// Everything needed to continue on any rank. The same on every rank; not a
-    /// collective.
-    pub fn checkpoint(&self) -> Result<Checkpoint> {
-        let mut ck = self.state.checkpoint(self.ddp.module(), &[])?;
-        ck.set_metadata(MODE_KEY, self.mode.to_string())?;
-        ck.set_metadata(WORLD_SIZE_KEY, self.ddp.group().world_size().to_string())?;
-        Ok(ck)
-    }
-
-    /// Writes [`checkpoint`](Self::checkpoint) to `path` (atomically, from rank 0 only)
-    /// and tells every rank whether that worked. A collective.
-    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = path.as_ref();
-        self.on_rank0(
-            || format!("could not write the checkpoint {}", path.display()),
-            |ck| Ok(ck.save(path)?),
-        )?;
-        Ok(())
-    }
-
     /// Rank 0 runs `write` on [`checkpoint`](Self::checkpoint) and every rank learns
     /// whether that worked: rank 0 gets `write`'s result, the others `None` or a
     /// [`DistError::RemoteFailure`] saying `failed`. A collective.
@@ -90,29 +70,15 @@ impl<C: RunConfig> DdpLoop<C> {
     }
 
     /// Rank 0 reads `path` and sends its bytes to every rank, which all rebuild the run
-    /// with [`from_checkpoint`](Self::from_checkpoint). A collective; the file needs to
-    /// exist on rank 0's machine only.
+    /// with [`from_checkpoint`](Self::from_checkpoint) ([`Run::resume_file`]). A
+    /// collective; the file needs to exist on rank 0's machine only.
     pub fn resume(
         path: impl AsRef<Path>,
         group: Arc<dyn ProcessGroup>,
         num_workers: Option<usize>,
     ) -> Result<Self> {
-        DdpLoop::resume_with(path, group, |config: &mut C| {
-            let workers = num_workers.unwrap_or(config.num_workers());
-            config.place(config.device(), workers);
-        })
-    }
-
-    /// [`resume`](Self::resume) with the saved configuration passed through `adjust`
-    /// first (see [`from_checkpoint_with`](Self::from_checkpoint_with)).
-    pub fn resume_with(
-        path: impl AsRef<Path>,
-        group: Arc<dyn ProcessGroup>,
-        adjust: impl FnOnce(&mut C),
-    ) -> Result<Self> {
-        let bytes = broadcast_file(&*group, path.as_ref())?;
-        let ck = Checkpoint::from_bytes(&bytes)?;
-        DdpLoop::from_checkpoint_with(&ck, group, adjust)
+        let place = DdpPlace::new(group, ReduceMode::Fast);
+        DdpLoop::resume_file(path.as_ref(), &place, &mut placed(None, num_workers))
     }
 
     /// Rebuilds the saved run on this rank of `group`, whose world size may differ from
@@ -127,31 +93,8 @@ impl<C: RunConfig> DdpLoop<C> {
         group: Arc<dyn ProcessGroup>,
         num_workers: Option<usize>,
     ) -> Result<Self> {
-        DdpLoop::from_checkpoint_with(ck, group, |config: &mut C| {
-            let workers = num_workers.unwrap_or(config.num_workers());
-            config.place(config.device(), workers);
-        })
-    }
-
-    /// [`from_checkpoint`](Self::from_checkpoint) with the saved configuration passed
-    /// through `adjust` first, for the settings a kind of run lets a resume change (the
-    /// worker count; where a GPT run finds its text). The device is the group's
-    /// whatever `adjust` does.
-    pub fn from_checkpoint_with(
-        ck: &Checkpoint,
-        group: Arc<dyn ProcessGroup>,
-        adjust: impl FnOnce(&mut C),
-    ) -> Result<Self> {
-        let (mut config, mode) = DdpLoop::<C>::config_of(ck)?;
-        adjust(&mut config);
-        let workers = config.num_workers();
-        config.place(group.device(), workers);
-        let history = read_history(ck, &config)?;
-        let mut trainer = DdpLoop::new(config, mode, group)?;
-        trainer
-            .state
-            .restore(ck, trainer.ddp.module_mut(), history)?;
-        Ok(trainer)
+        let place = DdpPlace::new(group, ReduceMode::Fast);
+        DdpLoop::from_checkpoint_in(ck, &place, &mut placed(None, num_workers))
     }
 }
 
@@ -162,7 +105,7 @@ pub const MAX_CHECKPOINT_BYTES: u64 = 1 << 30;
 
 /// Rank 0's bytes of `path`, on every rank; every rank errors when rank 0 could not
 /// read it (see [`broadcast_from_rank0`]).
-fn broadcast_file(group: &dyn ProcessGroup, path: &Path) -> Result<Vec<u8>> {
+pub(super) fn broadcast_file(group: &dyn ProcessGroup, path: &Path) -> Result<Vec<u8>> {
     let read = match group.rank() {
         0 => read_capped(path).map(Some),
         _ => Ok(None),

@@ -25,22 +25,19 @@
 //! [`TrainLoop`]: nn_mini::train::TrainLoop
 
 mod checkpoint;
-mod latest;
+mod run;
 
 pub use checkpoint::{MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY};
-pub use latest::ResumedLatest;
+pub use run::DdpPlace;
 
 use std::sync::Arc;
 
 use nn_mini::data::{DistributedSampler, MicroShardSampler, RankShare};
 use nn_mini::gpt::GptTrainConfig;
 use nn_mini::train::{FreshRun, RunConfig, RunState, TrainConfig, TrainingRun};
-use tensor_core::DType;
 
 use crate::ddp::tree;
-use crate::{
-    DdpConfig, DistError, DistributedDataParallel, LocalRows, ProcessGroup, ReduceMode, Result,
-};
+use crate::{DdpConfig, DistError, DistributedDataParallel, ProcessGroup, ReduceMode, Result};
 
 /// Checks that `W` ranks of the fast mode cut every epoch into the single process's
 /// batches: the same number per epoch, so positions, and checkpoints, carry over
@@ -110,6 +107,9 @@ pub struct DdpLoop<C: RunConfig> {
     ddp: DistributedDataParallel<C::Model>,
     /// Everything else of the run, the same on every rank but the loader's share.
     state: RunState<C>,
+    /// Steps whose losses [`Run::read_losses`](nn_mini::train::Run::read_losses) has
+    /// not returned yet (each step reads its loss: the collectives waited anyway).
+    unread: usize,
 }
 
 impl<C: RunConfig> TrainingRun for DdpLoop<C> {
@@ -166,52 +166,12 @@ impl<C: RunConfig> DdpLoop<C> {
         // The single process's run, its loader cut down to this rank's share.
         let FreshRun { model, state } = FreshRun::new(config, Some(share))?;
         let ddp = DistributedDataParallel::new(model, group, DdpConfig::new(mode))?;
-        Ok(DdpLoop { mode, ddp, state })
-    }
-
-    /// One step on this rank's rows of the next global batch: forward (dropout on), the
-    /// run's loss, backward, gradients summed across ranks, the run's update. A
-    /// collective. Returns the global batch's loss (the same on every rank), also
-    /// appended to the history.
-    pub fn step(&mut self) -> Result<f32> {
-        let batch = self.state.loader_mut().next_batch()?;
-        // The batch stays on the host: DDP picks each pass's rows there and uploads them,
-        // and cross_entropy checks the targets there (no read back from the device).
-        let (input, target) = (batch.input, batch.target);
-        let loader = self.loader();
-        let batch_rows = loader.global_batch_rows(batch.index);
-        let rows: Vec<u64> = match (loader.sampler(), loader.micro_shard_sampler()) {
-            (Some(sampler), _) => (0..batch.indices.len())
-                .map(|j| sampler.global_row(j) as u64)
-                .collect(),
-            (None, Some(shards)) => shards.rows(batch_rows),
-            (None, None) => {
-                return Err(DistError::invalid(
-                    "DdpTrainer::step",
-                    "the loader has no rank share (DdpLoop::new always gives it one)",
-                ))
-            }
-        };
-        let local = LocalRows {
-            input: &input,
-            target: &target,
-            rows: &rows,
-            batch_rows: batch_rows as u64,
-        };
-        let config = self.state.config();
-        let loss = self
-            .ddp
-            .forward_backward(local, |output, target| config.loss(output, target))?;
-        C::update(&mut self.state, self.ddp.module_mut())?;
-        let loss = loss.to_dtype(DType::F32)?.to_vec::<f32>()?[0];
-        // The read waited for the step's collectives; one aborted there left garbage.
-        self.ddp.group().check_completed()?;
-        self.state
-            .config()
-            .check_losses(self.step_count() + 1, &[loss])?;
-        self.state.count_step();
-        self.state.record_losses([loss]);
-        Ok(loss)
+        Ok(DdpLoop {
+            mode,
+            ddp,
+            state,
+            unread: 0,
+        })
     }
 
     /// How gradients are summed.
@@ -224,17 +184,5 @@ impl<C: RunConfig> DdpLoop<C> {
     #[must_use]
     pub fn group(&self) -> &Arc<dyn ProcessGroup> {
         self.ddp.group()
-    }
-
-    /// The model replica.
-    #[must_use]
-    pub fn model(&self) -> &C::Model {
-        self.ddp.module()
-    }
-
-    /// The model replica, mutably: to evaluate or sample from it between steps (a
-    /// forward with `train = false` draws nothing and leaves the run unchanged).
-    pub fn model_mut(&mut self) -> &mut C::Model {
-        self.ddp.module_mut()
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use distributed::engine::{AllGather, AllToAll, Broadcast, Engine, GroupInfo, Sum};
 use distributed::{Backend, DdpTrainer, DistError, ProcessGroup, ReduceMode, ThreadGroup};
-use nn_mini::train::{TrainConfig, TrainingRun};
+use nn_mini::train::{Run, TrainConfig, TrainingRun};
 use tensor_core::{DType, Device, Tensor};
 
 /// One rank: every collective's result is this rank's own data. Counts the calls that

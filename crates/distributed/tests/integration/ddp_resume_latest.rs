@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use distributed::{DdpTrainer, DistError, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::checkpoint::CheckpointDir;
-use nn_mini::train::{TrainConfig, TrainingRun};
+use nn_mini::train::{Run, TrainConfig, TrainingRun};
 use nn_mini::{CheckpointError, NnError};
 
 const INVARIANT: ReduceMode = ReduceMode::Invariant { micro_shards: 8 };
@@ -59,7 +59,7 @@ fn every_rank_resumes_the_newest_checkpoint_that_loads_at_another_world_size() {
         let rank = pg.rank();
         let group: Arc<dyn ProcessGroup> = Arc::new(pg);
         let latest = DdpTrainer::resume_latest(&dir, group, None)?.expect("a checkpoint");
-        assert_eq!(latest.path, dir.path_of(9));
+        assert_eq!(latest.resumed_from, Some(dir.path_of(9)));
         let skipped: Vec<_> = latest.skipped.iter().map(|s| s.path.clone()).collect();
         let expected = if rank == 0 {
             vec![twelve.clone()]
@@ -67,7 +67,7 @@ fn every_rank_resumes_the_newest_checkpoint_that_loads_at_another_world_size() {
             vec![]
         };
         assert_eq!(skipped, expected, "rank {rank}");
-        let mut t = latest.trainer;
+        let mut t = latest.run;
         assert_eq!(t.step_count(), 9);
         while t.step_count() < 12 {
             t.step()?;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use distributed::{DdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
-use nn_mini::train::{TrainConfig, TrainingRun};
+use nn_mini::train::{Run, TrainConfig, TrainingRun};
 use test_support::{temp_files, SaveLoopChild, SAVED};
 
 const TARGET_ENV: &str = "DITTO_DDP_SAVE_LOOP";

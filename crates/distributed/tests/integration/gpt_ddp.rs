@@ -9,10 +9,10 @@ use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::Arc;
 
-use distributed::{GptDdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
+use distributed::{DdpPlace, GptDdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::checkpoint::CheckpointDir;
 use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
-use nn_mini::train::TrainingRun;
+use nn_mini::train::{Run, TrainingRun};
 use nn_mini::Module;
 
 const INVARIANT: ReduceMode = ReduceMode::Invariant { micro_shards: 8 };
@@ -164,16 +164,17 @@ fn a_gpt_run_resumes_the_newest_checkpoint_of_its_folder_on_another_world_size()
     .unwrap();
     assert_eq!(dir.steps().unwrap(), [4, 6]);
     // A restart on 4 ranks finds step 6 and finishes with the 1-rank curve; the text's
-    // path may be given anew (resume_latest_with), here the same one.
+    // path may be given anew (the resume's `adjust`), here the same one.
     let resumed = ThreadGroup::run(4, |pg| {
         let group: Arc<dyn ProcessGroup> = Arc::new(pg);
         let path = data.path.clone();
-        let latest = GptDdpTrainer::resume_latest_with(&dir, group, |c: &mut GptTrainConfig| {
-            c.data.path = path
+        let place = DdpPlace::new(group, ReduceMode::Fast);
+        let latest = GptDdpTrainer::resume_newest(&dir, &place, &mut |c: &mut GptTrainConfig| {
+            c.data.path.clone_from(&path)
         })?
         .expect("a checkpoint to resume");
-        assert_eq!(latest.path, dir.path_of(6));
-        finish(latest.trainer, STEPS)
+        assert_eq!(latest.resumed_from, Some(dir.path_of(6)));
+        finish(latest.run, STEPS)
     })
     .unwrap();
     for (rank, got) in resumed.iter().enumerate() {

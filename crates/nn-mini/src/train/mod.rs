@@ -22,6 +22,7 @@ mod fresh_run;
 mod graphed_step;
 mod mlp_run;
 mod pending_losses;
+mod run;
 mod run_config;
 mod run_state;
 mod synthetic;
@@ -32,6 +33,7 @@ pub use fresh_run::{
     build_mlp, sharded_loader, FreshRun, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN, LOADER_DOMAIN,
 };
 pub use pending_losses::LOSS_SLOTS;
+pub use run::{placed, start, ModelOf, Run, Start, Started};
 pub use run_config::RunConfig;
 pub use run_state::{
     check_arithmetic, check_model_kind, check_model_shapes, config_of, default_generator_devices,

@@ -12,8 +12,8 @@ use tensor_core::{DType, Device};
 use super::graphed_step::GraphedStep;
 use super::pending_losses::PendingLosses;
 use super::run_state::{config_of, read_history};
-use super::{FreshRun, RunConfig, RunState, TrainConfig, TrainingRun};
-use crate::{Checkpoint, Module, Result};
+use super::{placed, FreshRun, Run, RunConfig, RunState, TrainConfig, TrainingRun};
+use crate::{Checkpoint, Module, NnError, Result};
 
 /// The MLP run of `train_resume` ([`TrainConfig`]).
 pub type Trainer = TrainLoop<TrainConfig>;
@@ -69,75 +69,6 @@ impl<C: RunConfig> TrainLoop<C> {
             #[cfg(feature = "cuda")]
             graphed: Vec::new(),
         })
-    }
-
-    /// One step: next batch, forward (dropout on), the run's loss, backward, the run's
-    /// update (an optimiser step; see [`RunConfig::update`]). Returns the batch loss,
-    /// which is also appended to the history. Reading the loss waits for the device;
-    /// [`step_deferred`](Self::step_deferred) does not.
-    pub fn step(&mut self) -> Result<f32> {
-        self.step_deferred()?;
-        let read = self.read_losses()?;
-        Ok(*read.last().expect("the step just run is pending"))
-    }
-
-    /// [`step`](Self::step) without reading the loss: it stays on the device (one slot
-    /// of a buffer there) until [`read_losses`](Self::read_losses), so on a GPU nothing
-    /// in the step waits for the device. After [`LOSS_SLOTS`](super::LOSS_SLOTS) unread
-    /// steps the pending losses are read first.
-    pub fn step_deferred(&mut self) -> Result<()> {
-        if self.pending.is_full() {
-            self.read_losses()?;
-        }
-        let batch = self.state.loader_mut().next_batch()?;
-        let device = self.config().device();
-        if self.use_cuda_graph && (self.has_graphs() || self.step_count() > 0) {
-            return self.step_graphed(&batch.input, &batch.target);
-        }
-        let input = batch.input.to_device(device)?;
-        // The targets stay on the host: cross_entropy checks them there and uploads them
-        // once (the step's second and last upload).
-        let target = batch.target;
-        self.model.zero_grad();
-        let output = self.model.forward(&input, true)?;
-        let (loss, grad) = self.state.config().loss(&output, &target)?;
-        self.model.backward_params(&grad)?;
-        C::update(&mut self.state, &mut self.model)?;
-        self.pending.push(&loss.to_dtype(DType::F32)?)?;
-        self.state.count_step();
-        Ok(())
-    }
-
-    /// Runs this and every later step as a replayed CUDA graph (`true`) or eagerly. The
-    /// step is captured at the first step once the optimizer's state exists (after one
-    /// eager step of a fresh run; at once after a resume), then replayed: one graph
-    /// launch per step, the losses bit-identical to eager steps (see
-    /// `train::graphed_step`). Errors on a CPU run, and for a kind of run whose step a
-    /// graph cannot hold ([`RunConfig::graph_classes`]).
-    pub fn set_cuda_graph(&mut self, on: bool) -> Result<()> {
-        let device = self.config().device();
-        if on && !device.is_cuda() {
-            return Err(crate::NnError::invalid(
-                "Trainer::set_cuda_graph",
-                format!("CUDA graphs need a CUDA device, the run is on {device}"),
-            ));
-        }
-        if on && self.config().graph_classes().is_none() {
-            return Err(crate::NnError::invalid(
-                "Trainer::set_cuda_graph",
-                format!(
-                    "a {} run's step does more than a graph holds (work on the host between \
-                     its backward and its update); train it eagerly",
-                    C::MODEL_KIND
-                ),
-            ));
-        }
-        self.use_cuda_graph = on;
-        #[cfg(feature = "cuda")]
-        if !on {
-            self.graphed.clear();
-        }
-        Ok(())
     }
 
     /// Whether a step has been captured already.
@@ -205,49 +136,6 @@ impl<C: RunConfig> TrainLoop<C> {
         Ok(())
     }
 
-    /// Reads the losses of the steps run since the last read to the host, in one copy,
-    /// appends them to [`losses`](TrainingRun::losses) and returns them (oldest first).
-    /// A run that stops on a non-finite loss ([`RunConfig::check_losses`]) errors here,
-    /// naming the first step whose loss was not finite.
-    pub fn read_losses(&mut self) -> Result<&[f32]> {
-        let read = self.pending.take()?;
-        let first = self.state.losses().len() as u64 + 1;
-        self.state.config().check_losses(first, &read)?;
-        Ok(self.state.record_losses(read))
-    }
-
-    /// Steps whose losses are still on the device, unread.
-    #[must_use]
-    pub fn unread_losses(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// The model.
-    #[must_use]
-    pub fn model(&self) -> &C::Model {
-        &self.model
-    }
-
-    /// The model, mutably: to evaluate or sample from it between steps (a forward
-    /// with `train = false` draws nothing and leaves the run unchanged).
-    pub fn model_mut(&mut self) -> &mut C::Model {
-        &mut self.model
-    }
-
-    /// Everything needed to continue: parameters (`model.*`), the optimiser and its
-    /// state (`optim.*`), the dropout generator and the default generators of the devices in
-    /// use (`rng.*`), the loader position (`loader.state`), the step (`train.step`), the
-    /// loss history (`train.loss_history`) and the configuration (`train.config`).
-    pub fn checkpoint(&self) -> Result<Checkpoint> {
-        // Losses still on the device are part of the history (read without consuming).
-        self.state.checkpoint(&self.model, &self.pending.peek()?)
-    }
-
-    /// Writes [`checkpoint`](Self::checkpoint) to `path`, atomically.
-    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
-        Ok(self.checkpoint()?.save(path)?)
-    }
-
     /// The configuration stored in a checkpoint (to inspect or adjust before
     /// [`from_checkpoint`](Self::from_checkpoint)).
     /// Errors (naming both kinds) when `ck` is not a checkpoint of this kind of run.
@@ -274,23 +162,7 @@ impl<C: RunConfig> TrainLoop<C> {
         num_workers: Option<usize>,
         device: Option<Device>,
     ) -> Result<Self> {
-        TrainLoop::from_checkpoint_with(ck, |config: &mut C| {
-            let workers = num_workers.unwrap_or(config.num_workers());
-            config.place(device.unwrap_or(config.device()), workers);
-        })
-    }
-
-    /// [`from_checkpoint`](Self::from_checkpoint) with the saved configuration passed
-    /// through `adjust` first, for the settings a kind of run lets a resume change (the
-    /// device and worker count of every run, where a GPT run finds its text); the
-    /// checks that follow hold the adjusted configuration to the checkpoint.
-    pub fn from_checkpoint_with(ck: &Checkpoint, adjust: impl FnOnce(&mut C)) -> Result<Self> {
-        let mut config = config_of::<C>(ck)?;
-        adjust(&mut config);
-        let history = read_history(ck, &config)?;
-        let mut trainer = TrainLoop::new(config)?;
-        trainer.state.restore(ck, &mut trainer.model, history)?;
-        Ok(trainer)
+        TrainLoop::from_checkpoint_in(ck, &(), &mut placed(device, num_workers))
     }
 
     /// [`from_checkpoint`](Self::from_checkpoint) from a file.
@@ -300,5 +172,136 @@ impl<C: RunConfig> TrainLoop<C> {
         device: Option<Device>,
     ) -> Result<Self> {
         TrainLoop::from_checkpoint(&Checkpoint::load(path)?, num_workers, device)
+    }
+}
+
+impl<C: RunConfig> Run for TrainLoop<C> {
+    type Error = NnError;
+    /// One process: nothing to say beyond the configuration.
+    type Place = ();
+
+    /// A fresh run at step 0 ([`FreshRun::new`]: everything from the configuration's
+    /// seed, nothing from the process-wide default generators).
+    fn fresh(config: C, _: &()) -> Result<Self> {
+        TrainLoop::new(config)
+    }
+
+    /// The checks that follow `adjust` hold the adjusted configuration to the
+    /// checkpoint (see [`from_checkpoint`](TrainLoop::from_checkpoint)).
+    fn from_checkpoint_in(ck: &Checkpoint, _: &(), adjust: &mut dyn FnMut(&mut C)) -> Result<Self> {
+        let mut config = config_of::<C>(ck)?;
+        adjust(&mut config);
+        let history = read_history(ck, &config)?;
+        let mut trainer = TrainLoop::new(config)?;
+        trainer.state.restore(ck, &mut trainer.model, history)?;
+        Ok(trainer)
+    }
+
+    /// [`step`](Self::step) without reading the loss: it stays on the device (one slot
+    /// of a buffer there) until [`read_losses`](Self::read_losses), so on a GPU nothing
+    /// in the step waits for the device. After [`LOSS_SLOTS`](super::LOSS_SLOTS) unread
+    /// steps the pending losses are read first.
+    fn step_deferred(&mut self) -> Result<()> {
+        if self.pending.is_full() {
+            self.read_losses()?;
+        }
+        let batch = self.state.loader_mut().next_batch()?;
+        let device = self.config().device();
+        if self.use_cuda_graph && (self.has_graphs() || self.step_count() > 0) {
+            return self.step_graphed(&batch.input, &batch.target);
+        }
+        let input = batch.input.to_device(device)?;
+        // The targets stay on the host: cross_entropy checks them there and uploads them
+        // once (the step's second and last upload).
+        let target = batch.target;
+        self.model.zero_grad();
+        let output = self.model.forward(&input, true)?;
+        let (loss, grad) = self.state.config().loss(&output, &target)?;
+        self.model.backward_params(&grad)?;
+        C::update(&mut self.state, &mut self.model)?;
+        self.pending.push(&loss.to_dtype(DType::F32)?)?;
+        self.state.count_step();
+        Ok(())
+    }
+
+    /// Runs this and every later step as a replayed CUDA graph (`true`) or eagerly. The
+    /// step is captured at the first step once the optimizer's state exists (after one
+    /// eager step of a fresh run; at once after a resume), then replayed: one graph
+    /// launch per step, the losses bit-identical to eager steps (see
+    /// `train::graphed_step`). Errors on a CPU run, and for a kind of run whose step a
+    /// graph cannot hold ([`RunConfig::graph_classes`]).
+    fn set_cuda_graph(&mut self, on: bool) -> Result<()> {
+        let device = self.config().device();
+        if on && !device.is_cuda() {
+            return Err(crate::NnError::invalid(
+                "Trainer::set_cuda_graph",
+                format!("CUDA graphs need a CUDA device, the run is on {device}"),
+            ));
+        }
+        if on && self.config().graph_classes().is_none() {
+            return Err(crate::NnError::invalid(
+                "Trainer::set_cuda_graph",
+                format!(
+                    "a {} run's step does more than a graph holds (work on the host between \
+                     its backward and its update); train it eagerly",
+                    C::MODEL_KIND
+                ),
+            ));
+        }
+        self.use_cuda_graph = on;
+        #[cfg(feature = "cuda")]
+        if !on {
+            self.graphed.clear();
+        }
+        Ok(())
+    }
+
+    /// Reads the losses of the steps run since the last read to the host, in one copy,
+    /// appends them to [`losses`](TrainingRun::losses) and returns them (oldest first).
+    /// A run that stops on a non-finite loss ([`RunConfig::check_losses`]) errors here,
+    /// naming the first step whose loss was not finite.
+    fn read_losses(&mut self) -> Result<&[f32]> {
+        let read = self.pending.take()?;
+        let first = self.state.losses().len() as u64 + 1;
+        self.state.config().check_losses(first, &read)?;
+        Ok(self.state.record_losses(read))
+    }
+
+    /// Steps whose losses are still on the device, unread.
+    fn unread_losses(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The model.
+    fn model(&self) -> &C::Model {
+        &self.model
+    }
+
+    /// The model, mutably: to evaluate or sample from it between steps (a forward
+    /// with `train = false` draws nothing and leaves the run unchanged).
+    fn model_mut(&mut self) -> &mut C::Model {
+        &mut self.model
+    }
+
+    /// Everything needed to continue: parameters (`model.*`), the optimiser and its
+    /// state (`optim.*`), the dropout generator and the default generators of the devices in
+    /// use (`rng.*`), the loader position (`loader.state`), the step (`train.step`), the
+    /// loss history (`train.loss_history`) and the configuration (`train.config`).
+    fn checkpoint(&self) -> Result<Checkpoint> {
+        // Losses still on the device are part of the history (read without consuming).
+        self.state.checkpoint(&self.model, &self.pending.peek()?)
+    }
+
+    fn placement(&self) -> String {
+        let device = self.config().device();
+        match device {
+            // The driver's name, so that a run on the host-executed CUDA stand-in
+            // (docs/cuda-standin.md) never passes for a GPU run.
+            Device::Cuda(ordinal) => match tensor_core::cuda::get_device_name(ordinal) {
+                Ok(name) => format!("{device}: {name}"),
+                Err(e) => format!("{device}: {e}"),
+            },
+            Device::Cpu => device.to_string(),
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use nn_mini::checkpoint::{check_writable, CheckpointDir};
-use nn_mini::train::{TrainConfig, Trainer, TrainingRun};
+use nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
 use nn_mini::CheckpointError;
 use test_support::{SaveLoopChild, SAVED};
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::train::{Run, TrainConfig, Trainer};
 use nn_mini::{Checkpoint, CheckpointError};
 use rand_core::RngCore;
 use rng_gen::PhiloxRng;

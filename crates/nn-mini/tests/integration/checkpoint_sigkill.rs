@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::train::{Run, TrainConfig, Trainer};
 use nn_mini::Checkpoint;
 use test_support::{temp_files, SaveLoopChild, SAVED};
 

@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use nn_mini::train::{TrainConfig, Trainer, TrainingRun};
+use nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
 use nn_mini::{Embedding, Module, NnError};
 use tensor_core::{
     use_deterministic_algorithms, Algorithm, DType, DeterministicMode, Device, Tensor, TensorError,

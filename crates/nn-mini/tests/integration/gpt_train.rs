@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
-use nn_mini::train::{TrainConfig, Trainer, TrainingRun};
+use nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
 use nn_mini::{AdamW, AdamWConfig, Checkpoint, CheckpointError, Module, NnError, Optimizer};
 
 /// A text of `len` bytes of English-like words, written to `dir/name`.

@@ -2,7 +2,7 @@
 //! resume under the other one is a typed error, not a silently different curve. Its own
 //! test binary: the switch is process-wide.
 
-use nn_mini::train::{TrainConfig, Trainer, TrainingRun, ARITHMETIC_KEY};
+use nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun, ARITHMETIC_KEY};
 use nn_mini::NnError;
 use tensor_core::use_portable_arithmetic;
 

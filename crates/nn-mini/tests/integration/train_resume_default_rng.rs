@@ -3,7 +3,7 @@
 //! In a process of its own (`own_process!`): it sets the global generator, which would race
 //! with other tests running in parallel threads.
 
-use nn_mini::train::{TrainConfig, Trainer};
+use nn_mini::train::{Run, TrainConfig, Trainer};
 use rng_gen::{default_generator, Key};
 use tensor_core::Device;
 
