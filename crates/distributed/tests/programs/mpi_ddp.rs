@@ -11,7 +11,7 @@ mod support;
 use std::sync::Arc;
 
 use distributed::{DdpTrainer, MpiGroup, ProcessGroup, ReduceMode, ThreadGroup};
-use nn_mini::train::{TrainConfig, TrainingRun};
+use nn_mini::train::{Run, TrainConfig, TrainingRun};
 use support::ddp_model::train;
 use tensor_core::{Device, Tensor};
 

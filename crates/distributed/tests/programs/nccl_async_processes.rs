@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use distributed::{
     unique_id, DdpTrainer, DistError, NcclGroup, ProcessGroup, ReduceMode, ReduceOp,
 };
-use nn_mini::train::TrainConfig;
+use nn_mini::train::{Run, TrainConfig};
 use tensor_core::{Device, Tensor};
 
 const ROLE: &str = "NCCL_ASYNC_ROLE";
