@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use distributed::{DdpTrainer, DistError, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
-use nn_mini::Module;
+
+use crate::support::outcome::{finish, outcome, Outcome};
 
 const INVARIANT: ReduceMode = ReduceMode::Invariant { micro_shards: 8 };
 
@@ -20,30 +21,6 @@ fn config() -> TrainConfig {
         seed: 11,
         ..TrainConfig::mlp(vec![16, 32, 32, 4], 256, 32)
     }
-}
-
-/// What a rank ends with: loss bits, parameter bits, dropout generator offset.
-type Outcome = (Vec<u32>, Vec<u32>, u64);
-
-fn outcome(losses: &[f32], model: &dyn Module, offset: u64) -> Outcome {
-    let params = model
-        .parameters()
-        .iter()
-        .flat_map(|p| p.value.to_vec::<f32>().unwrap())
-        .map(f32::to_bits)
-        .collect();
-    (losses.iter().map(|l| l.to_bits()).collect(), params, offset)
-}
-
-fn finish(mut t: DdpTrainer, steps: u64) -> distributed::Result<Outcome> {
-    while t.step_count() < steps {
-        t.step()?;
-    }
-    Ok(outcome(
-        t.losses(),
-        t.model(),
-        t.dropout_generator().offset(),
-    ))
 }
 
 /// [`config`] on 250 samples: the last batch of each epoch has 26 rows, and no world

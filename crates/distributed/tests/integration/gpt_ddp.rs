@@ -13,7 +13,8 @@ use distributed::{DdpPlace, GptDdpTrainer, ProcessGroup, ReduceMode, ThreadGroup
 use nn_mini::checkpoint::CheckpointDir;
 use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
 use nn_mini::train::{Run, TrainingRun};
-use nn_mini::Module;
+
+use crate::support::outcome::{finish, outcome, Outcome};
 
 const INVARIANT: ReduceMode = ReduceMode::Invariant { micro_shards: 8 };
 const STEPS: u64 = 8;
@@ -56,30 +57,6 @@ fn config(data: &DataSpec) -> GptTrainConfig {
         decay_steps: 20,
         ..GptTrainConfig::new(data.clone())
     }
-}
-
-/// Loss bits, parameter bits and the dropout generator's offset.
-type Outcome = (Vec<u32>, Vec<u32>, u64);
-
-fn outcome(losses: &[f32], model: &dyn Module, offset: u64) -> Outcome {
-    let params = model
-        .parameters()
-        .iter()
-        .flat_map(|p| p.value.to_vec::<f32>().unwrap())
-        .map(f32::to_bits)
-        .collect();
-    (losses.iter().map(|l| l.to_bits()).collect(), params, offset)
-}
-
-fn finish(mut t: GptDdpTrainer, steps: u64) -> distributed::Result<Outcome> {
-    while t.step_count() < steps {
-        t.step()?;
-    }
-    Ok(outcome(
-        t.losses(),
-        t.model(),
-        t.dropout_generator().offset(),
-    ))
 }
 
 fn straight(data: &DataSpec, world: usize, mode: ReduceMode) -> Vec<Outcome> {

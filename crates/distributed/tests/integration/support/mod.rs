@@ -3,4 +3,5 @@
 
 pub mod collectives;
 pub mod ddp_model;
+pub mod outcome;
 pub mod standin_nccl;
