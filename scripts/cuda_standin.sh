@@ -22,10 +22,11 @@
 # nothing is installed system-wide. A rebuild happens only when an input changed.
 # Kernels are compiled as C++17 with -ffp-contract=off -fno-fast-math
 # (docs/contract.md §11), each .cu its own translation unit, and found from the sources:
-# every `__global__` in kernels/cuda/*.cu and crates/tensor-core/cuda/*.cu, so new
+# every `__global__` in crates/kernels/cuda/*.cu and crates/tensor-core/cuda/*.cu, so new
 # kernels are picked up, and in the custom random op example's
 # examples/custom_random_op/*.cu (which includes ditto's headers by name, as a
-# downstream kernel does: kernels/cuda is on its path).
+# downstream kernel does: crates/kernels/cuda and crates/tensor-core/cuda are on its
+# path, the folders ditto_build::ditto_include_dirs hands a build script).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -62,7 +63,7 @@ CUDARC="$(cudarc_dir)" || { (cd "$ROOT" && cargo fetch >&2); CUDARC="$(cudarc_di
 # the .cu files and the headers beside them are what those builds are made from, which
 # the rebuild stamp covers and the manifest lists that the stand-in checks them against
 # before it runs a kernel (cuda-standin/src/freshness.cpp).
-KERNEL_DIRS=("$ROOT"/kernels/cuda "$ROOT"/crates/tensor-core/cuda "$ROOT"/examples/custom_random_op)
+KERNEL_DIRS=("$ROOT"/crates/kernels/cuda "$ROOT"/crates/tensor-core/cuda "$ROOT"/examples/custom_random_op)
 KERNEL_SOURCES=()
 KERNEL_FILES=()
 shopt -s nullglob
@@ -104,7 +105,7 @@ build() {
     rel="${cu#"$ROOT"/}"
     unit="$gen/kernels_$(echo "$rel" | tr '/.-' '___').cpp"
     "$CXX" -std=c++17 -E -P -D__global__=__standin_global__ -include "$SRC/shim/cuda_host_shim.h" \
-      -I"$ROOT/kernels/cuda" -x c++ "$cu" -o "$unit.i"
+      -I"$ROOT/crates/kernels/cuda" -I"$ROOT/crates/tensor-core/cuda" -x c++ "$cu" -o "$unit.i"
     python3 "$SRC/generate.py" kernels "$unit.i" "$rel" "$cu" "$unit"
     units+=("$unit")
   done
@@ -115,7 +116,8 @@ build() {
   printf '%s\n' "$SRC"/src/*.cpp "${units[@]}" | xargs -P "$jobs" -I{} sh -c '
     f="$1"; shift; out="$1"; shift
     exec "$@" -c "$f" -o "$out/$(basename "$f" .cpp).o"' _ {} "$obj" \
-    "$CXX" "${CXXFLAGS[@]}" -I"$SRC/src" -I"$SRC/shim" -I"$gen" -I"$ROOT/kernels/cuda"
+    "$CXX" "${CXXFLAGS[@]}" -I"$SRC/src" -I"$SRC/shim" -I"$gen" \
+    -I"$ROOT/crates/kernels/cuda" -I"$ROOT/crates/tensor-core/cuda"
 
   # Stubs for the rest of cudarc's surface, then one library.
   nm --defined-only -g "$obj"/*.o | awk 'NF == 3 { print $3 }' | sort -u > "$gen/defined.txt"
