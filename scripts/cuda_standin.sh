@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the CUDA stand-in (host-executed): one shared library, from cuda-standin/ and
+# Builds the CUDA stand-in (host-executed): one shared library, from tools/cuda-standin/ and
 # every kernel source of the repository, that answers to the names cudarc and NVRTC open
 # (libcuda.so, libcuda.so.1, libcublas.so.13, and NCCL's libnccl.so.2 next to it) and runs
 # ditto's CUDA code paths on the host. See docs/cuda-standin.md.
@@ -36,7 +36,7 @@ case "$SANITIZE" in
   address) OUT="${DITTO_CUDA_STANDIN_DIR:-$ROOT/target/cuda-standin-asan}" ;;
   *) echo "DITTO_CUDA_STANDIN_SANITIZE=$SANITIZE: expected address (or unset)" >&2; exit 2 ;;
 esac
-SRC="$ROOT/cuda-standin"
+SRC="$ROOT/tools/cuda-standin"
 CXX="${CXX:-g++}"
 
 print_env=0
@@ -62,7 +62,7 @@ CUDARC="$(cudarc_dir)" || { (cd "$ROOT" && cargo fetch >&2); CUDARC="$(cudarc_di
 # The folders of kernel sources. Every `__global__` of their .cu files gets a host build;
 # the .cu files and the headers beside them are what those builds are made from, which
 # the rebuild stamp covers and the manifest lists that the stand-in checks them against
-# before it runs a kernel (cuda-standin/src/freshness.cpp).
+# before it runs a kernel (tools/cuda-standin/src/freshness.cpp).
 KERNEL_DIRS=("$ROOT"/crates/kernels/cuda "$ROOT"/crates/tensor-core/cuda "$ROOT"/examples/custom_random_op)
 KERNEL_SOURCES=()
 KERNEL_FILES=()
@@ -124,7 +124,7 @@ build() {
   python3 "$SRC/generate.py" stubs "$CUDARC" "$gen/defined.txt" "$gen/stubs.cpp"
   "$CXX" "${CXXFLAGS[@]}" -w -c "$gen/stubs.cpp" -o "$obj/stubs.o"
 
-  # Call counting (DITTO_CUDA_STANDIN_STATS, cuda-standin/src/call_stats.cpp): each entry
+  # Call counting (DITTO_CUDA_STANDIN_STATS, tools/cuda-standin/src/call_stats.cpp): each entry
   # point's body is renamed, and a generated trampoline under its name counts the call.
   nm --defined-only -g "$obj"/*.o | awk 'NF == 3 { print $3 }' | sort -u > "$gen/entry_points.txt"
   python3 "$SRC/generate.py" counters "$gen/entry_points.txt" "$gen/entry_renames.txt" \
@@ -145,7 +145,7 @@ build() {
   for name in libcuda.so libcuda.so.1 libcublas.so libcublas.so.13; do
     ln -sf libditto_cuda_standin.so "$OUT/lib/$name"
   done
-  # NCCL (cuda-standin/src/nccl.cpp) under its real soname, libnccl.so.2: a library of no
+  # NCCL (tools/cuda-standin/src/nccl.cpp) under its real soname, libnccl.so.2: a library of no
   # code of its own that needs the stand-in, so its calls share the stand-in's devices and
   # memory (dlsym on a handle searches its dependencies). cudarc opens libnccl.so, which
   # is a symlink, as it must be next to the real wheel's libnccl.so.2.
