@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the CUDA stand-in (host-executed): one shared library, from cuda-standin/ and
+# Builds the CUDA stand-in (host-executed): one shared library, from tools/cuda-standin/ and
 # every kernel source of the repository, that answers to the names cudarc and NVRTC open
 # (libcuda.so, libcuda.so.1, libcublas.so.13, and NCCL's libnccl.so.2 next to it) and runs
 # ditto's CUDA code paths on the host. See docs/cuda-standin.md.
@@ -22,10 +22,11 @@
 # nothing is installed system-wide. A rebuild happens only when an input changed.
 # Kernels are compiled as C++17 with -ffp-contract=off -fno-fast-math
 # (docs/contract.md §11), each .cu its own translation unit, and found from the sources:
-# every `__global__` in kernels/cuda/*.cu and crates/tensor-core/cuda/*.cu, so new
+# every `__global__` in crates/kernels/cuda/*.cu and crates/tensor-core/cuda/*.cu, so new
 # kernels are picked up, and in the custom random op example's
 # examples/custom_random_op/*.cu (which includes ditto's headers by name, as a
-# downstream kernel does: kernels/cuda is on its path).
+# downstream kernel does: crates/kernels/cuda and crates/tensor-core/cuda are on its
+# path, the folders ditto_build::ditto_include_dirs hands a build script).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -35,7 +36,7 @@ case "$SANITIZE" in
   address) OUT="${DITTO_CUDA_STANDIN_DIR:-$ROOT/target/cuda-standin-asan}" ;;
   *) echo "DITTO_CUDA_STANDIN_SANITIZE=$SANITIZE: expected address (or unset)" >&2; exit 2 ;;
 esac
-SRC="$ROOT/cuda-standin"
+SRC="$ROOT/tools/cuda-standin"
 CXX="${CXX:-g++}"
 
 print_env=0
@@ -61,8 +62,8 @@ CUDARC="$(cudarc_dir)" || { (cd "$ROOT" && cargo fetch >&2); CUDARC="$(cudarc_di
 # The folders of kernel sources. Every `__global__` of their .cu files gets a host build;
 # the .cu files and the headers beside them are what those builds are made from, which
 # the rebuild stamp covers and the manifest lists that the stand-in checks them against
-# before it runs a kernel (cuda-standin/src/freshness.cpp).
-KERNEL_DIRS=("$ROOT"/kernels/cuda "$ROOT"/crates/tensor-core/cuda "$ROOT"/examples/custom_random_op)
+# before it runs a kernel (tools/cuda-standin/src/freshness.cpp).
+KERNEL_DIRS=("$ROOT"/crates/kernels/cuda "$ROOT"/crates/tensor-core/cuda "$ROOT"/examples/custom_random_op)
 KERNEL_SOURCES=()
 KERNEL_FILES=()
 shopt -s nullglob
@@ -104,7 +105,7 @@ build() {
     rel="${cu#"$ROOT"/}"
     unit="$gen/kernels_$(echo "$rel" | tr '/.-' '___').cpp"
     "$CXX" -std=c++17 -E -P -D__global__=__standin_global__ -include "$SRC/shim/cuda_host_shim.h" \
-      -I"$ROOT/kernels/cuda" -x c++ "$cu" -o "$unit.i"
+      -I"$ROOT/crates/kernels/cuda" -I"$ROOT/crates/tensor-core/cuda" -x c++ "$cu" -o "$unit.i"
     python3 "$SRC/generate.py" kernels "$unit.i" "$rel" "$cu" "$unit"
     units+=("$unit")
   done
@@ -115,14 +116,15 @@ build() {
   printf '%s\n' "$SRC"/src/*.cpp "${units[@]}" | xargs -P "$jobs" -I{} sh -c '
     f="$1"; shift; out="$1"; shift
     exec "$@" -c "$f" -o "$out/$(basename "$f" .cpp).o"' _ {} "$obj" \
-    "$CXX" "${CXXFLAGS[@]}" -I"$SRC/src" -I"$SRC/shim" -I"$gen" -I"$ROOT/kernels/cuda"
+    "$CXX" "${CXXFLAGS[@]}" -I"$SRC/src" -I"$SRC/shim" -I"$gen" \
+    -I"$ROOT/crates/kernels/cuda" -I"$ROOT/crates/tensor-core/cuda"
 
   # Stubs for the rest of cudarc's surface, then one library.
   nm --defined-only -g "$obj"/*.o | awk 'NF == 3 { print $3 }' | sort -u > "$gen/defined.txt"
   python3 "$SRC/generate.py" stubs "$CUDARC" "$gen/defined.txt" "$gen/stubs.cpp"
   "$CXX" "${CXXFLAGS[@]}" -w -c "$gen/stubs.cpp" -o "$obj/stubs.o"
 
-  # Call counting (DITTO_CUDA_STANDIN_STATS, cuda-standin/src/call_stats.cpp): each entry
+  # Call counting (DITTO_CUDA_STANDIN_STATS, tools/cuda-standin/src/call_stats.cpp): each entry
   # point's body is renamed, and a generated trampoline under its name counts the call.
   nm --defined-only -g "$obj"/*.o | awk 'NF == 3 { print $3 }' | sort -u > "$gen/entry_points.txt"
   python3 "$SRC/generate.py" counters "$gen/entry_points.txt" "$gen/entry_renames.txt" \
@@ -143,7 +145,7 @@ build() {
   for name in libcuda.so libcuda.so.1 libcublas.so libcublas.so.13; do
     ln -sf libditto_cuda_standin.so "$OUT/lib/$name"
   done
-  # NCCL (cuda-standin/src/nccl.cpp) under its real soname, libnccl.so.2: a library of no
+  # NCCL (tools/cuda-standin/src/nccl.cpp) under its real soname, libnccl.so.2: a library of no
   # code of its own that needs the stand-in, so its calls share the stand-in's devices and
   # memory (dlsym on a handle searches its dependencies). cudarc opens libnccl.so, which
   # is a symlink, as it must be next to the real wheel's libnccl.so.2.

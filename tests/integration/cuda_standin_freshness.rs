@@ -56,7 +56,7 @@ fn copy_library_folder(from: &Path, to: &Path) {
 /// Writes the manifest of `lib` for `source` with the build's own tool (generate.py), so
 /// the format and the hash are the ones the real build writes.
 fn write_manifest(lib: &Path, source: &Path) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda-standin/generate.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/cuda-standin/generate.py");
     let status = Command::new("python3")
         .arg(script)
         .arg("manifest")

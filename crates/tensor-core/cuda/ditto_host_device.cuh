@@ -1,5 +1,5 @@
 // The host/device shim every ditto CUDA header includes: tensor-core's kernels
-// (tensor_ops.cuh) and the random kernels (kernels/cuda/*.cuh), so both folders, and a
+// (tensor_ops.cuh) and the random kernels (crates/kernels/cuda/*.cuh), so both folders, and a
 // downstream crate's kernels, are compiled the same two ways from one definition.
 //
 // The headers are compiled twice: by NVRTC for the GPU, and by the host C++ compiler for

@@ -7,7 +7,7 @@
 // __fdiv_rn) give the same bits as Rust. Never call expf / logf / __expf here: those are
 // libdevice's (or the host's libm), which differ from each other in the last bit.
 //
-// The random kernels' `ditto_ln` (kernels/cuda/ditto_math.cuh) includes this header and
+// The random kernels' `ditto_ln` (crates/kernels/cuda/ditto_math.cuh) includes this header and
 // calls ditto_portable_log_reduced, as rng-gen's `ln` calls math.rs's `log_reduced`: one
 // logarithm per language.
 #ifndef DITTO_PORTABLE_MATH_CUH

@@ -12,10 +12,10 @@
 /// most once (they have include guards anyway). Other includes are left for NVRTC.
 ///
 /// As a C preprocessor does for quoted includes, a header's own includes are looked up
-/// first beside it: inside the header named `../../crates/tensor-core/cuda/a.cuh`,
-/// `#include "b.cuh"` is the header named `../../crates/tensor-core/cuda/b.cuh` when the
-/// list has one, else `b.cuh`. So one header can include another by the path its folder
-/// sees and still be inlined once.
+/// first beside it: inside the header named `../lib/a.cuh`, `#include "b.cuh"` is the
+/// header named `../lib/b.cuh` when the list has one, else `b.cuh`. So a downstream
+/// header listed under a relative path can include its neighbours as its folder sees them
+/// and still be inlined once (ditto's own headers are listed by file name).
 #[must_use]
 pub fn inline_includes(text: &str, headers: &[(&'static str, &'static str)]) -> String {
     let mut out = String::new();

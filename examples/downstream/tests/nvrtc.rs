@@ -1,7 +1,7 @@
 //! The op's kernel compiles with NVRTC for sm_80 and sm_90 with ditto's options
 //! (`--fmad=false`) and contains no fused or approximate float instruction, like
-//! ditto's own kernels (`kernels/tests/integration/nvrtc_compile.rs`). Without NVRTC it prints why
-//! and passes, except under `CI=true`.
+//! ditto's own kernels (`crates/kernels/tests/integration/nvrtc_compile.rs`). Without
+//! NVRTC it prints why and passes, except under `CI=true`.
 #![cfg(feature = "cuda")]
 
 use ditto::tensor_core::cuda::nvrtc;

@@ -106,7 +106,7 @@ fn finish(mut child: Child, what: &str, limit: Duration) -> (String, String) {
 }
 
 /// The hub's loopback port, which the stand-in's id carries after its 16-byte magic and
-/// 8-byte key (cuda-standin/src/nccl_wire.h, IdBody).
+/// 8-byte key (tools/cuda-standin/src/nccl_wire.h, IdBody).
 fn hub_port(id: &[u8; 128]) -> u16 {
     u16::from_le_bytes([id[24], id[25]])
 }

@@ -5,7 +5,6 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::probe::folder_of;
 use super::stale::{remove_stale_temp_files, temp_name};
 use super::CheckpointError;
 
@@ -61,6 +60,15 @@ pub(crate) fn write_atomically_with(
         return Err(io_error(path)(e));
     }
     sync_dir(&dir).map_err(io_error(&dir))
+}
+
+/// The folder a file path's file lives in (`.` for a bare file name): where a save of
+/// it writes its temporary file, and so the folder `probe.rs` checks before a run.
+pub(crate) fn folder_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 /// A temporary file path of this process for a save of `name` (a file name) in `dir`,

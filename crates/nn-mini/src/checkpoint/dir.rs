@@ -28,9 +28,9 @@ use std::path::{Path, PathBuf};
 use tensor_core::DType;
 
 use super::probe::probe_folder;
+use super::run_entries::STEP;
 use super::stale::remove_stale_temp_files_of;
 use super::{Checkpoint, CheckpointError};
-use crate::train::STEP;
 
 /// How many checkpoints a folder keeps when not told otherwise (`--keep`): the newest
 /// one, and two to fall back to if it turns out damaged.

@@ -26,6 +26,7 @@ pub mod format;
 mod optimizer;
 mod parts;
 mod probe;
+pub(crate) mod run_entries;
 mod stale;
 
 pub use dir::{CheckpointDir, Latest, Saved, Skipped, DEFAULT_KEEP};

@@ -12,9 +12,9 @@
 
 use std::fs::{self, OpenOptions};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::atomic::temp_path;
+use super::atomic::{folder_of, temp_path};
 use super::CheckpointError;
 
 /// Checks that a checkpoint can be saved at `path` ([`Checkpoint::save`]): its folder
@@ -43,14 +43,6 @@ pub fn check_writable(path: impl AsRef<Path>) -> Result<(), CheckpointError> {
     }
     let dir = folder_of(path);
     probe_folder(&dir, &name.to_string_lossy()).map_err(not_writable)
-}
-
-/// The folder a file path's file lives in (`.` for a bare file name).
-pub(crate) fn folder_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
 }
 
 /// Creates and removes a temporary file of a save of `name` in `dir`. The error says
@@ -102,6 +94,7 @@ fn under_a_file(dir: &Path) -> io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn each_unwritable_path_is_named_with_its_reason_and_nothing_is_left_behind() {

@@ -17,29 +17,11 @@ use tensor_core::{are_portable_arithmetic_enabled, DType, Device, Tensor};
 
 use super::{RunConfig, TrainConfig};
 use crate::checkpoint::default_cuda_rng_name;
+pub use crate::checkpoint::run_entries::{
+    ARITHMETIC_KEY, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES, MODEL_KEY, OPTIM_PREFIX, STEP,
+};
 use crate::data::LoaderState;
 use crate::{Checkpoint, CheckpointError, DataLoader, Module, NnError, Optimizer, Result};
-
-/// Checkpoint metadata key of the run's [`TrainConfig`] (JSON).
-pub const CONFIG_KEY: &str = "train.config";
-/// Checkpoint metadata key of the kind of model the run trains ([`RunConfig::MODEL_KIND`]:
-/// `"mlp"`, `"gpt"`). Absent in checkpoints written before it existed, which hold the
-/// MLP.
-pub const MODEL_KEY: &str = "train.model";
-/// Checkpoint name prefix of the optimiser's entries.
-pub const OPTIM_PREFIX: &str = "optim.";
-/// Checkpoint metadata key of the arithmetic the run used: `"portable"` or `"default"`
-/// (`tensor_core::use_portable_arithmetic`, docs/contract.md §14). Absent in checkpoints
-/// written before it existed, which resume under either.
-pub const ARITHMETIC_KEY: &str = "train.arithmetic";
-/// Checkpoint entry of the step count (i64 scalar).
-pub const STEP: &str = "train.step";
-/// Checkpoint entry of the loss history (f32, one per step).
-pub const LOSSES: &str = "train.loss_history";
-/// Checkpoint entry of the loader state.
-pub const LOADER: &str = "loader.state";
-/// Checkpoint name of the dropout generator (stored as `rng.dropout`).
-pub const DROPOUT_RNG: &str = "dropout";
 
 /// Everything a training run keeps besides its model: the configuration it was built
 /// from, the optimiser, the loader, the generator the dropout layers draw from, the

@@ -1,6 +1,6 @@
 //! From Philox words to numbers: the per-element conversions of docs/contract.md §5.
 //!
-//! Each function here is a pure function of its words, and `kernels/cuda/ditto_math.cuh`
+//! Each function here is a pure function of its words, and `crates/kernels/cuda/ditto_math.cuh`
 //! holds its twin. Samplers (CPU) and kernels (GPU) only decide *which* words an element
 //! uses; *how* words become a value is decided here, once.
 

@@ -5,7 +5,7 @@
 //! `logf`), whose last-bit results differ between libraries, CPUs and GPU generations.
 //! A normal sample computed with them would not be bit-identical on CPU and GPU. Every
 //! step below is exactly rounded, so the same inputs give the same bits everywhere.
-//! The CUDA twin is `kernels/cuda/ditto_math.cuh`: same constants, same order of
+//! The CUDA twin is `crates/kernels/cuda/ditto_math.cuh`: same constants, same order of
 //! operations, no fused multiply-add (kernels are compiled with `--fmad=false`, and Rust
 //! never contracts `a * b + c`).
 //!

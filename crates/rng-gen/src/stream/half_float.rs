@@ -1,6 +1,6 @@
 //! f32 to f16 / bf16, rounding to nearest even, and back (exact): ditto's own
 //! conversions, bit for bit those of the `half` crate (and of `ditto_f32_to_f16`,
-//! `ditto_f16_to_f32`, ... in `kernels/cuda/ditto_math.cuh`, their CUDA twins): overflow
+//! `ditto_f16_to_f32`, ... in `crates/kernels/cuda/ditto_math.cuh`, their CUDA twins): overflow
 //! to infinity, NaN kept quiet with the top mantissa bits it had.
 //!
 //! Why not `half::f16::from_f32`? It is an out-of-line call per element (it picks the

@@ -3,7 +3,7 @@
 //! This is the algorithm of Random123's `philox.h` (Salmon et al., "Parallel random
 //! numbers: as easy as 1, 2, 3", SC'11), stated once for Rust: one round function, run
 //! on one counter (the scalar engine) or many (the CPU samplers' batches). Its twin for
-//! CUDA is `kernels/cuda/philox.cuh`; a test compiles that header for the host and checks
+//! CUDA is `crates/kernels/cuda/philox.cuh`; a test compiles that header for the host and checks
 //! the two agree bit for bit.
 //!
 //! A counter-based generator has no hidden state: output block `b` under key `k` is

@@ -1,4 +1,4 @@
-//! The CUDA headers (`kernels/cuda/*.cuh`), compiled for the host, against the Rust
+//! The CUDA headers (`crates/kernels/cuda/*.cuh`), compiled for the host, against the Rust
 //! engine, bit for bit (docs/contract.md §11). No GPU needed: `kernels::host_parity` runs
 //! the very `__host__ __device__` functions the kernels call, including each kernel's
 //! per-block body, so a pass here means the GPU computes what the CPU samplers compute as

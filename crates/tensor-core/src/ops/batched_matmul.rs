@@ -10,7 +10,7 @@
 
 use rayon::prelude::*;
 
-use super::matmul::{product_2d, ProductElement};
+use super::product::{product_2d, ProductElement};
 use crate::portable::matmul::Operand;
 use crate::{Element, Result, Tensor, TensorError};
 

@@ -26,7 +26,6 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use super::matmul::ProductElement;
 use crate::portable::matmul::{blocks, Operand};
 use crate::{Element, Result, TensorError};
 
@@ -78,7 +77,10 @@ unsafe impl<T: Send> Send for Output<T> {}
 unsafe impl<T: Send> Sync for Output<T> {}
 
 /// `dst (m x n) = a (m x k) * b (k x n)` with gemm, block by block ([`output_blocks`]).
-pub(crate) fn gemm_into<T: ProductElement>(a: Operand<'_, T>, b: Operand<'_, T>) -> Result<Vec<T>> {
+/// `T` is f32 or f64: the one caller, `product_2d` (`ops/product.rs`), takes only those.
+/// The bound is gemm's own (any element; gemm picks its kernel by type) so that this
+/// file needs nothing from the product above it.
+pub(crate) fn gemm_into<T: Element>(a: Operand<'_, T>, b: Operand<'_, T>) -> Result<Vec<T>> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let count = m.checked_mul(n).ok_or(TensorError::InvalidArgument {
         op: "matmul",
@@ -126,7 +128,7 @@ pub(crate) fn gemm_into<T: ProductElement>(a: Operand<'_, T>, b: Operand<'_, T>)
 /// # Safety
 /// `rows` / `cols` lie inside C (`m x n`, row stride `ldc`, at `out`) and inside A's rows
 /// and B's columns; no other thread touches that block of C meanwhile.
-unsafe fn gemm_block<T: ProductElement>(
+unsafe fn gemm_block<T: Element>(
     a: &Operand<'_, T>,
     b: &Operand<'_, T>,
     out: Output<T>,

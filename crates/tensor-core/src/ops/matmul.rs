@@ -29,39 +29,9 @@
 //! operations is defined: the same bits with any SIMD level and thread count, and on
 //! CUDA.
 
-use crate::portable::matmul::{Operand, PortableElement};
+use super::product::{product_2d, ProductElement};
+use crate::portable::matmul::Operand;
 use crate::{Element, Result, Tensor, TensorError};
-
-/// f32 or f64: what a CPU product needs of its element (gemm's and the portable
-/// kernels' element, read from and stored into CPU storage).
-pub(crate) trait ProductElement: Element + Default + PortableElement {
-    /// The whole CPU buffer behind `t`, or a dtype error.
-    fn slice_of(t: &Tensor) -> Result<&[Self]> {
-        Self::slice(t.cpu_storage()?).ok_or(TensorError::DTypeMismatch {
-            op: "matmul",
-            expected: <Self as Element>::DTYPE,
-            got: t.dtype(),
-        })
-    }
-}
-
-impl ProductElement for f32 {}
-impl ProductElement for f64 {}
-
-/// `a * b` for 2-D operands read through their strides: gemm, or ditto's portable
-/// kernels under portable arithmetic. Every CPU product (2-D, and each entry of a
-/// batched one) is this call.
-pub(crate) fn product_2d<T: ProductElement>(
-    a: Operand<'_, T>,
-    b: Operand<'_, T>,
-    portable: bool,
-) -> Result<Vec<T>> {
-    if portable {
-        crate::portable::matmul::matmul(a, b)
-    } else {
-        super::gemm_blocks::gemm_into(a, b)
-    }
-}
 
 /// A 2-D CPU tensor as an operand over its storage.
 fn operand<'a, T>(t: &Tensor, data: &'a [T]) -> Operand<'a, T> {

@@ -48,6 +48,7 @@ mod inplace;
 pub(crate) mod kernel_layout;
 pub(crate) mod layer_norm;
 mod matmul;
+mod product;
 pub(crate) mod reduce;
 mod slice_scatter;
 mod softmax;

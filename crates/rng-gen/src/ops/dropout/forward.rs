@@ -14,7 +14,7 @@ use crate::stream::convert::dropout_keep;
 
 /// The element types dropout takes, and how a kept element is scaled: in f32 for f32,
 /// f16 and bf16 (then rounded once), in f64 for f64, as the CUDA kernels do
-/// (`Out::kept` in `kernels/cuda/random_blocks.cuh`).
+/// (`Out::kept` in `crates/kernels/cuda/random_blocks.cuh`).
 pub(crate) trait DropoutFloat: Element {
     /// `self * scale`, rounded to `Self`.
     fn kept(self, scale: f32) -> Self;

@@ -7,10 +7,11 @@
 //!   `mask.rs`, the packed mask on the CPU; `rows.rs`, [`dropout_rows`], some rows of
 //!   a batch reserved once (data parallel ranks);
 //! - the keep rule, `u >= p`: `dropout_keep` in `crate::stream::convert` (and its CUDA
-//!   twin in `kernels/cuda/ditto_math.cuh`);
-//! - the CUDA bodies: `kernels/cuda/dropout.cuh`; the kernels themselves: the bottom of
-//!   `kernels/cuda/random.cu`; their arguments: `kernels/src/launch/dropout.rs`; the
-//!   packed mask's layout, shared by CPU and GPU: `kernels/src/mask.rs`;
+//!   twin in `crates/kernels/cuda/ditto_math.cuh`);
+//! - the CUDA bodies: `crates/kernels/cuda/dropout.cuh`; the kernels themselves: the
+//!   bottom of `crates/kernels/cuda/random.cu`; their arguments:
+//!   `crates/kernels/src/launch/dropout.rs`; the packed mask's layout, shared by CPU and
+//!   GPU: `crates/kernels/src/mask.rs`;
 //! - their host-parity tests: `dropout_matches` in
 //!   `crates/rng-gen/tests/integration/cuda_header_parity.rs`; GPU against CPU:
 //!   `tests/integration/gpu_random.rs`.

@@ -7,7 +7,7 @@
 // memsets, launches, copies, synchronisations), and their counts are the same on the
 // stand-in as on a GPU. Tests hold a per-step budget on them (tests/integration/gpu_step_budget.rs).
 //
-// The counting happens in one place, generated at build time (cuda-standin/generate.py
+// The counting happens in one place, generated at build time (tools/cuda-standin/generate.py
 // `counters`): each exported name is a trampoline that adds one to its counter and jumps
 // to the implementation. Only calls from outside the library count; entry points never
 // called are left out of the object.

@@ -1,7 +1,7 @@
 //! The CUDA headers, compiled for the host, as safe Rust functions (feature
 //! `host-parity`).
 //!
-//! `kernels/host/parity_shim.cpp` includes `cuda/*.cuh` with the host shim and exports
+//! `crates/kernels/host/parity_shim.cpp` includes `cuda/*.cuh` with the host shim and exports
 //! the `__host__ __device__` functions the kernels call: the Philox rounds, every
 //! conversion, `ln`, `sincospi`, Box-Muller ([this module](self)), and the per-block
 //! body of every kernel ([`blocks`]). The parity tests

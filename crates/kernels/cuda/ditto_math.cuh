@@ -9,11 +9,13 @@
 #ifndef DITTO_MATH_CUH
 #define DITTO_MATH_CUH
 
-// The host/device shim shared with tensor-core's kernels (a path relative to this folder).
-#include "../../crates/tensor-core/cuda/ditto_host_device.cuh"
+// The host/device shim shared with tensor-core's kernels, by name: every ditto CUDA
+// header is included by its file name, with crates/kernels/cuda and
+// crates/tensor-core/cuda on the include path (ditto_build::ditto_include_dirs).
+#include "ditto_host_device.cuh"
 // tensor-core's portable f32 math: `ln` below is its logarithm body
 // (ditto_portable_log_reduced) and its correctly rounded division, not a second copy.
-#include "../../crates/tensor-core/cuda/portable_math.cuh"
+#include "portable_math.cuh"
 
 // ---------------------------------------------------------------------------------
 // Correctly rounded square root (division is portable_math.cuh's ditto_portable_div).

@@ -11,7 +11,7 @@
 // launch at a time in the process (a lock; thread_local copies would not fit the static
 // TLS block a dlopen'ed library gets). Kernels without the barrier keep the plain loop
 // (kernel_runner.h).
-// Implementation: cuda-standin/src/block_fibers.cpp.
+// Implementation: tools/cuda-standin/src/block_fibers.cpp.
 #pragma once
 
 #include "host_kernel.h"

@@ -12,8 +12,10 @@
 #ifndef DITTO_RANDOM_BLOCKS_CUH
 #define DITTO_RANDOM_BLOCKS_CUH
 
-// The host/device shim shared with tensor-core's kernels (a path relative to this folder).
-#include "../../crates/tensor-core/cuda/ditto_host_device.cuh"
+// The host/device shim shared with tensor-core's kernels, by name: every ditto CUDA
+// header is included by its file name, with crates/kernels/cuda and
+// crates/tensor-core/cuda on the include path (ditto_build::ditto_include_dirs).
+#include "ditto_host_device.cuh"
 #include "philox.cuh"
 #include "ditto_math.cuh"
 

@@ -14,7 +14,7 @@
 //! generator's job, in rng-gen's random-op pipeline, which also owns the increment
 //! functions (they describe the stream, which lives there).
 //!
-//! The CUDA side lives in `kernels/cuda/`: headers with the per-element math as
+//! The CUDA side lives in `crates/kernels/cuda/`: headers with the per-element math as
 //! `__host__ __device__` functions (`philox.cuh`, `ditto_math.cuh`), the per-block body
 //! of every op (`random_blocks.cuh`, and `dropout.cuh` for dropout) and thin grid-stride
 //! kernels (`random.cu`). All of them include tensor-core's host/device shim

@@ -6,11 +6,11 @@
 //
 // Arguments are plain values: the generator's (seed, offset) reservation happens on the
 // host before the launch (docs/contract.md §7). Every kernel's signature is (seed,
-// offset, n, parameters..., out), the output pointer last (kernels/src/launch/mod.rs
+// offset, n, parameters..., out), the output pointer last (crates/kernels/src/launch/mod.rs
 // pushes them in that order). Element counts and indices are 64-bit.
 // f16 / bf16 buffers are passed as their uint16 bit patterns.
 // Kernel names are ditto_<op>_<dtype>_kernel (the op's math keeps the plain names).
-// Compiled by NVRTC with --fmad=false (kernels/src/nvrtc.rs).
+// Compiled by NVRTC with --fmad=false (crates/kernels/src/nvrtc.rs).
 #include "random_blocks.cuh"
 #include "dropout.cuh"
 

@@ -4,8 +4,10 @@
 #ifndef DITTO_PHILOX_CUH
 #define DITTO_PHILOX_CUH
 
-// The host/device shim shared with tensor-core's kernels (a path relative to this folder).
-#include "../../crates/tensor-core/cuda/ditto_host_device.cuh"
+// The host/device shim shared with tensor-core's kernels, by name: every ditto CUDA
+// header is included by its file name, with crates/kernels/cuda and
+// crates/tensor-core/cuda on the include path (ditto_build::ditto_include_dirs).
+#include "ditto_host_device.cuh"
 
 #define DITTO_PHILOX_M0 0xD2511F53u
 #define DITTO_PHILOX_M1 0xCD9E8D57u

@@ -198,7 +198,7 @@ CUresult cuModuleGetFunction(CUfunction* out, CUmodule module, const char* name)
     const HostKernel* host = find_host_kernel(name);
     if (host == nullptr) {
         return fail(CUDA_ERROR_NOT_FOUND, "cuModuleGetFunction",
-                    "kernel %s has no host build: the stand-in builds every __global__ of kernels/cuda/*.cu "
+                    "kernel %s has no host build: the stand-in builds every __global__ of crates/kernels/cuda/*.cu "
                     "and crates/tensor-core/cuda/*.cu; rebuild it (scripts/cuda_standin.sh) or add the source",
                     name);
     }

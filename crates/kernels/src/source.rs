@@ -6,15 +6,18 @@
 //! A downstream crate's kernel that includes ditto's headers gets its translation unit
 //! from [`translation_unit_with`].
 
-/// The name every ditto header includes the shared host/device shim by: a path relative
-/// to `kernels/cuda/`, so host compilers (the parity builds, the CUDA stand-in) find it
-/// without an extra include folder. NVRTC gets its text inlined under this name.
-pub const HOST_DEVICE_SHIM: &str = "../../crates/tensor-core/cuda/ditto_host_device.cuh";
+/// The name every ditto header includes the shared host/device shim by: its file name.
+/// Every ditto header is included by file name, so one rule holds for NVRTC (which gets
+/// the text inlined under this name) and for host compilers (the parity builds, the CUDA
+/// stand-in, a downstream build script), which have `crates/kernels/cuda/` and
+/// `crates/tensor-core/cuda/` on their include path (`ditto_build::ditto_include_dirs`);
+/// no header depends on where the other folder sits.
+pub const HOST_DEVICE_SHIM: &str = "ditto_host_device.cuh";
 
 /// The name `ditto_math.cuh` includes tensor-core's portable f32 math by (its `ln` is
-/// that header's logarithm, so the routine is written once for CUDA), relative to
-/// `kernels/cuda/` as [`HOST_DEVICE_SHIM`] is.
-pub const PORTABLE_MATH: &str = "../../crates/tensor-core/cuda/portable_math.cuh";
+/// that header's logarithm, so the routine is written once for CUDA): its file name, as
+/// for [`HOST_DEVICE_SHIM`].
+pub const PORTABLE_MATH: &str = "portable_math.cuh";
 
 /// The headers a kernel may include, by the name they are included with.
 pub const HEADERS: [(&str, &str); 6] = [

@@ -2,7 +2,7 @@
 // (kernels::host_parity). Nothing here re-implements anything: each wrapper calls the
 // __host__ __device__ function the kernels call, so the tests check GPU code itself.
 //
-// Built by kernels/build.rs (feature `host-parity`) with -ffp-contract=off: every float
+// Built by crates/kernels/build.rs (feature `host-parity`) with -ffp-contract=off: every float
 // operation is a separate, correctly rounded SSE instruction, like the GPU's with
 // --fmad=false and like Rust's.
 #include <cfloat>

@@ -1,4 +1,4 @@
-//! The C ABI of `kernels/host/parity_shim.cpp`. f16 / bf16 buffers are passed as
+//! The C ABI of `crates/kernels/host/parity_shim.cpp`. f16 / bf16 buffers are passed as
 //! `tensor_core::{f16, bf16}`, which are `repr(transparent)` over the `u16` bit patterns
 //! the C side uses.
 
