@@ -1,11 +1,14 @@
-//! Elementwise kernels: broadcasting arithmetic, maps of one tensor, `relu_backward`
-//! and the optimiser's `axpy`.
+//! Elementwise kernels: broadcasting arithmetic, maps of one tensor, `relu_backward`,
+//! GELU (tanh approximation) and its gradient, and the optimiser's `axpy`; and the
+//! float-kernel helpers the other families share (a scalar parameter of the tensor's
+//! dtype, the kernel of a float op by name).
 
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
 use super::{dense, dense_view, output_storage, uninit, TensorKernel};
 use super::{storage_of, write_into};
 use crate::ops::binary::BinOp as BinaryOp;
+use crate::ops::gelu::{GELU_BETA, GELU_KAPPA};
 use crate::ops::kernel_layout::binary_layout;
 use crate::ops::unary::UnaryOp;
 use crate::ops::Float;
@@ -170,4 +173,84 @@ fn axpy_dense<T: Float + DeviceRepr>(s: &mut Tensor, alpha: T, x: &Tensor) -> Re
     // `x` (which holds its own reference) cannot alias it.
     unsafe { kernel.launch(args) }?;
     Ok(())
+}
+
+/// A scalar of the tensor's float dtype, as its kernel parameter (the f64 rounded once).
+pub(super) enum Scalar {
+    F32(f32),
+    F64(f64),
+}
+
+impl Scalar {
+    pub(super) fn of(dtype: DType, value: f64) -> Self {
+        match dtype {
+            DType::F32 => Scalar::F32(value as f32),
+            _ => Scalar::F64(value),
+        }
+    }
+}
+
+/// Pushes a [`Scalar`] onto a kernel's argument list.
+macro_rules! push_scalar {
+    ($args:expr, $s:expr) => {
+        match $s {
+            Scalar::F32(v) => $args.arg(v),
+            Scalar::F64(v) => $args.arg(v),
+        }
+    };
+}
+
+/// The kernel `ditto_<stem>_<dtype>` of `t`'s device, over `items` work items.
+pub(super) fn kernel_for(
+    op: &'static str,
+    stem: &str,
+    t: &Tensor,
+    items: u64,
+) -> Result<TensorKernel> {
+    let suffix = float_suffix(op, t.dtype())?;
+    let ordinal = storage_of(t)?.1;
+    TensorKernel::new(ordinal, format!("ditto_{stem}_{suffix}"), items)
+}
+pub(super) use push_scalar;
+
+/// `gelu_tanh(x)`, or with `grad` its gradient times `grad` (same dims, dtype, device:
+/// the caller checked).
+pub(crate) fn gelu_tanh(x: &Tensor, grad: Option<&Tensor>, portable: bool) -> Result<Tensor> {
+    let op = if grad.is_some() {
+        "gelu_tanh_backward"
+    } else {
+        "gelu_tanh"
+    };
+    let x = dense(x)?;
+    let ordinal = storage_of(&x)?.1;
+    let mut out = uninit(x.dims(), x.dtype(), ordinal)?;
+    let n = x.elem_count() as u64;
+    if n == 0 {
+        return Ok(out);
+    }
+    let kernel = kernel_for(op, op, &x, n)?;
+    let (beta, kappa) = (
+        Scalar::of(x.dtype(), GELU_BETA),
+        Scalar::of(x.dtype(), GELU_KAPPA),
+    );
+    let portable = i32::from(portable);
+    let grad = grad.map(dense).transpose()?;
+    let grad_view = grad.as_ref().map(dense_view).transpose()?;
+    let x_view = dense_view(&x)?;
+    let dst = output_storage(&mut out)?;
+    let stream = dst.stream()?;
+    let mut args = kernel.args(&stream);
+    args.arg(&n);
+    push_scalar!(args, &beta);
+    push_scalar!(args, &kappa);
+    args.arg(&portable);
+    if let Some(g) = &grad_view {
+        args.arg(g);
+    }
+    args.arg(&x_view).arg(dst.bytes_mut());
+    // SAFETY: matches `ditto_gelu_tanh_<T>(u64 n, T beta, T kappa, int portable, const T*
+    // x, T* out)` or `ditto_gelu_tanh_backward_<T>(..., int portable, const T* grad, const
+    // T* x, T* out)`; every buffer is dense with `n` elements from its view's start.
+    unsafe { kernel.launch(args) }?;
+    Ok(out)
 }

@@ -1,5 +1,9 @@
-//! The training ops on CUDA tensors: `cuda/tensor_ops.cu` for elementwise ops,
-//! reductions and `log_softmax`, cuBLAS for `matmul`.
+//! The training ops on CUDA tensors, one file per family: `elementwise` (arithmetic,
+//! maps, GELU), `reduce` (sums, maxima, `log_softmax`), `matmul` and `batched_matmul`
+//! (cuBLAS; `portable_matmul`: ditto's own), `normalization` (layer norm), `attention`
+//! (the causal softmax), `optimizers` (SGD with momentum, AdamW), `accumulate`
+//! (`index_add`, `scatter_add`), `class_index` and `layout`. Their kernels are in
+//! `cuda/tensor_ops.cu`.
 //!
 //! Each public op in [`crate::ops`] checks its arguments' device first and comes here for
 //! CUDA tensors. The kernels give every output element to exactly one thread and sum in
@@ -13,28 +17,27 @@
 //! queued on the device's default stream and ordered after all earlier ditto work.
 
 mod accumulate;
+mod attention;
 mod batched_matmul;
 mod class_index;
 mod elementwise;
-mod fused_sgd;
 mod layout;
 mod matmul;
+mod normalization;
+mod optimizers;
 mod portable_matmul;
 mod reduce;
-mod transformer;
 
 pub(crate) use accumulate::{index_add, scatter_add};
+pub(crate) use attention::{causal_softmax, causal_softmax_backward};
 pub(crate) use batched_matmul::batched_matmul;
 pub(crate) use class_index::{gather_index, one_hot};
-pub(crate) use elementwise::{axpy_, binary, relu_backward, unary};
-pub(crate) use fused_sgd::sgd_momentum_step_;
+pub(crate) use elementwise::{axpy_, binary, gelu_tanh, relu_backward, unary};
 pub(crate) use layout::{contiguous, write_into};
 pub(crate) use matmul::matmul;
+pub(crate) use normalization::{layer_norm, layer_norm_backward};
+pub(crate) use optimizers::{adamw_step_, sgd_momentum_step_};
 pub(crate) use reduce::{log_softmax, max_dim, sum_dim, SumKind};
-pub(crate) use transformer::{
-    adamw_step_, causal_softmax, causal_softmax_backward, gelu_tanh, layer_norm,
-    layer_norm_backward,
-};
 
 use cudarc::driver::{CudaFunction, CudaStream, CudaView, LaunchArgs, LaunchConfig};
 
