@@ -127,39 +127,64 @@ pub trait Module: Send {
         ready(offset, &self.parameters())
     }
 
-    /// The parameters, in a fixed order (the order of `named_parameters`).
+    /// Calls `f(full name, parameter)` for every parameter, in a fixed order; the full
+    /// name is `prefix` followed by the name within this layer. This is the one place a
+    /// layer declares what it owns: [`parameters`](Module::parameters),
+    /// [`named_parameters`](Module::named_parameters), their `_mut` twins and
+    /// [`zero_grad`](Module::zero_grad) are all built on it and its mutable twin, so the
+    /// names and order that checkpoints and optimiser state are keyed by cannot drift
+    /// apart between the accessors (PyTorch's `named_parameters(prefix)` recursion).
     ///
-    /// The default is none, like a PyTorch module that registers none: a layer without
-    /// parameters (`ReLU`, `Dropout`) writes nothing. A layer that owns parameters, or
-    /// holds layers that do, must override this and [`parameters_mut`](Module::parameters_mut),
-    /// or the optimiser never updates them and checkpoints never save them;
-    /// `crates/nn-mini/tests/integration/parameter_overrides.rs` fails for any `impl Module` in the
-    /// workspace that holds a [`Parameter`] or a `dyn Module` and overrides neither.
-    fn parameters(&self) -> Vec<&Parameter> {
-        Vec::new()
+    /// A leaf layer names its parameters `{prefix}{Parameter::name}`; a container hands
+    /// each child its own prefix (`{prefix}0.`, `{prefix}attn.`), giving PyTorch's
+    /// `state_dict` names. The default visits nothing, like a PyTorch module that
+    /// registers nothing: a layer without parameters (`ReLU`, `Dropout`) writes neither
+    /// visitor. A layer that owns parameters, or holds layers that do, must override
+    /// both, or the optimiser never updates them and checkpoints never save them;
+    /// `crates/nn-mini/tests/integration/parameter_overrides.rs` fails for any `impl
+    /// Module` in the workspace that holds a [`Parameter`] or a `dyn Module` and does not.
+    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        let _ = (prefix, f);
     }
 
-    /// The parameters, mutably, in the same order as [`Module::parameters`] (none by
-    /// default; see there).
+    /// Mutable twin of [`visit_parameters`](Module::visit_parameters): the same names in
+    /// the same order (a separate method because Rust cannot lend `&` and `&mut` through
+    /// one signature).
+    fn visit_parameters_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(String, &'a mut Parameter),
+    ) {
+        let _ = (prefix, f);
+    }
+
+    /// The parameters, in the order of [`named_parameters`](Module::named_parameters).
+    /// Provided by [`visit_parameters`](Module::visit_parameters): override that instead.
+    fn parameters(&self) -> Vec<&Parameter> {
+        let mut params = Vec::new();
+        self.visit_parameters("", &mut |_, p| params.push(p));
+        params
+    }
+
+    /// The parameters, mutably, in the same order as [`Module::parameters`].
     fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        Vec::new()
+        let mut params = Vec::new();
+        self.visit_parameters_mut("", &mut |_, p| params.push(p));
+        params
     }
 
     /// `(full name, parameter)` pairs: the names checkpoints and optimiser state use.
-    /// Leaf layers use the layer-local names; containers override this to prefix them.
     fn named_parameters(&self) -> Vec<(String, &Parameter)> {
-        self.parameters()
-            .into_iter()
-            .map(|p| (p.name.clone(), p))
-            .collect()
+        let mut params = Vec::new();
+        self.visit_parameters("", &mut |name, p| params.push((name, p)));
+        params
     }
 
     /// Mutable twin of [`Module::named_parameters`], same names, same order.
     fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
-        self.parameters_mut()
-            .into_iter()
-            .map(|p| (p.name.clone(), p))
-            .collect()
+        let mut params = Vec::new();
+        self.visit_parameters_mut("", &mut |name, p| params.push((name, p)));
+        params
     }
 
     /// Tells the layer which rows of a global batch the following forward passes
@@ -196,8 +221,6 @@ pub trait Module: Send {
 
     /// Clears every parameter's gradient before the next backward.
     fn zero_grad(&mut self) {
-        for p in self.parameters_mut() {
-            p.zero_grad();
-        }
+        self.visit_parameters_mut("", &mut |_, p| p.zero_grad());
     }
 }

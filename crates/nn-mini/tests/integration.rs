@@ -38,6 +38,8 @@ mod loader_in_order;
 mod loader_limits;
 #[path = "integration/micro_shard_sampler.rs"]
 mod micro_shard_sampler;
+#[path = "integration/old_checkpoints.rs"]
+mod old_checkpoints;
 #[path = "integration/parameter_overrides.rs"]
 mod parameter_overrides;
 #[path = "integration/portable_resume.rs"]

@@ -39,17 +39,15 @@ impl Module for Switched {
     fn backward_params(&mut self, grad_output: &Tensor) -> nn_mini::Result<()> {
         self.inner.backward_params(grad_output)
     }
-    fn parameters(&self) -> Vec<&Parameter> {
-        self.inner.parameters()
+    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        self.inner.visit_parameters(prefix, f);
     }
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        self.inner.parameters_mut()
-    }
-    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
-        self.inner.named_parameters()
-    }
-    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
-        self.inner.named_parameters_mut()
+    fn visit_parameters_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(String, &'a mut Parameter),
+    ) {
+        self.inner.visit_parameters_mut(prefix, f);
     }
     fn set_global_rows(&mut self, rows: Option<&GlobalRows>) {
         self.inner.set_global_rows(rows);

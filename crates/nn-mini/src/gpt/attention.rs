@@ -5,7 +5,6 @@ use rng_gen::Generator;
 use tensor_core::Tensor;
 
 use super::block::three_dims;
-use super::prefixed;
 use crate::{Dropout, GlobalRows, Linear, Module, NnError, Parameter, Result};
 
 /// What backward needs of a training forward: the heads' queries, keys and values
@@ -153,27 +152,19 @@ impl Module for CausalSelfAttention {
         self.resid_dropout.set_global_rows(rows);
     }
 
-    fn parameters(&self) -> Vec<&Parameter> {
-        let mut params = self.c_attn.parameters();
-        params.extend(self.c_proj.parameters());
-        params
+    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        self.c_attn.visit_parameters(&format!("{prefix}c_attn."), f);
+        self.c_proj.visit_parameters(&format!("{prefix}c_proj."), f);
     }
 
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        let mut params = self.c_attn.parameters_mut();
-        params.extend(self.c_proj.parameters_mut());
-        params
-    }
-
-    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
-        let mut params = prefixed("c_attn.", self.c_attn.named_parameters());
-        params.extend(prefixed("c_proj.", self.c_proj.named_parameters()));
-        params
-    }
-
-    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
-        let mut params = prefixed("c_attn.", self.c_attn.named_parameters_mut());
-        params.extend(prefixed("c_proj.", self.c_proj.named_parameters_mut()));
-        params
+    fn visit_parameters_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(String, &'a mut Parameter),
+    ) {
+        self.c_attn
+            .visit_parameters_mut(&format!("{prefix}c_attn."), f);
+        self.c_proj
+            .visit_parameters_mut(&format!("{prefix}c_proj."), f);
     }
 }

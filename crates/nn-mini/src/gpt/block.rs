@@ -4,7 +4,7 @@
 use rng_gen::Generator;
 use tensor_core::Tensor;
 
-use super::{prefixed, CausalSelfAttention};
+use super::CausalSelfAttention;
 use crate::{Dropout, Gelu, GlobalRows, LayerNorm, Linear, Module, NnError, Parameter, Result};
 
 /// `dropout(c_proj(gelu(c_fc(x))))` over `[batch, t, width]`, the hidden layer 4 times
@@ -69,28 +69,19 @@ impl Module for Mlp {
         self.dropout.set_global_rows(rows);
     }
 
-    fn parameters(&self) -> Vec<&Parameter> {
-        let mut params = self.c_fc.parameters();
-        params.extend(self.c_proj.parameters());
-        params
+    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        self.c_fc.visit_parameters(&format!("{prefix}c_fc."), f);
+        self.c_proj.visit_parameters(&format!("{prefix}c_proj."), f);
     }
 
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        let mut params = self.c_fc.parameters_mut();
-        params.extend(self.c_proj.parameters_mut());
-        params
-    }
-
-    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
-        let mut params = prefixed("c_fc.", self.c_fc.named_parameters());
-        params.extend(prefixed("c_proj.", self.c_proj.named_parameters()));
-        params
-    }
-
-    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
-        let mut params = prefixed("c_fc.", self.c_fc.named_parameters_mut());
-        params.extend(prefixed("c_proj.", self.c_proj.named_parameters_mut()));
-        params
+    fn visit_parameters_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(String, &'a mut Parameter),
+    ) {
+        self.c_fc.visit_parameters_mut(&format!("{prefix}c_fc."), f);
+        self.c_proj
+            .visit_parameters_mut(&format!("{prefix}c_proj."), f);
     }
 }
 
@@ -150,33 +141,21 @@ impl Module for Block {
         self.mlp.set_global_rows(rows);
     }
 
-    fn parameters(&self) -> Vec<&Parameter> {
-        self.named_parameters()
-            .into_iter()
-            .map(|(_, p)| p)
-            .collect()
+    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        self.ln_1.visit_parameters(&format!("{prefix}ln_1."), f);
+        self.attn.visit_parameters(&format!("{prefix}attn."), f);
+        self.ln_2.visit_parameters(&format!("{prefix}ln_2."), f);
+        self.mlp.visit_parameters(&format!("{prefix}mlp."), f);
     }
 
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        self.named_parameters_mut()
-            .into_iter()
-            .map(|(_, p)| p)
-            .collect()
-    }
-
-    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
-        let mut params = prefixed("ln_1.", self.ln_1.named_parameters());
-        params.extend(prefixed("attn.", self.attn.named_parameters()));
-        params.extend(prefixed("ln_2.", self.ln_2.named_parameters()));
-        params.extend(prefixed("mlp.", self.mlp.named_parameters()));
-        params
-    }
-
-    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
-        let mut params = prefixed("ln_1.", self.ln_1.named_parameters_mut());
-        params.extend(prefixed("attn.", self.attn.named_parameters_mut()));
-        params.extend(prefixed("ln_2.", self.ln_2.named_parameters_mut()));
-        params.extend(prefixed("mlp.", self.mlp.named_parameters_mut()));
-        params
+    fn visit_parameters_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(String, &'a mut Parameter),
+    ) {
+        self.ln_1.visit_parameters_mut(&format!("{prefix}ln_1."), f);
+        self.attn.visit_parameters_mut(&format!("{prefix}attn."), f);
+        self.ln_2.visit_parameters_mut(&format!("{prefix}ln_2."), f);
+        self.mlp.visit_parameters_mut(&format!("{prefix}mlp."), f);
     }
 }

@@ -33,12 +33,3 @@ pub use model::Gpt;
 pub use run::{token_cross_entropy, GptTrainer};
 pub use text::{Text, TextWindows};
 pub use train_config::{DataSpec, GptTrainConfig};
-
-/// `(prefix + name, parameter)` for each pair: how a container names its layers'
-/// parameters (`attn.` + `c_attn.weight`).
-fn prefixed<P>(prefix: &str, params: Vec<(String, P)>) -> Vec<(String, P)> {
-    params
-        .into_iter()
-        .map(|(name, p)| (format!("{prefix}{name}"), p))
-        .collect()
-}

@@ -4,7 +4,7 @@
 use rng_gen::Generator;
 use tensor_core::{DType, Device, Tensor};
 
-use super::{prefixed, Block, CausalSelfAttention, GptConfig, Mlp};
+use super::{Block, CausalSelfAttention, GptConfig, Mlp};
 use crate::{
     Dropout, Embedding, GlobalRows, LayerNorm, Linear, Module, NnError, Parameter, Result,
 };
@@ -234,46 +234,35 @@ impl Module for Gpt {
         }
     }
 
-    fn parameters(&self) -> Vec<&Parameter> {
-        self.named_parameters()
-            .into_iter()
-            .map(|(_, p)| p)
-            .collect()
-    }
-
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        self.named_parameters_mut()
-            .into_iter()
-            .map(|(_, p)| p)
-            .collect()
-    }
-
-    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
-        let mut params = prefixed("transformer.wte.", self.wte.named_parameters());
-        params.push(("transformer.wpe.weight".into(), &self.wpe));
+    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        self.wte
+            .visit_parameters(&format!("{prefix}transformer.wte."), f);
+        f(
+            format!("{prefix}transformer.wpe.{}", self.wpe.name),
+            &self.wpe,
+        );
         for (i, block) in self.blocks.iter().enumerate() {
-            params.extend(prefixed(
-                &format!("transformer.h.{i}."),
-                block.named_parameters(),
-            ));
+            block.visit_parameters(&format!("{prefix}transformer.h.{i}."), f);
         }
-        params.extend(prefixed("transformer.ln_f.", self.ln_f.named_parameters()));
-        params
+        self.ln_f
+            .visit_parameters(&format!("{prefix}transformer.ln_f."), f);
     }
 
-    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
-        let mut params = prefixed("transformer.wte.", self.wte.named_parameters_mut());
-        params.push(("transformer.wpe.weight".into(), &mut self.wpe));
+    fn visit_parameters_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(String, &'a mut Parameter),
+    ) {
+        self.wte
+            .visit_parameters_mut(&format!("{prefix}transformer.wte."), f);
+        f(
+            format!("{prefix}transformer.wpe.{}", self.wpe.name),
+            &mut self.wpe,
+        );
         for (i, block) in self.blocks.iter_mut().enumerate() {
-            params.extend(prefixed(
-                &format!("transformer.h.{i}."),
-                block.named_parameters_mut(),
-            ));
+            block.visit_parameters_mut(&format!("{prefix}transformer.h.{i}."), f);
         }
-        params.extend(prefixed(
-            "transformer.ln_f.",
-            self.ln_f.named_parameters_mut(),
-        ));
-        params
+        self.ln_f
+            .visit_parameters_mut(&format!("{prefix}transformer.ln_f."), f);
     }
 }

@@ -203,11 +203,15 @@ impl Module for Embedding {
         self.row_groups = groups.cloned();
     }
 
-    fn parameters(&self) -> Vec<&Parameter> {
-        vec![&self.weight]
+    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        f(format!("{prefix}{}", self.weight.name), &self.weight);
     }
 
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        vec![&mut self.weight]
+    fn visit_parameters_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(String, &'a mut Parameter),
+    ) {
+        f(format!("{prefix}{}", self.weight.name), &mut self.weight);
     }
 }

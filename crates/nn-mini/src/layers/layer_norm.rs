@@ -101,15 +101,19 @@ impl Module for LayerNorm {
         Ok(dx)
     }
 
-    fn parameters(&self) -> Vec<&Parameter> {
-        std::iter::once(&self.weight)
-            .chain(self.bias.as_ref())
-            .collect()
+    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        for p in std::iter::once(&self.weight).chain(self.bias.as_ref()) {
+            f(format!("{prefix}{}", p.name), p);
+        }
     }
 
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        std::iter::once(&mut self.weight)
-            .chain(self.bias.as_mut())
-            .collect()
+    fn visit_parameters_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(String, &'a mut Parameter),
+    ) {
+        for p in std::iter::once(&mut self.weight).chain(self.bias.as_mut()) {
+            f(format!("{prefix}{}", p.name), p);
+        }
     }
 }

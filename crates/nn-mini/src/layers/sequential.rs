@@ -123,38 +123,19 @@ impl Module for Sequential {
         }
     }
 
-    fn parameters(&self) -> Vec<&Parameter> {
-        self.layers.iter().flat_map(|l| l.parameters()).collect()
+    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        for (i, layer) in self.layers.iter().enumerate() {
+            layer.visit_parameters(&format!("{prefix}{i}."), f);
+        }
     }
 
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        self.layers
-            .iter_mut()
-            .flat_map(|l| l.parameters_mut())
-            .collect()
-    }
-
-    fn named_parameters(&self) -> Vec<(String, &Parameter)> {
-        self.layers
-            .iter()
-            .enumerate()
-            .flat_map(|(i, l)| {
-                l.named_parameters()
-                    .into_iter()
-                    .map(move |(name, p)| (format!("{i}.{name}"), p))
-            })
-            .collect()
-    }
-
-    fn named_parameters_mut(&mut self) -> Vec<(String, &mut Parameter)> {
-        self.layers
-            .iter_mut()
-            .enumerate()
-            .flat_map(|(i, l)| {
-                l.named_parameters_mut()
-                    .into_iter()
-                    .map(move |(name, p)| (format!("{i}.{name}"), p))
-            })
-            .collect()
+    fn visit_parameters_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(String, &'a mut Parameter),
+    ) {
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            layer.visit_parameters_mut(&format!("{prefix}{i}."), f);
+        }
     }
 }

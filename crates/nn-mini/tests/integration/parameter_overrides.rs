@@ -1,10 +1,13 @@
-//! `Module::parameters` and `parameters_mut` default to "no parameters", so layers
-//! without any (`ReLU`, `Dropout`) need not write them. The risk of that default is a
-//! layer that owns parameters and forgets to override them: its weights would never be
-//! updated by an optimiser nor saved in a checkpoint, silently. This test closes that
+//! `Module::visit_parameters` and `visit_parameters_mut` default to "no parameters", so
+//! layers without any (`ReLU`, `Dropout`) need not write them. The risk of that default
+//! is a layer that owns parameters and forgets to override them: its weights would never
+//! be updated by an optimiser nor saved in a checkpoint, silently. This test closes that
 //! gap: every `impl Module for T` in the workspace's crates whose struct `T` holds a
 //! `Parameter` or another module (any type some `impl Module` is written for, or a
-//! `dyn Module`) must override both methods.
+//! `dyn Module`) must override both visitors. And no layer may override the accessors
+//! built on them (`parameters`, `named_parameters` and their `_mut` twins): one that did
+//! could list other names or another order than its visitors, which checkpoints and
+//! optimiser state are keyed by.
 
 use std::path::{Path, PathBuf};
 
@@ -74,8 +77,17 @@ fn module_impls(source: &str) -> Vec<(String, &str)> {
     out
 }
 
+/// The accessors `Module` builds on the visitors; no layer may write its own.
+const PROVIDED: [&str; 4] = [
+    "fn parameters(",
+    "fn parameters_mut(",
+    "fn named_parameters(",
+    "fn named_parameters_mut(",
+];
+
 /// The `impl Module` blocks of `sources` that hold parameters or modules without
-/// overriding `parameters` and `parameters_mut`, as `file: type`.
+/// overriding `visit_parameters` and `visit_parameters_mut` (as `file: type`), or that
+/// override an accessor of [`PROVIDED`] (as `file: type overrides fn ...(`).
 fn forgetful_layers(sources: &[(String, String)]) -> Vec<String> {
     let module_types: Vec<String> = sources
         .iter()
@@ -96,9 +108,13 @@ fn forgetful_layers(sources: &[(String, String)]) -> Vec<String> {
             let holds_parameters = has_word(fields, "Parameter")
                 || fields.contains("dyn Module")
                 || module_types.iter().any(|m| has_word(fields, m));
-            let overrides = body.contains("fn parameters(") && body.contains("fn parameters_mut(");
+            let overrides =
+                body.contains("fn visit_parameters<") && body.contains("fn visit_parameters_mut<");
             if holds_parameters && !overrides {
                 forgetful.push(format!("{file}: {name}"));
+            }
+            for accessor in PROVIDED.iter().filter(|a| body.contains(*a)) {
+                forgetful.push(format!("{file}: {name} overrides {accessor}"));
             }
         }
     }
@@ -131,13 +147,15 @@ fn every_module_holding_parameters_overrides_parameters() {
     assert!(
         forgetful.is_empty(),
         "these modules hold parameters (or layers) but keep the no-parameter defaults of \
-         Module::parameters / parameters_mut, so no optimiser or checkpoint would see them:\n{}",
+         Module::visit_parameters / visit_parameters_mut, so no optimiser or checkpoint \
+         would see them, or override an accessor built on the visitors:\n{}",
         forgetful.join("\n")
     );
 }
 
-/// The check itself catches a forgetful layer, a forgetful container and one holding a
-/// `dyn Module`, and lets parameterless layers and overriding ones pass.
+/// The check itself catches a forgetful layer, a forgetful container, one holding a
+/// `dyn Module` and one that writes an accessor of its own (even beside the visitors),
+/// and lets parameterless layers and overriding ones pass.
 #[test]
 fn the_check_finds_a_layer_that_forgets() {
     let source = r"
@@ -159,8 +177,19 @@ fn the_check_finds_a_layer_that_forgets() {
         }
         pub struct Bias { bias: Parameter }
         impl Module for Bias {
+            fn visit_parameters<'a>(&'a self, p: &str, f: &mut dyn FnMut(String, &'a Parameter)) {}
+            fn visit_parameters_mut<'a>(&'a mut self, p: &str, f: &mut dyn FnMut(String, &'a mut Parameter)) {}
+        }
+        pub struct Old { bias: Parameter }
+        impl Module for Old {
             fn parameters(&self) -> Vec<&Parameter> { vec![&self.bias] }
             fn parameters_mut(&mut self) -> Vec<&mut Parameter> { vec![&mut self.bias] }
+        }
+        pub struct Renamed { inner: Bias }
+        impl Module for Renamed {
+            fn visit_parameters<'a>(&'a self, p: &str, f: &mut dyn FnMut(String, &'a Parameter)) {}
+            fn visit_parameters_mut<'a>(&'a mut self, p: &str, f: &mut dyn FnMut(String, &'a mut Parameter)) {}
+            fn named_parameters(&self) -> Vec<(String, &Parameter)> { vec![] }
         }
     ";
     let found = forgetful_layers(&[("fixture.rs".into(), source.into())]);
@@ -169,7 +198,11 @@ fn the_check_finds_a_layer_that_forgets() {
         [
             "fixture.rs: Scale",
             "fixture.rs: Wrapper",
-            "fixture.rs: Boxed"
+            "fixture.rs: Boxed",
+            "fixture.rs: Old",
+            "fixture.rs: Old overrides fn parameters(",
+            "fixture.rs: Old overrides fn parameters_mut(",
+            "fixture.rs: Renamed overrides fn named_parameters(",
         ]
     );
 }

@@ -27,10 +27,18 @@ impl Module for ParamsOnly {
     fn backward(&mut self, grad_output: &Tensor) -> nn_mini::Result<Tensor> {
         Ok(grad_output.clone())
     }
-    fn parameters(&self) -> Vec<&Parameter> {
-        self.0.iter().collect()
+    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
+        for p in &self.0 {
+            f(format!("{prefix}{}", p.name), p);
+        }
     }
-    fn parameters_mut(&mut self) -> Vec<&mut Parameter> {
-        self.0.iter_mut().collect()
+    fn visit_parameters_mut<'a>(
+        &'a mut self,
+        prefix: &str,
+        f: &mut dyn FnMut(String, &'a mut Parameter),
+    ) {
+        for p in &mut self.0 {
+            f(format!("{prefix}{}", p.name), p);
+        }
     }
 }
