@@ -23,7 +23,7 @@
 use std::path::PathBuf;
 
 use nn_mini::gpt::{GptTrainConfig, GptTrainer};
-use nn_mini::train::{RunConfig, TrainLoop, Trainer, TrainingRun, CONFIG_KEY};
+use nn_mini::train::{Run, RunConfig, TrainLoop, Trainer, TrainingRun, CONFIG_KEY};
 use nn_mini::Checkpoint;
 use tensor_core::use_portable_arithmetic;
 
@@ -104,7 +104,7 @@ fn an_old_gpt_checkpoint_resumes_bit_for_bit() {
 
     // The run recorded where its text was then; the same bytes are in this checkout.
     let text = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/emma.txt");
-    let trainer = GptTrainer::from_checkpoint_with(&ck, |config: &mut GptTrainConfig| {
+    let trainer = GptTrainer::from_checkpoint_in(&ck, &(), &mut |config: &mut GptTrainConfig| {
         config.data.path = text.display().to_string();
     })
     .unwrap();
