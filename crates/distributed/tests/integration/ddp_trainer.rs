@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use distributed::{DdpTrainer, DistError, ProcessGroup, ReduceMode, ThreadGroup};
-use nn_mini::train::{TrainConfig, Trainer, TrainingRun};
+use nn_mini::train::{RunConfig, TrainConfig, Trainer, TrainingRun};
 use nn_mini::Module;
 
 const INVARIANT: ReduceMode = ReduceMode::Invariant { micro_shards: 8 };

@@ -32,6 +32,7 @@ pub use fresh_run::{
     build_mlp, sharded_loader, FreshRun, DATA_DOMAIN, DROPOUT_DOMAIN, INIT_DOMAIN, LOADER_DOMAIN,
 };
 pub use pending_losses::LOSS_SLOTS;
+pub(crate) use run_config::as_string;
 pub use run_config::RunConfig;
 pub use run_state::{
     check_arithmetic, check_model_kind, check_model_shapes, config_of, default_generator_devices,
