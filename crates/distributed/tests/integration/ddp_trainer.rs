@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use distributed::{DdpTrainer, DistError, ProcessGroup, ReduceMode, ThreadGroup};
-use nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
+use nn_mini::train::{Run, RunConfig, TrainConfig, Trainer, TrainingRun};
 
 use crate::support::outcome::{finish, outcome, Outcome};
 

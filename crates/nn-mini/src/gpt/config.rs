@@ -1,12 +1,13 @@
 //! `GptConfig`: the shape of a GPT (nanoGPT's `GPTConfig`), checked before anything is
 //! allocated, and the names and shapes of its parameters.
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 
 use crate::{NnError, Result};
 
-/// The architecture of a [`Gpt`](super::Gpt), with nanoGPT's field names.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// The architecture of a [`Gpt`](super::Gpt), with nanoGPT's field names (the `model`
+/// object of a GPT run's `train.config`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GptConfig {
     /// Tokens in the vocabulary (256 for bytes).
     pub vocab_size: usize,
@@ -138,45 +139,6 @@ impl GptConfig {
             .checked_add(l.checked_mul(per_block)?)?
             .checked_add(c.checked_mul(2)?)
     }
-
-    /// The JSON object stored in checkpoints.
-    #[must_use]
-    pub fn to_json(&self) -> Value {
-        json!({
-            "vocab_size": self.vocab_size,
-            "block_size": self.block_size,
-            "n_layer": self.n_layer,
-            "n_head": self.n_head,
-            "n_embd": self.n_embd,
-            "dropout": self.dropout,
-        })
-    }
-
-    /// Parses [`to_json`](Self::to_json) output and validates it; errors name the bad
-    /// field.
-    pub fn from_json(v: &Value) -> Result<Self> {
-        let bad = |field: &str| {
-            NnError::invalid(
-                "GptConfig::from_json",
-                format!("field {field:?} is missing or invalid"),
-            )
-        };
-        let size = |f: &str| {
-            v[f].as_u64()
-                .and_then(|x| usize::try_from(x).ok())
-                .ok_or_else(|| bad(f))
-        };
-        let config = GptConfig {
-            vocab_size: size("vocab_size")?,
-            block_size: size("block_size")?,
-            n_layer: size("n_layer")?,
-            n_head: size("n_head")?,
-            n_embd: size("n_embd")?,
-            dropout: v["dropout"].as_f64().ok_or_else(|| bad("dropout"))?,
-        };
-        config.validate()?;
-        Ok(config)
-    }
 }
 
 #[cfg(test)]
@@ -192,7 +154,6 @@ mod tests {
             .map(|(_, dims)| dims.iter().product::<usize>() as u64)
             .sum();
         assert_eq!(config.parameter_count(), Some(total));
-        assert_eq!(GptConfig::from_json(&config.to_json()).unwrap(), config);
     }
 
     #[test]

@@ -95,14 +95,6 @@ impl RunConfig for GptTrainConfig {
         GptTrainConfig::validate(self)
     }
 
-    fn to_json(&self) -> String {
-        GptTrainConfig::to_json(self)
-    }
-
-    fn from_json(text: &str) -> Result<Self> {
-        GptTrainConfig::from_json(text)
-    }
-
     fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
         self.model.parameter_shapes()
     }

@@ -1,16 +1,17 @@
 //! `GptTrainConfig`: everything that defines a GPT training run, stored in its
 //! checkpoints.
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use tensor_core::Device;
 
 use super::GptConfig;
+use crate::train::as_string;
 use crate::{AdamWConfig, NnError, Result, WarmupCosine};
 
 /// The text a run trains on, as its checkpoint records it: where it was read from, and
 /// its length and SHA-256, which a resume checks (the path may change between
 /// machines; the bytes may not).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DataSpec {
     /// The file the bytes come from.
     pub path: String,
@@ -24,10 +25,16 @@ pub struct DataSpec {
 /// schedule, gradient clipping, and the text. Stored in every checkpoint (as JSON
 /// metadata) so a resume rebuilds exactly the same run; only `num_workers`, `device`
 /// and the data's path may differ on resume.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Its JSON ([`RunConfig::to_json`](crate::train::RunConfig::to_json)) is serde's,
+/// keys sorted, with the optimiser's four fields at the top level (`lr`, `betas`,
+/// `eps`, `weight_decay`), the model and the text as objects, the seed and the device
+/// as strings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GptTrainConfig {
     /// The run seed: every random number of the run derives from it (see
     /// [`crate::train`]).
+    #[serde(with = "as_string")]
     pub seed: u64,
     /// The architecture.
     pub model: GptConfig,
@@ -37,6 +44,7 @@ pub struct GptTrainConfig {
     pub batch_size: usize,
     /// AdamW's peak learning rate, betas, eps and weight decay (the decay applies to
     /// the linear layers' weight matrices only, see [`Gpt::no_decay_names`](super::Gpt::no_decay_names)).
+    #[serde(flatten)]
     pub optimizer: AdamWConfig,
     /// The schedule's final rate.
     pub min_lr: f64,
@@ -52,6 +60,7 @@ pub struct GptTrainConfig {
     /// Loader worker threads (does not change results).
     pub num_workers: usize,
     /// Where the model runs.
+    #[serde(with = "as_string")]
     pub device: Device,
 }
 
@@ -102,11 +111,15 @@ impl GptTrainConfig {
 
     /// Errors on values that cannot make a run, before anything is allocated or read:
     /// the model's own checks, a context of 0 or above the position table, a text
-    /// shorter than a context plus one byte, a batch of 0, the optimiser's and the
-    /// schedule's ranges, a negative clip.
+    /// shorter than a context plus one byte, a SHA-256 that is not 64 hex digits, a
+    /// batch of 0, the optimiser's and the schedule's ranges, a negative clip.
     pub fn validate(&self) -> Result<()> {
         self.model.validate()?;
         let bad = |message: String| Err(NnError::invalid("GptTrainConfig", message));
+        let sha = &self.data.sha256;
+        if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return bad(format!("data.sha256 must be 64 hex digits, got {sha:?}"));
+        }
         if self.context == 0 || self.context > self.model.block_size {
             return bad(format!(
                 "context {} does not fit the position table of block_size {}: expected 1 ..= {}",
@@ -136,96 +149,12 @@ impl GptTrainConfig {
         }
         Ok(())
     }
-
-    /// The JSON stored in checkpoints.
-    #[must_use]
-    pub fn to_json(&self) -> String {
-        let o = &self.optimizer;
-        json!({
-            "seed": self.seed.to_string(),
-            "model": self.model.to_json(),
-            "context": self.context,
-            "batch_size": self.batch_size,
-            "lr": o.lr,
-            "betas": [o.betas.0, o.betas.1],
-            "eps": o.eps,
-            "weight_decay": o.weight_decay,
-            "min_lr": self.min_lr,
-            "warmup": self.warmup,
-            "decay_steps": self.decay_steps,
-            "grad_clip": self.grad_clip,
-            "data": {
-                "path": self.data.path,
-                "len": self.data.len,
-                "sha256": self.data.sha256,
-            },
-            "num_workers": self.num_workers,
-            "device": self.device.to_string(),
-        })
-        .to_string()
-    }
-
-    /// Parses [`to_json`](Self::to_json) output and validates it; errors name the bad
-    /// field.
-    pub fn from_json(text: &str) -> Result<Self> {
-        let bad = |field: &str| {
-            NnError::invalid(
-                "GptTrainConfig::from_json",
-                format!("field {field:?} is missing or invalid"),
-            )
-        };
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| NnError::invalid("GptTrainConfig::from_json", e.to_string()))?;
-        let uint = |f: &str| v[f].as_u64().ok_or_else(|| bad(f));
-        let size = |f: &str| uint(f).and_then(|x| usize::try_from(x).map_err(|_| bad(f)));
-        let float = |f: &str| v[f].as_f64().ok_or_else(|| bad(f));
-        let betas = v["betas"]
-            .as_array()
-            .and_then(|b| Some((b.first()?.as_f64()?, b.get(1)?.as_f64()?)))
-            .ok_or_else(|| bad("betas"))?;
-        let data = &v["data"];
-        let config = GptTrainConfig {
-            seed: v["seed"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| bad("seed"))?,
-            model: GptConfig::from_json(&v["model"])?,
-            context: size("context")?,
-            batch_size: size("batch_size")?,
-            optimizer: AdamWConfig::new(float("lr")?)
-                .betas(betas.0, betas.1)
-                .eps(float("eps")?)
-                .weight_decay(float("weight_decay")?),
-            min_lr: float("min_lr")?,
-            warmup: uint("warmup")?,
-            decay_steps: uint("decay_steps")?,
-            grad_clip: float("grad_clip")?,
-            data: DataSpec {
-                path: data["path"]
-                    .as_str()
-                    .ok_or_else(|| bad("data.path"))?
-                    .to_string(),
-                len: data["len"].as_u64().ok_or_else(|| bad("data.len"))?,
-                sha256: data["sha256"]
-                    .as_str()
-                    .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
-                    .ok_or_else(|| bad("data.sha256"))?
-                    .to_string(),
-            },
-            num_workers: size("num_workers")?,
-            device: v["device"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| bad("device"))?,
-        };
-        config.validate()?;
-        Ok(config)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::RunConfig;
 
     fn data(len: u64) -> DataSpec {
         DataSpec {
@@ -248,6 +177,31 @@ mod tests {
             config
         );
         assert!(GptTrainConfig::from_json("{}").is_err());
+    }
+
+    /// The bytes checkpoints store (their hash covers them): keys sorted at every
+    /// level, the optimiser flattened, f64 in shortest form (`1e-8`).
+    #[test]
+    fn json_is_the_bytes_checkpoints_store() {
+        let config = GptTrainConfig {
+            seed: 7,
+            ..GptTrainConfig::new(data(1000))
+        };
+        assert_eq!(
+            config.to_json(),
+            concat!(
+                r#"{"batch_size":16,"betas":[0.9,0.95],"context":64,"#,
+                r#""data":{"len":1000,"path":"text.txt","sha256":""#,
+                "abababababababababababababababababababababababababababababababab",
+                r#""},"decay_steps":2000,"device":"cpu","eps":1e-8,"grad_clip":1.0,"#,
+                r#""lr":0.001,"min_lr":0.0001,"model":{"block_size":64,"dropout":0.1,"#,
+                r#""n_embd":128,"n_head":4,"n_layer":4,"vocab_size":256},"#,
+                r#""num_workers":0,"seed":"7","warmup":100,"weight_decay":0.1}"#
+            )
+        );
+        let bad_sha = config.to_json().replace("abab", "zzzz");
+        let err = GptTrainConfig::from_json(&bad_sha).unwrap_err().to_string();
+        assert!(err.contains("data.sha256 must be 64 hex digits"), "{err}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::{Module, NnError, Result};
 /// let config = AdamWConfig::new(1e-3).betas(0.9, 0.95).weight_decay(0.1);
 /// assert_eq!(config.eps, 1e-8);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AdamWConfig {
     /// Learning rate.
     pub lr: f64,

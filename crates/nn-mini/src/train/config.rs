@@ -1,8 +1,9 @@
 //! `TrainConfig`: everything that defines a training run, stored in its checkpoints.
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use tensor_core::Device;
 
+use super::run_config::as_string;
 use crate::{NnError, Result};
 
 /// The run's hyperparameters. Stored in every checkpoint (as JSON metadata) so a resume
@@ -12,10 +13,15 @@ use crate::{NnError, Result};
 /// round `matmul` (gemm vs cuBLAS) and `exp` / `log` (libm vs libdevice) differently, so
 /// a run resumed on another device continues with losses that differ in the last bits;
 /// resumed on the same device (the same GPU model for CUDA) it is bit-identical.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Its JSON ([`RunConfig::to_json`](super::RunConfig::to_json)) is serde's, keys sorted;
+/// the seed and the device are strings (`"7"`, `"cuda:1"`): a u64 seed does not survive
+/// a JSON reader that keeps numbers as f64.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
     /// The run seed: every random number of the run derives from it (see
     /// [`crate::train`]).
+    #[serde(with = "as_string")]
     pub seed: u64,
     /// Samples per batch.
     pub batch_size: usize,
@@ -35,6 +41,7 @@ pub struct TrainConfig {
     /// Loader worker threads (does not change results).
     pub num_workers: usize,
     /// Where the model runs (does not change results, by ditto's contract).
+    #[serde(with = "as_string")]
     pub device: Device,
 }
 
@@ -139,75 +146,12 @@ impl TrainConfig {
             total.checked_add(inputs.checked_add(1)?.checked_mul(outputs)?)
         })
     }
-
-    /// The JSON stored in checkpoints (`num_workers` and `device` included for the
-    /// record; a resume may override them).
-    #[must_use]
-    pub fn to_json(&self) -> String {
-        json!({
-            "seed": self.seed.to_string(),
-            "batch_size": self.batch_size,
-            "dataset_size": self.dataset_size,
-            "layers": self.layers,
-            "dropout": self.dropout,
-            "lr": self.lr,
-            "momentum": self.momentum,
-            "weight_decay": self.weight_decay,
-            "num_workers": self.num_workers,
-            "device": self.device.to_string(),
-        })
-        .to_string()
-    }
-
-    /// Parses [`to_json`](Self::to_json) output; errors name the bad field.
-    pub fn from_json(text: &str) -> Result<Self> {
-        let bad = |field: &str| {
-            NnError::invalid(
-                "TrainConfig::from_json",
-                format!("field {field:?} is missing or invalid"),
-            )
-        };
-        let v: Value = serde_json::from_str(text)
-            .map_err(|e| NnError::invalid("TrainConfig::from_json", e.to_string()))?;
-        let uint = |f: &str| {
-            v[f].as_u64()
-                .and_then(|x| usize::try_from(x).ok())
-                .ok_or_else(|| bad(f))
-        };
-        let float = |f: &str| v[f].as_f64().ok_or_else(|| bad(f));
-        let config = TrainConfig {
-            seed: v["seed"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| bad("seed"))?,
-            batch_size: uint("batch_size")?,
-            dataset_size: uint("dataset_size")?,
-            layers: v["layers"]
-                .as_array()
-                .and_then(|a| {
-                    a.iter()
-                        .map(|x| x.as_u64().and_then(|x| usize::try_from(x).ok()))
-                        .collect()
-                })
-                .ok_or_else(|| bad("layers"))?,
-            dropout: float("dropout")?,
-            lr: float("lr")?,
-            momentum: float("momentum")?,
-            weight_decay: float("weight_decay")?,
-            num_workers: uint("num_workers")?,
-            device: v["device"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| bad("device"))?,
-        };
-        config.validate()?;
-        Ok(config)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::RunConfig;
 
     #[test]
     fn json_round_trips_exactly() {
@@ -220,6 +164,25 @@ mod tests {
         assert_eq!(TrainConfig::from_json(&config.to_json()).unwrap(), config);
         assert!(TrainConfig::from_json("{}").is_err());
         assert!(TrainConfig::from_json("not json").is_err());
+    }
+
+    /// The bytes checkpoints store (their hash covers them): keys sorted, f64 in
+    /// shortest form, seed and device as strings.
+    #[test]
+    fn json_is_the_bytes_checkpoints_store() {
+        let config = TrainConfig {
+            seed: 7,
+            device: Device::Cuda(1),
+            ..TrainConfig::mlp(vec![6, 16, 4], 50, 8)
+        };
+        assert_eq!(
+            config.to_json(),
+            r#"{"batch_size":8,"dataset_size":50,"device":"cuda:1","dropout":0.1,"layers":[6,16,4],"lr":0.05,"momentum":0.9,"num_workers":0,"seed":"7","weight_decay":0.0}"#
+        );
+        let err = TrainConfig::from_json(&config.to_json().replace(r#""7""#, "7"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a string"), "{err}");
     }
 
     #[test]

@@ -42,14 +42,6 @@ impl RunConfig for TrainConfig {
         TrainConfig::validate(self)
     }
 
-    fn to_json(&self) -> String {
-        TrainConfig::to_json(self)
-    }
-
-    fn from_json(text: &str) -> Result<Self> {
-        TrainConfig::from_json(text)
-    }
-
     fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
         TrainConfig::parameter_shapes(self)
     }

@@ -34,6 +34,7 @@ pub use fresh_run::{
 };
 pub use pending_losses::LOSS_SLOTS;
 pub use run::{placed, start, ModelOf, Run, Start, Started};
+pub(crate) use run_config::as_string;
 pub use run_config::RunConfig;
 pub use run_state::{
     check_arithmetic, check_model_kind, check_model_shapes, config_of, default_generator_devices,

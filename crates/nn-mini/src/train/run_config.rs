@@ -11,14 +11,21 @@
 //! ([`TrainConfig`](super::TrainConfig)) and the GPT of `train_gpt`
 //! ([`GptTrainConfig`](crate::gpt::GptTrainConfig)) implement it.
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use tensor_core::{Device, Tensor};
 
 use super::{FreshRun, RunState};
 use crate::data::RankShare;
-use crate::{Module, Result};
+use crate::{Module, NnError, Result};
 
 /// A kind of training run, described by its configuration.
-pub trait RunConfig: Clone + std::fmt::Debug + PartialEq + Send + Sized + 'static {
+///
+/// The configuration is serde-derived: its JSON is what checkpoints store, so the trait
+/// writes and reads it once for every kind of run.
+pub trait RunConfig:
+    Clone + std::fmt::Debug + PartialEq + Send + Sized + Serialize + DeserializeOwned + 'static
+{
     /// The model the run trains.
     type Model: Module + 'static;
 
@@ -48,11 +55,29 @@ pub trait RunConfig: Clone + std::fmt::Debug + PartialEq + Send + Sized + 'stati
     /// Errors on values that cannot make a run, before anything is allocated.
     fn validate(&self) -> Result<()>;
 
-    /// The JSON stored in checkpoints (metadata `train.config`).
-    fn to_json(&self) -> String;
+    /// The JSON stored in checkpoints (metadata `train.config`). It goes through a
+    /// `serde_json::Value`, whose objects keep their keys sorted: the bytes checkpoints
+    /// have always stored (hand-written `json!` values before the derive), so existing
+    /// files re-save and hash the same whatever order the fields are declared in.
+    fn to_json(&self) -> String {
+        serde_json::to_value(self)
+            .expect("a derived Serialize of numbers, strings and sequences cannot fail")
+            .to_string()
+    }
 
-    /// Parses [`to_json`](Self::to_json) output and validates it.
-    fn from_json(text: &str) -> Result<Self>;
+    /// Parses [`to_json`](Self::to_json) output and validates it: a checkpoint's
+    /// configuration is input, so a malformed one is a typed error (serde's message
+    /// names a missing field, or the position of a mistyped one), never a panic.
+    fn from_json(text: &str) -> Result<Self> {
+        let config: Self = serde_json::from_str(text).map_err(|e| {
+            NnError::invalid(
+                "RunConfig::from_json",
+                format!("the {} run's configuration: {e}", Self::MODEL_KIND),
+            )
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
 
     /// The names and dims of the model's parameters, in the model's order, computed
     /// without building it (so a checkpoint is checked before anything is allocated).
@@ -87,5 +112,32 @@ pub trait RunConfig: Clone + std::fmt::Debug + PartialEq + Send + Sized + 'stati
     fn check_losses(&self, first: u64, losses: &[f32]) -> Result<()> {
         let _ = (first, losses);
         Ok(())
+    }
+}
+
+/// `#[serde(with = "as_string")]`: a value written as its `Display` string and read with
+/// `FromStr` (the seed, whose u64 a JSON reader that keeps numbers as f64 would round,
+/// and the device, spelled `cpu` / `cuda:N`), as checkpoints have always stored them.
+pub(crate) mod as_string {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{de, Deserialize, Deserializer, Serializer};
+
+    /// Writes `value` as its `Display` string.
+    pub fn serialize<T: Display, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(value)
+    }
+
+    /// Reads a string with `FromStr`; one that does not parse is an error naming it.
+    pub fn deserialize<'de, T, D>(d: D) -> Result<T, D::Error>
+    where
+        T: FromStr,
+        T::Err: Display,
+        D: Deserializer<'de>,
+    {
+        let text = String::deserialize(d)?;
+        text.parse()
+            .map_err(|e| de::Error::custom(format!("{text:?}: {e}")))
     }
 }

@@ -7,7 +7,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
+use nn_mini::train::{Run, RunConfig, TrainConfig, Trainer, TrainingRun};
 use nn_mini::{Checkpoint, CheckpointError, NnError};
 use rng_gen::{default_generator, Generator, Key, RngError};
 use tensor_core::Device;

@@ -1,6 +1,6 @@
 //! The training loop resumed at every step gives bit-identical losses and parameters.
 
-use nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
+use nn_mini::train::{Run, RunConfig, TrainConfig, Trainer, TrainingRun};
 use nn_mini::{Checkpoint, CheckpointError, LoaderState, Module, NnError};
 use tensor_core::Device;
 
