@@ -1,12 +1,13 @@
 //! # ditto: reproducible randomness for tensors, on CPUs and CUDA GPUs
 //!
-//! The facade crate: it re-exports the five crates of the workspace so a user depends on
+//! The facade crate: it re-exports the six crates of the workspace so a user depends on
 //! one crate. See `README.md` and `docs/contract.md` for the random-stream contract.
 
 #![warn(missing_docs)]
 
 pub use distributed;
 pub use kernels;
+pub use launch;
 pub use nn_mini;
 pub use rng_gen;
 pub use tensor_core;

@@ -52,16 +52,6 @@ pub enum DistError {
         /// Which ranks passed what.
         message: String,
     },
-    /// Some ranks did not arrive in time.
-    #[error("{op}: timed out after {timeout:?} waiting for rank(s) {missing:?}")]
-    Timeout {
-        /// What was being waited for.
-        op: String,
-        /// The limit that expired.
-        timeout: Duration,
-        /// The ranks that had not arrived.
-        missing: Vec<usize>,
-    },
     /// A collective did not complete within the collective timeout
     /// ([`crate::DEFAULT_TIMEOUT`], `DITTO_COLLECTIVE_TIMEOUT_S`): a rank died, stopped
     /// or is stuck. Every surviving rank ends with this error, and the group is unusable
@@ -140,32 +130,12 @@ pub enum DistError {
         /// Why, and what would make it available.
         reason: String,
     },
-    /// A torchrun-style environment variable is missing or malformed.
-    #[error("environment variable {name}: {message}")]
-    Environment {
-        /// The variable.
-        name: &'static str,
-        /// What was wrong and what was expected.
-        message: String,
-    },
-    /// The rendezvous store's protocol was violated (a peer sent something unexpected).
-    #[error("rendezvous with {address}: {message}")]
-    Rendezvous {
-        /// The store's address.
-        address: String,
-        /// What went wrong.
-        message: String,
-    },
-    /// The rendezvous store closed the connection: its host (rank 0, or torchrun's
-    /// agent) exited, or the store refused what this rank sent.
-    #[error("rendezvous: the store at {address} closed the connection during {during}")]
-    StoreClosed {
-        /// The store's address.
-        address: String,
-        /// The query under way.
-        during: String,
-    },
-    /// An operating-system error (sockets, files).
+    /// Forming the job failed: a launch variable, the rendezvous or its store. Wrapped
+    /// whole, so code that only forms jobs matches [`launch::LaunchError`] alone, and a
+    /// log reads the same whichever crate returned it.
+    #[error(transparent)]
+    Launch(#[from] launch::LaunchError),
+    /// An operating-system error (files, threads).
     #[error("{context}: {source}")]
     Io {
         /// What was being done.

@@ -7,6 +7,8 @@
 //!      ^
 //! nn-mini      layers, losses, SGD, data loader, checkpoints
 //!      ^
+//!      |       launch       torchrun's variables, rendezvous, TCPStore (no tensors)
+//!      |         ^
 //! distributed  <- you are here: ProcessGroup (threads, MPI, NCCL), DDP,
 //!      ^          DistributedSampler, world-size-invariant gradient sums
 //! ditto        facade: re-exports; examples, tests, benches
@@ -39,33 +41,32 @@
 
 #![warn(missing_docs)]
 
-mod collective_timeout;
 pub mod ddp;
 pub mod engine;
-mod env_var;
 mod error;
 mod flag;
 mod group;
 mod host;
-mod launch_env;
 #[cfg(feature = "mpi")]
 mod mpi;
 #[cfg(feature = "nccl")]
 mod nccl;
 mod progress;
-pub mod rendezvous;
 mod threads;
 mod trainer;
 
-pub use collective_timeout::{
-    collective_timeout_from_env, collective_timeout_from_vars, COLLECTIVE_TIMEOUT_RANGE_S,
-    COLLECTIVE_TIMEOUT_VAR, DEFAULT_TIMEOUT,
-};
+// Job formation lives in the `launch` crate; its API is re-exported where it always was,
+// so callers name `distributed::rendezvous`, `distributed::LaunchEnv`, ... unchanged.
 pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
 pub use error::{DistError, Result};
 pub use flag::broadcast_flag;
 pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
-pub use launch_env::{LaunchEnv, MAX_RESTART_COUNT, MAX_WORLD_SIZE};
+pub use launch::rendezvous;
+pub use launch::{
+    collective_timeout_from_env, collective_timeout_from_vars, LaunchEnv, LaunchError,
+    COLLECTIVE_TIMEOUT_RANGE_S, COLLECTIVE_TIMEOUT_VAR, DEFAULT_TIMEOUT, MAX_RESTART_COUNT,
+    MAX_WORLD_SIZE,
+};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiGroup;
 #[cfg(feature = "nccl")]

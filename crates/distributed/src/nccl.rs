@@ -50,9 +50,11 @@ use tensor_core::{DType, Device, Storage, Tensor};
 
 use crate::engine::{AllGather, AllToAll, Broadcast, Engine, GroupInfo, Sum, SumDtype};
 use crate::group::offsets;
-use crate::rendezvous::{JobToken, Rendezvous};
+use launch::rendezvous::{JobToken, Rendezvous};
+use launch::{LaunchEnv, LaunchError, DEFAULT_TIMEOUT};
+
 use crate::ProgressBoard;
-use crate::{Backend, DistError, LaunchEnv, Result, DEFAULT_TIMEOUT};
+use crate::{Backend, DistError, Result};
 pub use library::{is_nccl_available, nccl_version, unique_id};
 use library::{nccl_error, require_library};
 use watchdog::{CommHandle, Watchdog};
@@ -107,10 +109,12 @@ impl NcclGroup {
         for refusal in rendezvous.take_refusals() {
             eprintln!("rendezvous on {}: {refusal}", env.master());
         }
-        let id: [u8; 128] = id.try_into().map_err(|b: Vec<u8>| DistError::Rendezvous {
-            address: env.master(),
-            message: format!("received {} bytes, an NCCL id has 128", b.len()),
-        })?;
+        let id: [u8; 128] = id
+            .try_into()
+            .map_err(|b: Vec<u8>| LaunchError::Rendezvous {
+                address: env.master(),
+                message: format!("received {} bytes, an NCCL id has 128", b.len()),
+            })?;
         let progress = ProgressBoard::start(rendezvous, env.rank, env.world_size)?;
         Ok(
             NcclGroup::new(env.rank, env.world_size, env.local_rank, &id)?

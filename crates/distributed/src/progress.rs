@@ -23,7 +23,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::rendezvous::Rendezvous;
+use launch::rendezvous::Rendezvous;
+use launch::LaunchError;
+
 use crate::{DistError, Result};
 
 /// How often a rank publishes its record when nothing changes.
@@ -214,7 +216,8 @@ impl ProgressBoard {
         let silent_for = first_read.elapsed();
         let (first, second) = match (first, second) {
             (Ok(a), Ok(b)) => (a, b),
-            (Err(DistError::StoreClosed { .. }), _) | (_, Err(DistError::StoreClosed { .. }))
+            (Err(LaunchError::StoreClosed { .. }), _)
+            | (_, Err(LaunchError::StoreClosed { .. }))
                 if self.shared.rank != 0 && !self.shared.rendezvous().uses_agent_store() =>
             {
                 return Some(vec![Straggler {
@@ -243,7 +246,7 @@ impl ProgressBoard {
     }
 
     /// Every rank's record (`None` where none is published).
-    fn read_all(&self) -> Result<Vec<Option<Record>>> {
+    fn read_all(&self) -> launch::Result<Vec<Option<Record>>> {
         let keys: Vec<String> = (0..self.shared.world).map(|r| self.shared.key(r)).collect();
         let mut rendezvous = self.shared.rendezvous();
         let store = rendezvous.store();

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use distributed::rendezvous::{check_in_record, JobToken, Rendezvous, StoreServer};
-use distributed::{DistError, Result};
+use launch::{LaunchError, Result};
 
 const PAYLOAD: &[u8] = &[7u8; 128];
 const SECRET: &[u8] = b"9c1f3e5a7b2d4f6e8a0c1e3f5a7b9d2c4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b";
@@ -74,12 +74,12 @@ fn a_rank_that_never_arrives_is_named_by_every_rank() {
     let (master, peers, took) = run(4, &[1, 3], timeout);
     assert!(took < timeout + Duration::from_secs(3), "took {took:?}");
     match master.unwrap_err() {
-        DistError::Timeout { missing, .. } => assert_eq!(missing, [2]),
+        LaunchError::Timeout { missing, .. } => assert_eq!(missing, [2]),
         other => panic!("rank 0: expected a timeout, got {other}"),
     }
     for (rank, result) in peers {
         match result.unwrap_err() {
-            DistError::Timeout { missing, .. } => assert_eq!(missing, [2], "rank {rank}"),
+            LaunchError::Timeout { missing, .. } => assert_eq!(missing, [2], "rank {rank}"),
             other => panic!("rank {rank}: expected a timeout, got {other}"),
         }
     }
@@ -123,7 +123,7 @@ fn a_rank_that_exits_after_checking_in_is_named_at_once() {
     );
     for (who, result) in [("rank 0", master.map(drop)), ("rank 1", peer.map(drop))] {
         match result.unwrap_err() {
-            DistError::PeerExited { ranks, .. } => assert_eq!(ranks, [2], "{who}"),
+            LaunchError::PeerExited { ranks, .. } => assert_eq!(ranks, [2], "{who}"),
             other => panic!("{who}: expected rank 2 named as gone, got {other}"),
         }
     }
@@ -138,7 +138,7 @@ fn a_rank_0_that_never_comes_up_is_named() {
     let timeout = Duration::from_millis(500);
     let started = Instant::now();
     match fetch(&address, 1, 2, timeout).unwrap_err() {
-        DistError::Timeout { missing, .. } => assert_eq!(missing, [0]),
+        LaunchError::Timeout { missing, .. } => assert_eq!(missing, [0]),
         other => panic!("expected a timeout naming rank 0, got {other}"),
     }
     assert!(started.elapsed() < timeout + Duration::from_secs(2));
@@ -155,7 +155,7 @@ fn a_rank_0_that_goes_away_is_named() {
     std::thread::sleep(Duration::from_millis(300));
     drop(running); // rank 0's process ends before the job formed
     match peer.join().unwrap().unwrap_err() {
-        DistError::PeerExited { ranks, .. } => assert_eq!(ranks, [0]),
+        LaunchError::PeerExited { ranks, .. } => assert_eq!(ranks, [0]),
         other => panic!("expected rank 0 named as gone, got {other}"),
     }
 }
@@ -197,7 +197,7 @@ fn a_restart_count_that_goes_backwards_is_refused() {
         check_restart_count(&mut store, count).unwrap();
     }
     match check_restart_count(&mut store, 4).unwrap_err() {
-        DistError::Environment { name, message } => {
+        LaunchError::Environment { name, message } => {
             assert_eq!(name, "TORCHELASTIC_RESTART_COUNT");
             assert!(
                 message.contains("is 4") && message.contains("attempt 5"),
@@ -208,7 +208,7 @@ fn a_restart_count_that_goes_backwards_is_refused() {
     }
     store.set(RESTART_COUNT_KEY, b"not a number").unwrap();
     match check_restart_count(&mut store, 6).unwrap_err() {
-        DistError::Rendezvous { message, .. } => {
+        LaunchError::Rendezvous { message, .. } => {
             assert!(message.contains("not a restart count"), "{message}")
         }
         other => panic!("expected garbage in the store named, got {other}"),

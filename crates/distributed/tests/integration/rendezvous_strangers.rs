@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use distributed::rendezvous::{
     check_in_record, Claim, JobToken, Refusal, Rendezvous, Side, StoreServer, REFUSED_UNPROVEN,
 };
-use distributed::DistError;
+use launch::LaunchError;
 
 const PAYLOAD: &[u8] = &[42u8; 128];
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -39,7 +39,7 @@ fn fetch(
     world: usize,
     token: &JobToken,
     timeout: Duration,
-) -> distributed::Result<Vec<u8>> {
+) -> launch::Result<Vec<u8>> {
     Rendezvous::peer(&address.to_string(), token, world, rank, timeout)?.exchange(None)
 }
 
@@ -161,7 +161,7 @@ fn a_process_that_answers_go_first_cannot_hand_any_rank_its_id() {
         ] {
             let address = impostor(reply.clone());
             match fetch(address, 1, 2, &token, TIMEOUT) {
-                Err(e @ DistError::Rendezvous { .. }) => {
+                Err(e @ LaunchError::Rendezvous { .. }) => {
                     let shown = e.to_string();
                     assert!(
                         shown.starts_with(&format!("rendezvous with {address}")),
@@ -365,7 +365,7 @@ fn a_peer_that_writes_extra_bytes_and_exits_is_seen_as_gone() {
         });
         assert!(started.elapsed() < Duration::from_secs(5), "seen at once");
         match result.unwrap_err() {
-            DistError::PeerExited { ranks, .. } => assert_eq!(ranks, [1]),
+            LaunchError::PeerExited { ranks, .. } => assert_eq!(ranks, [1]),
             other => panic!("expected rank 1 named as gone, got {other}"),
         }
     }
@@ -423,7 +423,7 @@ fn a_second_check_in_for_a_rank_is_refused_and_the_first_keeps_its_slot() {
         let first = scope.spawn(move || fetch(address, 1, 3, &job(), TIMEOUT));
         std::thread::sleep(Duration::from_millis(300));
         match fetch(address, 1, 3, &job(), TIMEOUT) {
-            Err(DistError::Rendezvous { message, .. }) => {
+            Err(LaunchError::Rendezvous { message, .. }) => {
                 assert!(message.contains("rank 1 already checked in"), "{message}")
             }
             other => panic!("expected the second rank 1 to be refused, got {other:?}"),
@@ -455,7 +455,7 @@ fn a_peer_of_an_older_wire_version_is_told_why() {
 fn lengths_from_the_store_are_capped_before_allocation() {
     let address = impostor([&[3u8][..], &u32::MAX.to_le_bytes()].concat());
     match fetch(address, 1, 2, &job(), TIMEOUT) {
-        Err(DistError::Rendezvous { message, .. }) => {
+        Err(LaunchError::Rendezvous { message, .. }) => {
             assert!(message.contains("more than"), "{message}")
         }
         other => panic!("expected a capped length, got {other:?}"),

@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use distributed::rendezvous::{Claim, Handshake, JobToken, Side, Store, StoreClient, StoreServer};
-use distributed::DistError;
+use launch::LaunchError;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 const FIXTURES: [&str; 2] = ["tcpstore_frames_libuv.txt", "tcpstore_frames_classic.txt"];
@@ -285,7 +285,7 @@ fn a_store_that_answers_garbage_or_closes_mid_frame_is_a_typed_error() {
     // The PING's nonce does not come back: not a TCPStore.
     let address = store_answering(b"HTTP".to_vec());
     match StoreClient::connect(&address.to_string(), None, TIMEOUT) {
-        Err(DistError::Rendezvous { message, .. }) => {
+        Err(LaunchError::Rendezvous { message, .. }) => {
             assert!(message.contains("PING"), "{message}")
         }
         other => panic!("expected garbage to be named, got {other:?}"),
@@ -293,7 +293,7 @@ fn a_store_that_answers_garbage_or_closes_mid_frame_is_a_typed_error() {
     // Two bytes of the four, then the connection closes.
     let address = store_answering(vec![1, 2]);
     match StoreClient::connect(&address.to_string(), None, TIMEOUT) {
-        Err(DistError::StoreClosed { during, .. }) => assert_eq!(during, "PING"),
+        Err(LaunchError::StoreClosed { during, .. }) => assert_eq!(during, "PING"),
         other => panic!("expected a closed store, got {other:?}"),
     }
     // A value length of 2^60 after a proper connect: refused before allocating.
@@ -314,7 +314,7 @@ fn a_store_that_answers_garbage_or_closes_mid_frame_is_a_typed_error() {
     });
     let mut client = StoreClient::connect(&address.to_string(), None, TIMEOUT).unwrap();
     match client.get("k", TIMEOUT) {
-        Err(DistError::Rendezvous { message, .. }) => {
+        Err(LaunchError::Rendezvous { message, .. }) => {
             assert!(message.contains("more than"), "{message}")
         }
         other => panic!("expected a capped length, got {other:?}"),

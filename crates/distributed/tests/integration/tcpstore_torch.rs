@@ -9,7 +9,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use distributed::rendezvous::{JobToken, Rendezvous, Store, StoreClient};
-use distributed::DistError;
+use launch::LaunchError;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -165,7 +165,7 @@ fn the_rendezvous_runs_on_torchs_server_as_under_torchrun() {
     }
     // A worker still on attempt 0 after attempt 1 joined: refused, not mixed in.
     match Rendezvous::agent(&address, 0, &token, 4, 1, TIMEOUT) {
-        Err(DistError::Environment { name, message }) => {
+        Err(LaunchError::Environment { name, message }) => {
             assert_eq!(name, "TORCHELASTIC_RESTART_COUNT");
             assert!(message.contains("went backwards"), "{message}");
         }

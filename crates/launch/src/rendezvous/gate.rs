@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use super::timed_io::{is_closed, read_array_by, read_exact_by, write_all_by};
 use super::token::{nonce, Claim, JobToken, Side, MAC_LEN, NONCE_LEN};
-use crate::{DistError, Result};
+use crate::{LaunchError, Result};
 
 /// First bytes of a check-in.
 pub(crate) const MAGIC: &[u8; 4] = b"DTRV";
@@ -104,11 +104,11 @@ pub(crate) fn pass(
         rank,
         nonce: nonce()?,
     };
-    let failed = |message: String| DistError::Rendezvous {
+    let failed = |message: String| LaunchError::Rendezvous {
         address: shown.to_string(),
         message,
     };
-    let timed_out = || DistError::Timeout {
+    let timed_out = || LaunchError::Timeout {
         op: format!("rendezvous: the store at {shown} did not answer the check-in"),
         timeout: deadline.saturating_duration_since(Instant::now()),
         missing: vec![0],
@@ -185,7 +185,7 @@ pub(crate) fn pass(
 fn read_reason(stream: &mut TcpStream, deadline: Instant, shown: &str) -> Result<String> {
     let len = u32::from_le_bytes(read_array_by(stream, deadline).map_err(|e| io(shown, e))?);
     if len > MAX_REASON {
-        return Err(DistError::Rendezvous {
+        return Err(LaunchError::Rendezvous {
             address: shown.to_string(),
             message: format!(
                 "the store announced a refusal of {len} bytes, more than {MAX_REASON}"
@@ -201,8 +201,8 @@ fn read_reason(stream: &mut TcpStream, deadline: Instant, shown: &str) -> Result
     Ok(format!("the store refused this rank (its words): {reason}"))
 }
 
-fn io(shown: &str, source: std::io::Error) -> DistError {
-    DistError::Io {
+fn io(shown: &str, source: std::io::Error) -> LaunchError {
+    LaunchError::Io {
         context: format!("rendezvous handshake with the store at {shown}"),
         source,
     }

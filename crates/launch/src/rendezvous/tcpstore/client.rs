@@ -15,7 +15,7 @@ use crate::rendezvous::gate::{self, Passage};
 use crate::rendezvous::store::Store;
 use crate::rendezvous::timed_io::write_all_by;
 use crate::rendezvous::JobToken;
-use crate::{DistError, Result};
+use crate::{LaunchError, Result};
 
 /// How long the client waits between connection attempts.
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
@@ -100,7 +100,7 @@ impl StoreClient {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(DistError::Timeout {
+                return Err(LaunchError::Timeout {
                     op: format!("rendezvous: connecting to the store at {address} (last: {last})"),
                     timeout,
                     missing: if handshake.is_some() {
@@ -134,8 +134,8 @@ impl StoreClient {
         Ok(())
     }
 
-    fn garbage(&self, message: String) -> DistError {
-        DistError::Rendezvous {
+    fn garbage(&self, message: String) -> LaunchError {
+        LaunchError::Rendezvous {
             address: self.address.clone(),
             message: format!("the store answered garbage: {message}"),
         }
@@ -159,22 +159,22 @@ impl StoreClient {
         part(&mut reader).map_err(|e| self.frame_error(what, e))
     }
 
-    fn frame_error(&self, what: &str, e: FrameError) -> DistError {
+    fn frame_error(&self, what: &str, e: FrameError) -> LaunchError {
         match e {
             FrameError::Bad(why) => self.garbage(format!("{what}: {why}")),
             FrameError::Io(e) if crate::rendezvous::timed_io::is_closed(&e) => {
-                DistError::StoreClosed {
+                LaunchError::StoreClosed {
                     address: self.address.clone(),
                     during: what.to_string(),
                 }
             }
             FrameError::Io(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                DistError::Rendezvous {
+                LaunchError::Rendezvous {
                     address: self.address.clone(),
                     message: format!("the store did not answer {what} within {:?}", self.timeout),
                 }
             }
-            FrameError::Io(source) => DistError::Io {
+            FrameError::Io(source) => LaunchError::Io {
                 context: format!("rendezvous store at {}: {what}", self.address),
                 source,
             },

@@ -10,7 +10,7 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 
 use super::token::JobToken;
-use crate::{DistError, Result};
+use crate::{LaunchError, Result};
 
 /// Bytes of the nonce in front of a sealed record.
 pub(crate) const SEAL_NONCE_LEN: usize = 24;
@@ -21,7 +21,7 @@ impl JobToken {
     /// `nonce ‖ ciphertext ‖ tag` of `plaintext`, bound to `context`.
     pub(crate) fn seal(&self, context: &[u8], plaintext: &[u8]) -> Result<Vec<u8>> {
         let mut nonce = [0u8; SEAL_NONCE_LEN];
-        getrandom::fill(&mut nonce).map_err(|e| DistError::Rendezvous {
+        getrandom::fill(&mut nonce).map_err(|e| LaunchError::Rendezvous {
             address: String::new(),
             message: format!("no random nonce from the operating system: {e}"),
         })?;
@@ -34,7 +34,7 @@ impl JobToken {
                     aad: context,
                 },
             )
-            .map_err(|_| DistError::invalid("seal", "the plaintext is too long to seal"))?;
+            .map_err(|_| LaunchError::invalid("seal", "the plaintext is too long to seal"))?;
         let mut record = nonce.to_vec();
         record.extend_from_slice(&sealed);
         Ok(record)

@@ -5,11 +5,11 @@
 //! (`collective_timeout.rs`) read variables this way; the timeout is also part of the
 //! launch environment, so this sits below both of them.
 
-use crate::{DistError, Result};
+use crate::{LaunchError, Result};
 
 /// A variable's value that is not what it must be.
-pub(crate) fn bad(name: &'static str, message: String) -> DistError {
-    DistError::Environment { name, message }
+pub(crate) fn bad(name: &'static str, message: String) -> LaunchError {
+    LaunchError::Environment { name, message }
 }
 
 /// `value` parsed as an integer in `range`; the error names the variable and the range.

@@ -24,7 +24,7 @@ use super::session;
 use crate::rendezvous::gate::{self, Admission};
 use crate::rendezvous::timed_io::write_all_by;
 use crate::rendezvous::{JobToken, Refusal};
-use crate::{DistError, Result};
+use crate::{LaunchError, Result};
 
 /// How long one connection may take from accept to the end of its handshake. A real
 /// peer needs three round trips.
@@ -55,11 +55,11 @@ impl StoreServer {
     /// `MASTER_ADDR:MASTER_PORT`, `0.0.0.0:29500` for every interface, or
     /// `127.0.0.1:0` for a free port).
     pub fn bind(address: impl ToSocketAddrs) -> Result<Self> {
-        let listener = TcpListener::bind(address).map_err(|source| DistError::Io {
+        let listener = TcpListener::bind(address).map_err(|source| LaunchError::Io {
             context: "rendezvous: binding the master's port".into(),
             source,
         })?;
-        let address = listener.local_addr().map_err(|source| DistError::Io {
+        let address = listener.local_addr().map_err(|source| LaunchError::Io {
             context: "rendezvous: reading the bound address".into(),
             source,
         })?;
@@ -76,12 +76,12 @@ impl StoreServer {
     /// handle is dropped.
     pub fn start(self, world: usize, token: &JobToken) -> Result<RunningStore> {
         if world == 0 || u32::try_from(world).is_err() {
-            return Err(DistError::invalid(
+            return Err(LaunchError::invalid(
                 "StoreServer::start",
                 format!("world size {world}; expected 1..={}", u32::MAX),
             ));
         }
-        let io = |source| DistError::Io {
+        let io = |source| LaunchError::Io {
             context: format!("rendezvous on {}: starting the store", self.address),
             source,
         };

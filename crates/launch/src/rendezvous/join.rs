@@ -10,7 +10,7 @@ use super::store::Store;
 use super::tcpstore::{Handshake, RunningStore, StoreClient, StoreServer};
 use super::token::JobToken;
 use super::Refusal;
-use crate::{DistError, LaunchEnv, Result};
+use crate::{LaunchEnv, LaunchError, Result};
 
 /// The key, outside any attempt's prefix, holding the highest restart count a rank of
 /// this job has joined with (a count that goes backwards is refused).
@@ -132,7 +132,7 @@ impl Rendezvous {
     ) -> Result<Rendezvous> {
         let deadline = Instant::now() + timeout;
         if rank >= world {
-            return Err(DistError::invalid(
+            return Err(LaunchError::invalid(
                 "Rendezvous::agent",
                 format!("rank {rank}; expected 0..{world}"),
             ));
@@ -181,7 +181,7 @@ impl Rendezvous {
         let left = self.deadline.saturating_duration_since(Instant::now());
         if self.rank == 0 {
             let payload = payload.ok_or_else(|| {
-                DistError::invalid("Rendezvous::exchange", "rank 0 must pass the payload")
+                LaunchError::invalid("Rendezvous::exchange", "rank 0 must pass the payload")
             })?;
             let watch: &dyn Watch = match &self.hosted {
                 Some(running) => running,
@@ -209,10 +209,9 @@ impl Rendezvous {
         );
         match got {
             // ditto's own store lives in rank 0's process.
-            Err(DistError::StoreClosed { .. }) if !self.uses_agent_store() => {
-                Err(DistError::PeerExited {
+            Err(LaunchError::StoreClosed { .. }) if !self.uses_agent_store() => {
+                Err(LaunchError::PeerExited {
                     op: "rendezvous (rank 0 hosts the store)".into(),
-                    sequence: None,
                     ranks: vec![0],
                 })
             }
@@ -270,7 +269,7 @@ pub fn check_restart_count(store: &mut dyn Store, mine: u64) -> Result<()> {
         let stored = std::str::from_utf8(&now)
             .ok()
             .and_then(|s| s.parse::<u64>().ok())
-            .ok_or_else(|| DistError::Rendezvous {
+            .ok_or_else(|| LaunchError::Rendezvous {
                 address: store.address().to_string(),
                 message: format!(
                     "{RESTART_COUNT_KEY} holds {:?}, not a restart count",
@@ -278,7 +277,7 @@ pub fn check_restart_count(store: &mut dyn Store, mine: u64) -> Result<()> {
                 ),
             })?;
         if stored > mine {
-            return Err(DistError::Environment {
+            return Err(LaunchError::Environment {
                 name: "TORCHELASTIC_RESTART_COUNT",
                 message: format!(
                     "is {mine}, but a rank of this job already joined the store as attempt \
@@ -290,7 +289,7 @@ pub fn check_restart_count(store: &mut dyn Store, mine: u64) -> Result<()> {
         }
         seen = now;
     }
-    Err(DistError::Rendezvous {
+    Err(LaunchError::Rendezvous {
         address: store.address().to_string(),
         message: format!("{RESTART_COUNT_KEY} kept changing; the restart count was not recorded"),
     })

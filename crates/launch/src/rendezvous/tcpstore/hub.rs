@@ -11,7 +11,7 @@ use super::kv::Kv;
 use super::wire::wire_key;
 use crate::rendezvous::store::Store;
 use crate::rendezvous::Refusal;
-use crate::{DistError, Result};
+use crate::{LaunchError, Result};
 
 /// A rank's place in the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,8 +118,8 @@ pub struct LocalStore {
 }
 
 impl LocalStore {
-    fn failed(&self, message: String) -> DistError {
-        DistError::Rendezvous {
+    fn failed(&self, message: String) -> LaunchError {
+        LaunchError::Rendezvous {
             address: self.address.clone(),
             message,
         }

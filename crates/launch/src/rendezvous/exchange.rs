@@ -9,7 +9,7 @@ use super::records::{CheckIn, Keys, Verdict, MAX_PAYLOAD};
 use super::store::Store;
 use super::tcpstore::RunningStore;
 use super::token::{nonce, JobToken};
-use crate::{DistError, Result};
+use crate::{LaunchError, Result};
 
 /// How long peers wait beyond the timeout for rank 0's verdict (which names the missing
 /// ranks), before concluding rank 0 itself is gone.
@@ -70,7 +70,7 @@ pub fn host(
     wait_for_receipts: bool,
 ) -> Result<()> {
     if payload.len() > MAX_PAYLOAD {
-        return Err(DistError::invalid(
+        return Err(LaunchError::invalid(
             "rendezvous",
             format!("a payload of {} bytes exceeds {MAX_PAYLOAD}", payload.len()),
         ));
@@ -82,7 +82,7 @@ pub fn host(
     let fail = |store: &mut dyn Store,
                 peers: &[Option<CheckIn>],
                 verdict: Verdict,
-                error: DistError|
+                error: LaunchError|
      -> Result<()> {
         let told: Vec<usize> = (1..world).filter(|&r| peers[r].is_some()).collect();
         for &r in &told {
@@ -97,7 +97,7 @@ pub fn host(
     };
     loop {
         if let Some(why) = watch.trouble() {
-            let error = DistError::Rendezvous {
+            let error = LaunchError::Rendezvous {
                 address: address.clone(),
                 message: why.clone(),
             };
@@ -109,9 +109,8 @@ pub fn host(
             .filter(|&r| r > 0 && r < world)
             .collect();
         if !gone.is_empty() {
-            let error = DistError::PeerExited {
+            let error = LaunchError::PeerExited {
                 op: "rendezvous".into(),
-                sequence: None,
                 ranks: gone.clone(),
             };
             return fail(store, &peers, Verdict::PeerExited(gone), error);
@@ -149,7 +148,7 @@ pub fn host(
             }
             let record = store
                 .get(&keys.check_in(r), Duration::ZERO)?
-                .ok_or_else(|| DistError::Rendezvous {
+                .ok_or_else(|| LaunchError::Rendezvous {
                     address: address.clone(),
                     message: format!("rank {r}'s check-in vanished from the store"),
                 })?;
@@ -167,7 +166,7 @@ pub fn host(
                 }
                 Err(why) => format!("rank {r}'s check-in {why}"),
             };
-            let error = DistError::Rendezvous {
+            let error = LaunchError::Rendezvous {
                 address: address.clone(),
                 message: why.clone(),
             };
@@ -178,7 +177,7 @@ pub fn host(
             if missing.is_empty() {
                 continue; // the last ranks came just in time
             }
-            let error = DistError::Timeout {
+            let error = LaunchError::Timeout {
                 op: "rendezvous".into(),
                 timeout,
                 missing: missing.clone(),
@@ -215,13 +214,13 @@ fn await_receipts(
 /// (`1..world`); a typed error for `op` otherwise.
 pub(crate) fn peer_claim(op: &'static str, world: usize, rank: usize) -> Result<(u32, u32)> {
     let (Ok(world32), Ok(rank32)) = (u32::try_from(world), u32::try_from(rank)) else {
-        return Err(DistError::invalid(
+        return Err(LaunchError::invalid(
             op,
             format!("world size {world} does not fit the wire format's u32"),
         ));
     };
     if rank == 0 || rank >= world {
-        return Err(DistError::invalid(
+        return Err(LaunchError::invalid(
             op,
             format!("rank {rank}; expected 1..{world} (rank 0 hosts the rendezvous)"),
         ));
@@ -248,7 +247,7 @@ pub fn peer(
     store.set(&keys.check_in(rank), &check_in.to_record(token))?;
     let record = store
         .get(&keys.verdict(rank), timeout + VERDICT_GRACE)?
-        .ok_or_else(|| DistError::Timeout {
+        .ok_or_else(|| LaunchError::Timeout {
             op: "rendezvous: waiting for rank 0's verdict".into(),
             timeout,
             missing: vec![0],
@@ -259,17 +258,16 @@ pub fn peer(
             store.set(&keys.receipt(rank), b"")?;
             Ok(payload)
         }
-        Ok(Verdict::TimedOut(missing)) => Err(DistError::Timeout {
+        Ok(Verdict::TimedOut(missing)) => Err(LaunchError::Timeout {
             op: "rendezvous".into(),
             timeout,
             missing,
         }),
-        Ok(Verdict::PeerExited(ranks)) => Err(DistError::PeerExited {
+        Ok(Verdict::PeerExited(ranks)) => Err(LaunchError::PeerExited {
             op: "rendezvous".into(),
-            sequence: None,
             ranks,
         }),
-        Ok(Verdict::Refused(message)) => Err(DistError::Rendezvous { address, message }),
-        Err(message) => Err(DistError::Rendezvous { address, message }),
+        Ok(Verdict::Refused(message)) => Err(LaunchError::Rendezvous { address, message }),
+        Err(message) => Err(LaunchError::Rendezvous { address, message }),
     }
 }

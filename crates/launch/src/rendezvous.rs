@@ -18,10 +18,10 @@
 //! timeout:
 //!
 //! - a rank that never checks in: rank 0 tells every waiting peer which ranks are
-//!   missing, and every rank returns [`DistError::Timeout`](crate::DistError::Timeout)
+//!   missing, and every rank returns [`LaunchError::Timeout`](crate::LaunchError::Timeout)
 //!   naming them;
 //! - a rank that checks in and exits (ditto's store sees its connection close): every
-//!   rank returns [`DistError::PeerExited`](crate::DistError::PeerExited) naming it;
+//!   rank returns [`LaunchError::PeerExited`](crate::LaunchError::PeerExited) naming it;
 //! - a rank 0 that never comes up or goes away: the peers return `Timeout` /
 //!   `PeerExited` naming rank 0.
 //!

@@ -18,7 +18,7 @@ use hkdf::Hkdf;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::{DistError, LaunchEnv, Result};
+use crate::{LaunchEnv, LaunchError, Result};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -89,7 +89,7 @@ impl JobToken {
     /// [`MIN_SECRET_BITS`] bits is refused.
     pub fn new(job_id: &str, secret: Option<&[u8]>) -> Result<Self> {
         if job_id.is_empty() || job_id.len() > MAX_JOB_ID_LEN {
-            return Err(DistError::invalid(
+            return Err(LaunchError::invalid(
                 "JobToken::new",
                 format!(
                     "a job id of {} bytes; expected 1..={MAX_JOB_ID_LEN}",
@@ -98,7 +98,8 @@ impl JobToken {
             ));
         }
         if let Some(secret) = secret {
-            check_secret(secret).map_err(|message| DistError::invalid("JobToken::new", message))?;
+            check_secret(secret)
+                .map_err(|message| LaunchError::invalid("JobToken::new", message))?;
         }
         let kdf = Hkdf::<Sha256>::new(Some(KDF_SALT), secret.unwrap_or_default());
         let derive = |label: &[u8]| {
@@ -125,7 +126,7 @@ impl JobToken {
     pub fn from_vars(env: &LaunchEnv, get: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let secret = get("DITTO_RENDEZVOUS_SECRET");
         if let Some(s) = &secret {
-            check_secret(s.as_bytes()).map_err(|message| DistError::Environment {
+            check_secret(s.as_bytes()).map_err(|message| LaunchError::Environment {
                 name: "DITTO_RENDEZVOUS_SECRET",
                 message,
             })?;
@@ -272,7 +273,7 @@ fn check_secret(secret: &[u8]) -> std::result::Result<(), String> {
 /// A fresh nonce from the operating system's random source.
 pub(crate) fn nonce() -> Result<[u8; NONCE_LEN]> {
     let mut bytes = [0u8; NONCE_LEN];
-    getrandom::fill(&mut bytes).map_err(|e| DistError::Rendezvous {
+    getrandom::fill(&mut bytes).map_err(|e| LaunchError::Rendezvous {
         address: String::new(),
         message: format!("no random nonce from the operating system: {e}"),
     })?;

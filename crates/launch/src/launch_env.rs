@@ -180,7 +180,7 @@ fn non_empty(name: &'static str, value: String) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DistError;
+    use crate::LaunchError;
 
     fn env(vars: &[(&str, &str)]) -> Result<LaunchEnv> {
         LaunchEnv::from_vars(|name| {
@@ -193,7 +193,7 @@ mod tests {
     /// The variable a bad launch names, and its message.
     fn refusal(vars: &[(&str, &str)]) -> (&'static str, String) {
         match env(vars) {
-            Err(DistError::Environment { name, message }) => (name, message),
+            Err(LaunchError::Environment { name, message }) => (name, message),
             other => panic!("{vars:?}: expected an environment error, got {other:?}"),
         }
     }
@@ -332,7 +332,7 @@ mod tests {
             (0, "no GPU"),
         ] {
             match e.check_local_rank(devices) {
-                Err(DistError::Environment { name, message }) => {
+                Err(LaunchError::Environment { name, message }) => {
                     assert_eq!(name, "LOCAL_RANK");
                     assert!(message.contains(says), "{message}");
                 }
