@@ -53,7 +53,7 @@ pub use global_rows::GlobalRows;
 pub use grad_row_groups::GradRowGroups;
 pub use layers::{Dropout, Embedding, Gelu, LayerNorm, Linear, ReLU, Sequential};
 pub use loss::{cross_entropy, cross_entropy_with, mse_loss, ClassTargets};
-pub use module::{Module, Parameter};
+pub use module::{visit_leaf, visit_leaf_mut, Module, Parameter};
 pub use optim::{
     clip_grad_norm_, AdamW, AdamWConfig, AdamWState, Optimizer, Sgd, SgdConfig, WarmupCosine,
 };

@@ -224,3 +224,27 @@ pub trait Module: Send {
         self.visit_parameters_mut("", &mut |_, p| p.zero_grad());
     }
 }
+
+/// What a leaf layer's [`Module::visit_parameters`] does: each of its own `params`, in
+/// order, named `prefix` followed by its local name (`0.` + `weight`). Layers written
+/// outside this crate call it too, so every leaf names its parameters alike.
+pub fn visit_leaf<'a>(
+    prefix: &str,
+    params: impl IntoIterator<Item = &'a Parameter>,
+    f: &mut dyn FnMut(String, &'a Parameter),
+) {
+    for p in params {
+        f(format!("{prefix}{}", p.name), p);
+    }
+}
+
+/// Mutable twin of [`visit_leaf`], for [`Module::visit_parameters_mut`].
+pub fn visit_leaf_mut<'a>(
+    prefix: &str,
+    params: impl IntoIterator<Item = &'a mut Parameter>,
+    f: &mut dyn FnMut(String, &'a mut Parameter),
+) {
+    for p in params {
+        f(format!("{prefix}{}", p.name), p);
+    }
+}

@@ -12,7 +12,7 @@
 use rng_gen::Generator;
 use tensor_core::{Algorithm, DType, Device, Tensor};
 
-use crate::{GradRowGroups, Module, NnError, Parameter, Result};
+use crate::{visit_leaf, visit_leaf_mut, GradRowGroups, Module, NnError, Parameter, Result};
 
 /// A table of `num_embeddings` rows of `embedding_dim` values. Input: an i64 tensor of
 /// row indices, any shape; output: that shape plus `[embedding_dim]`.
@@ -204,7 +204,7 @@ impl Module for Embedding {
     }
 
     fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
-        f(format!("{prefix}{}", self.weight.name), &self.weight);
+        visit_leaf(prefix, [&self.weight], f);
     }
 
     fn visit_parameters_mut<'a>(
@@ -212,6 +212,6 @@ impl Module for Embedding {
         prefix: &str,
         f: &mut dyn FnMut(String, &'a mut Parameter),
     ) {
-        f(format!("{prefix}{}", self.weight.name), &mut self.weight);
+        visit_leaf_mut(prefix, [&mut self.weight], f);
     }
 }

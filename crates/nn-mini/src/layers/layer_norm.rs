@@ -2,7 +2,7 @@
 
 use tensor_core::{DType, Device, Tensor};
 
-use crate::{Module, NnError, Parameter, Result};
+use crate::{visit_leaf, visit_leaf_mut, Module, NnError, Parameter, Result};
 
 /// Normalises each row of `[..., width]` over its last dimension to zero mean and unit
 /// variance, then scales by `weight` and shifts by `bias` (both `[width]`, initialised
@@ -102,9 +102,7 @@ impl Module for LayerNorm {
     }
 
     fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
-        for p in std::iter::once(&self.weight).chain(self.bias.as_ref()) {
-            f(format!("{prefix}{}", p.name), p);
-        }
+        visit_leaf(prefix, std::iter::once(&self.weight).chain(&self.bias), f);
     }
 
     fn visit_parameters_mut<'a>(
@@ -112,8 +110,10 @@ impl Module for LayerNorm {
         prefix: &str,
         f: &mut dyn FnMut(String, &'a mut Parameter),
     ) {
-        for p in std::iter::once(&mut self.weight).chain(self.bias.as_mut()) {
-            f(format!("{prefix}{}", p.name), p);
-        }
+        visit_leaf_mut(
+            prefix,
+            std::iter::once(&mut self.weight).chain(&mut self.bias),
+            f,
+        );
     }
 }

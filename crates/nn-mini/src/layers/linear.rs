@@ -3,7 +3,7 @@
 use rng_gen::Generator;
 use tensor_core::{DType, Tensor};
 
-use crate::{GradRowGroups, Module, NnError, Parameter, Result};
+use crate::{visit_leaf, visit_leaf_mut, GradRowGroups, Module, NnError, Parameter, Result};
 
 /// A fully connected layer with weight `[out_features, in_features]` (PyTorch's layout,
 /// so checkpoints load into `nn.Linear` unchanged) and an optional bias `[out_features]`.
@@ -192,9 +192,7 @@ impl Module for Linear {
     }
 
     fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
-        for p in std::iter::once(&self.weight).chain(self.bias.as_ref()) {
-            f(format!("{prefix}{}", p.name), p);
-        }
+        visit_leaf(prefix, std::iter::once(&self.weight).chain(&self.bias), f);
     }
 
     fn visit_parameters_mut<'a>(
@@ -202,8 +200,10 @@ impl Module for Linear {
         prefix: &str,
         f: &mut dyn FnMut(String, &'a mut Parameter),
     ) {
-        for p in std::iter::once(&mut self.weight).chain(self.bias.as_mut()) {
-            f(format!("{prefix}{}", p.name), p);
-        }
+        visit_leaf_mut(
+            prefix,
+            std::iter::once(&mut self.weight).chain(&mut self.bias),
+            f,
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! Why: reading a loss on the host after every step is a device-to-host copy and a wait
 //! for the device in every step, which stops the host from queueing the next step while
 //! the GPU works. Each step instead writes its loss into the next slot of a small device
-//! buffer (one kernel), and [`Trainer::read_losses`](super::Trainer::read_losses) brings
+//! buffer (one kernel), and [`Run::read_losses`](super::Run::read_losses) brings
 //! all the pending ones to the host in one copy, as often as the caller wants them
 //! (the demo's `--log-every`). Every step's loss is still recorded, bit for bit.
 

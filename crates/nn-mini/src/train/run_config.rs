@@ -99,7 +99,7 @@ pub trait RunConfig:
 
     /// `Some(classes)` when a step of this run is exactly a forward, cross-entropy
     /// against `classes` class indices, a backward and one optimiser step, which
-    /// [`TrainLoop::set_cuda_graph`](super::TrainLoop::set_cuda_graph) can capture as a
+    /// [`Run::set_cuda_graph`](super::Run::set_cuda_graph) can capture as a
     /// CUDA graph; `None` (the default) when the run does more (a GPT clips its
     /// gradients on the host and follows a schedule), which a graph would skip.
     fn graph_classes(&self) -> Option<usize> {

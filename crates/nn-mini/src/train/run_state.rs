@@ -35,7 +35,7 @@ pub struct RunState<C: RunConfig = TrainConfig> {
     dropout_generator: Generator,
     step: u64,
     /// Losses read to the host, one per step up to `step` minus the steps whose losses
-    /// the trainer holds unread ([`Trainer::step_deferred`](super::Trainer::step_deferred)).
+    /// the trainer holds unread ([`Run::step_deferred`](super::Run::step_deferred)).
     losses: Vec<f32>,
 }
 
@@ -181,7 +181,7 @@ pub trait TrainingRun {
 
     /// The loss of every step so far whose loss was read to the host (restored steps
     /// included); `losses()[k]` is the loss of step `k + 1`. A trainer that defers
-    /// reading losses ([`Trainer::step_deferred`](super::Trainer::step_deferred)) adds
+    /// reading losses ([`Run::step_deferred`](super::Run::step_deferred)) adds
     /// them when it reads them.
     #[must_use]
     fn losses(&self) -> &[f32] {
