@@ -90,7 +90,7 @@ where
             len: text.bytes().len() as u64,
             sha256: text.sha256().to_string(),
         };
-        Ok(args.train_config(data, device, flags.steps.unwrap_or(200)))
+        Ok(args.train_config(data, device, flags.last_step()))
     };
     let data = args.data.as_ref().map(|d| d.display().to_string());
     let mut place_it = placed(args.device, flags.workers);
@@ -114,7 +114,7 @@ where
     let (mut run, code) = train::<R, Args>(started, flags, &steps, describe)?;
 
     // 3. Rank 0, at the run's end: the held-out loss and a sample of generated text.
-    if run.rank() == 0 && run.step_count() == flags.steps.unwrap_or(200) {
+    if run.rank() == 0 && run.step_count() == flags.last_step() {
         let config = run.config().clone();
         finish::evaluate_and_sample(args, &config, run.model_mut())?;
     }

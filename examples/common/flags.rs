@@ -13,6 +13,8 @@ use clap::{Args, CommandFactory, ValueEnum};
 use nn_mini::train::TrainConfig;
 use tensor_core::{DeterministicMode, Device};
 
+/// The last step of a run when `--steps` is not given.
+pub const DEFAULT_STEPS: u64 = 200;
 /// The most steps a run may train: a million steps take hours on a CPU, and the loss
 /// history every checkpoint carries stays at 4 MB.
 pub const MAX_STEPS: u64 = 1_000_000;
@@ -137,6 +139,11 @@ pub struct RunFlags {
 }
 
 impl RunFlags {
+    /// The step the run trains to: `--steps`, or [`DEFAULT_STEPS`].
+    pub fn last_step(&self) -> u64 {
+        self.steps.unwrap_or(DEFAULT_STEPS)
+    }
+
     /// Sets the process-wide switches the flags ask for (`--deterministic`,
     /// `--portable`); called once at the start of `main`.
     pub fn apply_switches(&self) {

@@ -123,7 +123,7 @@ pub fn train<R: Run, A: CommandFactory>(
     run.set_cuda_graph(steps.cuda_graph)?;
     let dir = elastic::checkpoint_dir(flags);
     let done = run.step_count();
-    let last = last_step::<A>(flags, done)?;
+    let last = checked_last_step::<A>(flags, done)?;
     say(describe(&run));
 
     let csv = match rank {
@@ -206,8 +206,11 @@ pub fn exit_code(result: Result<ExitCode, Box<dyn Error>>) -> ExitCode {
 /// The last step of the run (`--steps`, 200 by default), checked to lie after the
 /// `done` steps a resumed run starts from, as `--save-at` must. With `--resume-latest`
 /// it may also be `done`: a restart of a run that had finished has nothing left to do.
-pub fn last_step<C: CommandFactory>(flags: &RunFlags, done: u64) -> Result<u64, clap::Error> {
-    let steps = flags.steps.unwrap_or(200);
+pub fn checked_last_step<C: CommandFactory>(
+    flags: &RunFlags,
+    done: u64,
+) -> Result<u64, clap::Error> {
+    let steps = flags.last_step();
     let finished = steps == done && flags.resume_latest;
     if (steps <= done && !finished) || flags.save_at.is_some_and(|k| k <= done) {
         return Err(conflict::<C>(format!(

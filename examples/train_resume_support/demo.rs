@@ -12,7 +12,7 @@ use crate::common::demo::{fresh_flags, push_flag, save_at, shared_flags, Demo};
 /// step for step and drawn over it.
 pub fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
     let flags = &args.run;
-    let steps = flags.steps.unwrap_or(200);
+    let steps = flags.last_step();
     let save_at = save_at(flags, steps, steps * 3 / 5)?;
     let demo = Demo::new("train_resume", flags)?;
     let checkpoint = flags.checkpoint.as_ref().map_or_else(

@@ -6,7 +6,8 @@ use tensor_core::{DType, Device, Tensor};
 
 use super::{Block, CausalSelfAttention, GptConfig, Mlp};
 use crate::{
-    Dropout, Embedding, GlobalRows, LayerNorm, Linear, Module, NnError, Parameter, Result,
+    visit_leaf, visit_leaf_mut, Dropout, Embedding, GlobalRows, LayerNorm, Linear, Module, NnError,
+    Parameter, Result,
 };
 
 /// nanoGPT's initialisation: `N(0, 0.02)` for every weight matrix and embedding, `N(0,
@@ -237,10 +238,7 @@ impl Module for Gpt {
     fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
         self.wte
             .visit_parameters(&format!("{prefix}transformer.wte."), f);
-        f(
-            format!("{prefix}transformer.wpe.{}", self.wpe.name),
-            &self.wpe,
-        );
+        visit_leaf(&format!("{prefix}transformer.wpe."), [&self.wpe], f);
         for (i, block) in self.blocks.iter().enumerate() {
             block.visit_parameters(&format!("{prefix}transformer.h.{i}."), f);
         }
@@ -255,10 +253,7 @@ impl Module for Gpt {
     ) {
         self.wte
             .visit_parameters_mut(&format!("{prefix}transformer.wte."), f);
-        f(
-            format!("{prefix}transformer.wpe.{}", self.wpe.name),
-            &mut self.wpe,
-        );
+        visit_leaf_mut(&format!("{prefix}transformer.wpe."), [&mut self.wpe], f);
         for (i, block) in self.blocks.iter_mut().enumerate() {
             block.visit_parameters_mut(&format!("{prefix}transformer.h.{i}."), f);
         }

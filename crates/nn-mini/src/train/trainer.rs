@@ -19,8 +19,9 @@ use crate::{Checkpoint, Module, NnError, Result};
 pub type Trainer = TrainLoop<TrainConfig>;
 
 /// A whole training run of any kind ([`RunConfig`]): model, optimiser, data loader,
-/// dropout generator, step counter and loss history, driven through [`Run`]: [`step`](Self::step) runs one
-/// training step; [`checkpoint`](Self::checkpoint) captures all of it;
+/// dropout generator, step counter and loss history, driven through [`Run`]:
+/// [`step`](Self::step) runs one training step; [`checkpoint`](Self::checkpoint)
+/// captures all of it;
 /// [`from_checkpoint`](Self::from_checkpoint) rebuilds a loop whose next step is
 /// bit-identical to the one the saved loop would have run. Its step count, losses,
 /// configuration, loader and dropout generator are read through [`TrainingRun`] (`use

@@ -5,8 +5,8 @@
 
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 
-use super::elementwise::{float_suffix, kernel_for};
-use super::{dense_view, output_storage, storage_of, TensorKernel};
+use super::elementwise::kernel_for;
+use super::{dense_view, output_storage};
 use crate::ops::adamw::AdamWScalars;
 use crate::ops::fused_sgd::{SgdMomentumStep, StepScalars};
 use crate::ops::AdamWStep;
@@ -33,15 +33,13 @@ fn launch<T: Element + DeviceRepr>(
     hyper: &SgdMomentumStep,
 ) -> Result<()> {
     const OP: &str = "sgd_momentum_step_";
-    let suffix = float_suffix(OP, value.dtype())?;
     let n = value.elem_count() as u64;
     if n == 0 {
         return Ok(());
     }
     let s = StepScalars::<T>::new(hyper);
     let (decay, nesterov) = (i32::from(s.decay), i32::from(s.nesterov));
-    let ordinal = storage_of(value)?.1;
-    let kernel = TensorKernel::new(ordinal, format!("ditto_sgd_momentum_{suffix}"), n)?;
+    let kernel = kernel_for(OP, "sgd_momentum", value, n)?;
     let width = value.dtype().size_in_bytes();
     let (p_start, b_start) = (value.storage_offset() * width, buf.storage_offset() * width);
     let g_view = dense_view(grad)?;
