@@ -67,7 +67,7 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
     // 1. Start fresh from the seed, or pick up a checkpoint saved on any world size
     //    (rank 0 reads it and sends the bytes, so every rank resumes the same step). A
     //    resume continues the saved reduce mode (--invariant may only repeat it).
-    let place = DdpPlace::new(group.clone(), args.ddp.mode());
+    let place = DdpPlace::new(group.clone(), args.ddp.asked_mode());
     let fresh = || Ok(flags.train_config(group.device()));
     let started = start::<DdpTrainer, Args>(flags, &place, fresh, placed(None, flags.workers))?;
 

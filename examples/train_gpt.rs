@@ -64,7 +64,7 @@ fn main() -> ExitCode {
                 .then(|| args.run.batch_size.unwrap_or(16));
             launch::<Args>(&args.ddp, backend, batch, "train_gpt", &|group| {
                 let device = group.device();
-                let place = DdpPlace::new(group, args.ddp.mode());
+                let place = DdpPlace::new(group, args.ddp.asked_mode());
                 run::<GptDdpTrainer>(&args, &place, device)
             })
         }

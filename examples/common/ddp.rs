@@ -96,14 +96,13 @@ impl DdpFlags {
         Ok(())
     }
 
-    /// The reduce mode the flags ask for.
-    pub fn mode(&self) -> ReduceMode {
-        match self.invariant {
-            true => ReduceMode::Invariant {
-                micro_shards: self.micro_shards.unwrap_or(8),
-            },
-            false => ReduceMode::Fast,
-        }
+    /// The reduce mode the flags ask for: invariant with `--invariant` (8 micro-shards
+    /// unless `--micro-shards` says otherwise), otherwise none (a fresh run then sums
+    /// fast, a resume continues the saved mode).
+    pub fn asked_mode(&self) -> Option<ReduceMode> {
+        self.invariant.then(|| ReduceMode::Invariant {
+            micro_shards: self.micro_shards.unwrap_or(8),
+        })
     }
 }
 

@@ -77,7 +77,7 @@ impl<C: RunConfig> DdpLoop<C> {
         group: Arc<dyn ProcessGroup>,
         num_workers: Option<usize>,
     ) -> Result<Self> {
-        let place = DdpPlace::new(group, ReduceMode::Fast);
+        let place = DdpPlace::new(group, None);
         DdpLoop::resume_file(path.as_ref(), &place, &mut placed(None, num_workers))
     }
 
@@ -93,7 +93,7 @@ impl<C: RunConfig> DdpLoop<C> {
         group: Arc<dyn ProcessGroup>,
         num_workers: Option<usize>,
     ) -> Result<Self> {
-        let place = DdpPlace::new(group, ReduceMode::Fast);
+        let place = DdpPlace::new(group, None);
         DdpLoop::from_checkpoint_in(ck, &place, &mut placed(None, num_workers))
     }
 }

@@ -28,21 +28,21 @@ use super::{DdpLoop, MODE_KEY, WORLD_SIZE_KEY};
 use crate::{DistError, LocalRows, ProcessGroup, ReduceMode, Result};
 
 /// Where a data parallel run executes: its process group, and the reduce mode asked
-/// for. A fresh run sums in that mode; a resumed run continues in the mode its
-/// checkpoint records, and refuses a resume that asked for another invariant mode
-/// (`Fast`, the default, asks for nothing).
+/// for, if any. A fresh run sums in that mode (fast when none was asked for); a resumed
+/// run continues in the mode its checkpoint records, and refuses to resume when another
+/// one was asked for.
 #[derive(Clone)]
 pub struct DdpPlace {
     /// The ranks of the job; this process is one of them.
     pub group: Arc<dyn ProcessGroup>,
-    /// How a fresh run sums gradients.
-    pub mode: ReduceMode,
+    /// The reduce mode asked for (`None`: a fresh run's default, a resume's saved one).
+    pub mode: Option<ReduceMode>,
 }
 
 impl DdpPlace {
-    /// This rank of `group`, a fresh run summing in `mode`.
+    /// This rank of `group`, asking for `mode`.
     #[must_use]
-    pub fn new(group: Arc<dyn ProcessGroup>, mode: ReduceMode) -> Self {
+    pub fn new(group: Arc<dyn ProcessGroup>, mode: Option<ReduceMode>) -> Self {
         DdpPlace { group, mode }
     }
 }
@@ -54,7 +54,11 @@ impl<C: RunConfig> Run for DdpLoop<C> {
     /// A collective: every rank calls it with the same configuration (see
     /// [`DdpLoop::new`]).
     fn fresh(config: C, place: &DdpPlace) -> Result<Self> {
-        DdpLoop::new(config, place.mode, place.group.clone())
+        DdpLoop::new(
+            config,
+            place.mode.unwrap_or(ReduceMode::Fast),
+            place.group.clone(),
+        )
     }
 
     /// On this rank of the group, whose world size may differ from the one that saved
@@ -67,13 +71,12 @@ impl<C: RunConfig> Run for DdpLoop<C> {
         adjust: &mut dyn FnMut(&mut C),
     ) -> Result<Self> {
         let (mut config, mode) = DdpLoop::<C>::config_of(ck)?;
-        if place.mode != mode && place.mode != ReduceMode::Fast {
+        if let Some(asked) = place.mode.filter(|asked| *asked != mode) {
             return Err(DistError::invalid(
                 "DdpTrainer::resume",
                 format!(
-                    "the checkpoint was saved in {mode} mode, and {} was asked for; a resume \
-                     continues the saved mode",
-                    place.mode
+                    "the checkpoint was saved in {mode} mode, and {asked} was asked for; a \
+                     resume continues the saved mode"
                 ),
             ));
         }
@@ -253,7 +256,7 @@ impl<C: RunConfig> DdpLoop<C> {
         group: Arc<dyn ProcessGroup>,
         num_workers: Option<usize>,
     ) -> Result<Option<Started<Self>>> {
-        let place = DdpPlace::new(group, ReduceMode::Fast);
+        let place = DdpPlace::new(group, None);
         DdpLoop::resume_newest(dir, &place, &mut placed(None, num_workers))
     }
 }

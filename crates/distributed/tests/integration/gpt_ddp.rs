@@ -145,7 +145,7 @@ fn a_gpt_run_resumes_the_newest_checkpoint_of_its_folder_on_another_world_size()
     let resumed = ThreadGroup::run(4, |pg| {
         let group: Arc<dyn ProcessGroup> = Arc::new(pg);
         let path = data.path.clone();
-        let place = DdpPlace::new(group, ReduceMode::Fast);
+        let place = DdpPlace::new(group, None);
         let latest = GptDdpTrainer::resume_newest(&dir, &place, &mut |c: &mut GptTrainConfig| {
             c.data.path.clone_from(&path)
         })?
