@@ -85,7 +85,7 @@ pub enum DistError {
         /// The limit that expired.
         timeout: Duration,
         /// The ranks that did not arrive, with where they stopped.
-        stragglers: Vec<crate::progress::Straggler>,
+        stragglers: Vec<Straggler>,
     },
     /// Some ranks left (their handle was dropped, their process exited or their
     /// connection closed) before they took part.
@@ -161,7 +161,7 @@ fn describe_missing(missing: &Option<Vec<usize>>) -> String {
     }
 }
 
-fn describe_stragglers(stragglers: &[crate::progress::Straggler]) -> String {
+fn describe_stragglers(stragglers: &[Straggler]) -> String {
     let named: Vec<String> = stragglers.iter().map(ToString::to_string).collect();
     named.join("; ")
 }
@@ -185,5 +185,34 @@ impl From<nn_mini::CheckpointError> for DistError {
     /// caller matches one path whether it came from nn-mini or from here.
     fn from(e: nn_mini::CheckpointError) -> Self {
         DistError::Nn(e.into())
+    }
+}
+
+/// A rank that did not arrive at a collective that timed out, from the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Straggler {
+    /// The rank.
+    pub rank: usize,
+    /// The last collective it entered (`None`: none, or nothing was published).
+    pub last_entered: Option<u64>,
+    /// How long its record has not changed, when it stopped publishing (a dead rank);
+    /// `None` for a rank that is alive but elsewhere.
+    pub silent_for: Option<Duration>,
+}
+
+impl std::fmt::Display for Straggler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.last_entered {
+            Some(n) => write!(f, "rank {} last entered collective #{n}", self.rank)?,
+            None => write!(f, "rank {} entered no collective", self.rank)?,
+        }
+        match self.silent_for {
+            Some(d) => write!(
+                f,
+                " and has shown no sign of life for {:.1}s",
+                d.as_secs_f64()
+            ),
+            None => write!(f, " (it is alive)"),
+        }
     }
 }

@@ -20,7 +20,7 @@
 //! |---|---|
 //! | `init_process_group("gloo")` in one process, for tests | [`ThreadGroup`] (ranks are threads) |
 //! | `init_process_group("mpi")` under `mpirun` | `MpiGroup` (feature `mpi`) |
-//! | `init_process_group("nccl")` under `torchrun` | `NcclGroup::from_env` (feature `nccl`), [`rendezvous`] for the id |
+//! | `init_process_group("nccl")` under `torchrun` | `NcclGroup::from_env` (feature `nccl`), `rendezvous` for the id (feature `launch`) |
 //! | `torch.distributed.is_nccl_available()` | [`is_nccl_available`] |
 //! | `all_reduce`, `broadcast`, `all_gather`, `all_to_all_single`, `barrier` | [`ProcessGroup`] |
 //! | a c10d `Backend` (`register_backend`) | an [`engine::Engine`]; every engine is a [`ProcessGroup`] |
@@ -38,6 +38,12 @@
 //! The data-parallel rules are part of the random-stream contract (docs/contract.md §9);
 //! how each backend is built and run, and the measurements behind the two modes, are in
 //! docs/distributed.md.
+//!
+//! Forming a job across processes (torchrun's variables, the rendezvous, its store, the
+//! progress board that names a dead rank) needs the `launch` feature, on by default here
+//! and implied by `nccl`. The facade `ditto` leaves it off unless asked, so a program that
+//! trains on one machine does not compile the sockets and the cryptography; the threads
+//! and MPI backends and the collective timeout need none of it.
 
 #![warn(missing_docs)]
 
@@ -51,6 +57,7 @@ mod host;
 mod mpi;
 #[cfg(feature = "nccl")]
 mod nccl;
+#[cfg(feature = "launch")]
 mod progress;
 mod threads;
 mod trainer;
@@ -58,20 +65,23 @@ mod trainer;
 // Job formation lives in the `launch` crate; its API is re-exported where it always was,
 // so callers name `distributed::rendezvous`, `distributed::LaunchEnv`, ... unchanged.
 pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
-pub use error::{DistError, Result};
+pub use error::{DistError, Result, Straggler};
 pub use flag::broadcast_flag;
 pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
+#[cfg(feature = "launch")]
 pub use launch::rendezvous;
 pub use launch::{
-    collective_timeout_from_env, collective_timeout_from_vars, LaunchEnv, LaunchError,
-    COLLECTIVE_TIMEOUT_RANGE_S, COLLECTIVE_TIMEOUT_VAR, DEFAULT_TIMEOUT, MAX_RESTART_COUNT,
-    MAX_WORLD_SIZE,
+    collective_timeout_from_env, collective_timeout_from_vars, LaunchError,
+    COLLECTIVE_TIMEOUT_RANGE_S, COLLECTIVE_TIMEOUT_VAR, DEFAULT_TIMEOUT,
 };
+#[cfg(feature = "launch")]
+pub use launch::{LaunchEnv, MAX_RESTART_COUNT, MAX_WORLD_SIZE};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiGroup;
 #[cfg(feature = "nccl")]
 pub use nccl::{is_nccl_available, nccl_version, unique_id, NcclGroup};
-pub use progress::{ProgressBoard, Straggler, HEARTBEAT};
+#[cfg(feature = "launch")]
+pub use progress::{ProgressBoard, HEARTBEAT};
 pub use threads::ThreadGroup;
 pub use trainer::{
     DdpLoop, DdpPlace, DdpTrainer, GptDdpTrainer, MAX_CHECKPOINT_BYTES, MODE_KEY, WORLD_SIZE_KEY,

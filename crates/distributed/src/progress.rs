@@ -26,41 +26,12 @@ use std::time::{Duration, Instant};
 use launch::rendezvous::Rendezvous;
 use launch::LaunchError;
 
-use crate::{DistError, Result};
+use crate::{DistError, Result, Straggler};
 
 /// How often a rank publishes its record when nothing changes.
 pub const HEARTBEAT: Duration = Duration::from_millis(250);
 /// How long one store query of the diagnosis may take (the store may be gone or stuck).
 const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A rank that did not arrive at a collective that timed out, from the store.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Straggler {
-    /// The rank.
-    pub rank: usize,
-    /// The last collective it entered (`None`: none, or nothing was published).
-    pub last_entered: Option<u64>,
-    /// How long its record has not changed, when it stopped publishing (a dead rank);
-    /// `None` for a rank that is alive but elsewhere.
-    pub silent_for: Option<Duration>,
-}
-
-impl std::fmt::Display for Straggler {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.last_entered {
-            Some(n) => write!(f, "rank {} last entered collective #{n}", self.rank)?,
-            None => write!(f, "rank {} entered no collective", self.rank)?,
-        }
-        match self.silent_for {
-            Some(d) => write!(
-                f,
-                " and has shown no sign of life for {:.1}s",
-                d.as_secs_f64()
-            ),
-            None => write!(f, " (it is alive)"),
-        }
-    }
-}
 
 /// What this rank has done, as published.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -22,10 +22,13 @@ mod gpt_ddp;
 mod nccl_availability;
 #[path = "integration/nccl_standin.rs"]
 mod nccl_standin;
+#[cfg(feature = "launch")]
 #[path = "integration/progress_board.rs"]
 mod progress_board;
+#[cfg(feature = "launch")]
 #[path = "integration/rendezvous.rs"]
 mod rendezvous;
+#[cfg(feature = "launch")]
 #[path = "integration/rendezvous_strangers.rs"]
 mod rendezvous_strangers;
 #[cfg(feature = "cuda")]
@@ -33,8 +36,10 @@ mod rendezvous_strangers;
 mod standin_visible_devices;
 #[path = "integration/support/mod.rs"]
 mod support;
+#[cfg(feature = "launch")]
 #[path = "integration/tcpstore_conformance.rs"]
 mod tcpstore_conformance;
+#[cfg(feature = "launch")]
 #[path = "integration/tcpstore_torch.rs"]
 mod tcpstore_torch;
 #[path = "integration/threads_collectives.rs"]

@@ -78,6 +78,7 @@ pub enum LaunchError {
     },
 }
 
+#[cfg(feature = "rendezvous")]
 impl LaunchError {
     /// A [`LaunchError::InvalidArgument`].
     pub(crate) fn invalid(op: &'static str, message: impl Into<String>) -> Self {

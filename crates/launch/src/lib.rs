@@ -22,6 +22,10 @@
 //! launch variables [`LaunchEnv`] checks at start-up, and a program that runs the
 //! threads backend reads the same variable through [`collective_timeout_from_env`].
 //!
+//! Everything but the collective timeout is behind the `rendezvous` feature (on by
+//! default; `distributed` turns it on with its `launch` feature): a program that trains
+//! on one machine compiles none of the sockets and cryptography.
+//!
 //! What the rendezvous protects, and its wire format, are in docs/distributed.md §5-6.
 
 #![warn(missing_docs)]
@@ -29,7 +33,9 @@
 mod collective_timeout;
 mod env_var;
 mod error;
+#[cfg(feature = "rendezvous")]
 mod launch_env;
+#[cfg(feature = "rendezvous")]
 pub mod rendezvous;
 
 pub use collective_timeout::{
@@ -37,4 +43,5 @@ pub use collective_timeout::{
     COLLECTIVE_TIMEOUT_VAR, DEFAULT_TIMEOUT,
 };
 pub use error::{LaunchError, Result};
+#[cfg(feature = "rendezvous")]
 pub use launch_env::{LaunchEnv, MAX_RESTART_COUNT, MAX_WORLD_SIZE};
