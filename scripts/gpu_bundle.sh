@@ -43,7 +43,7 @@ for line in sys.stdin:
 
 echo "building GPU test binaries (release)..." >&2
 # One integration-test binary per crate; the runner runs each GPU module of it
-# (scripts/gpu_test_modules.sh --list --bundle) in a process of its own.
+# (tests/scripts/gpu_test_modules.sh --list --bundle) in a process of its own.
 rm -rf "$BUNDLE.tmp"; mkdir -p "$BUNDLE.tmp"
 for package in ditto kernels tensor-core; do
   # Cargo also reports the package's binaries (built for CARGO_BIN_EXE_*): keep the test.
@@ -72,7 +72,7 @@ rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
 mv "$BUNDLE.tmp"/*_tests "$BUNDLE/bin/"
 rmdir "$BUNDLE.tmp"
-{ bash scripts/gpu_test_modules.sh --list --bundle; echo "distributed nccl_availability"; } > "$BUNDLE/modules.txt"
+{ bash tests/scripts/gpu_test_modules.sh --list --bundle; echo "distributed nccl_availability"; } > "$BUNDLE/modules.txt"
 for exe in $benches $examples; do
   # Strip cargo's hash suffix: gpu_random-0123abcd -> gpu_random.
   name="$(basename "$exe" | sed 's/-[0-9a-f]\{16\}$//')"

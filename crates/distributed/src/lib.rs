@@ -33,7 +33,7 @@
 //! one fixed tree ([`ddp::tree`]), so 1, 2 and 4 ranks give bit-identical parameters;
 //! [`DdpTrainer`] is the demo's training loop built from these pieces, with checkpoints
 //! that resume on another world size. Each backend's collectives are tested against a
-//! serial reference; the MPI tests run under `mpirun` (`scripts/mpi_tests.sh`).
+//! serial reference; the MPI tests run under `mpirun` (`tests/scripts/mpi_tests.sh`).
 //!
 //! The data-parallel rules are part of the random-stream contract (docs/contract.md §9);
 //! how each backend is built and run, and the measurements behind the two modes, are in

@@ -1,5 +1,5 @@
 //! ditto's TCPStore client and server against the frames PyTorch's own client and server
-//! exchanged (recorded from torch 2.15.0 by `scripts/record_tcpstore_frames.py`, both
+//! exchanged (recorded from torch 2.15.0 by `tests/scripts/record_tcpstore_frames.py`, both
 //! server backends: `tests/fixtures/tcpstore_frames_{libuv,classic}.txt`). Needs no
 //! torch: the client talks to a scripted server that expects torch's client bytes and
 //! answers torch's server bytes; the server is fed torch's client bytes and must answer

@@ -2,7 +2,7 @@
 //!
 //! MPI ranks are processes, so this is a plain binary (`harness = false`), not a libtest
 //! suite whose tests would run on several threads of each process. `cargo test
-//! --features mpi` runs it as a world of one; `scripts/mpi_tests.sh` runs it under
+//! --features mpi` runs it as a world of one; `tests/scripts/mpi_tests.sh` runs it under
 //! `mpirun -np 2` and `-np 4`, where every rank checks its own results.
 
 #[path = "../integration/support/mod.rs"]

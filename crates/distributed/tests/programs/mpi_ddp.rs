@@ -1,5 +1,5 @@
 //! DDP over MPI (feature `mpi`): under `mpirun -np 2` and `-np 4` (see
-//! `scripts/mpi_tests.sh`), invariant mode gives every rank the losses and parameters
+//! `tests/scripts/mpi_tests.sh`), invariant mode gives every rank the losses and parameters
 //! of a single-process run, bit for bit; fast mode keeps the ranks identical to each
 //! other; the data parallel trainer (sharded loader, checkpoint written by rank 0 and
 //! read back through the group) continues a run saved mid-way with the single-process

@@ -1,7 +1,7 @@
 //! PyTorch's `TCPStore` wire protocol, as spoken by torch 2.15's client and both of its
 //! server backends (classic and libuv), which ditto's client and server speak too.
 //! `crates/distributed/tests/fixtures/tcpstore_frames_*.txt` hold the frames recorded
-//! from torch (`scripts/record_tcpstore_frames.py`), and the conformance test replays
+//! from torch (`tests/scripts/record_tcpstore_frames.py`), and the conformance test replays
 //! them against both sides.
 //!
 //! Every query is one byte, the query type, followed by its arguments; integers are

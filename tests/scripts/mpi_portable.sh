@@ -6,11 +6,11 @@
 # 8 micro-shards nor the batch of 128). The
 # default-arithmetic single-process run must differ from the portable one, or the
 # comparison would not show that --portable reached the ranks. Needs OpenMPI (see
-# scripts/mpi_tests.sh); extra arguments go to cargo.
+# tests/scripts/mpi_tests.sh); extra arguments go to cargo.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
-source scripts/mpirun_cmd.sh
+source tests/scripts/mpirun_cmd.sh
 cargo build --release --features mpi --example ddp_train "$@"
 ddp="${CARGO_TARGET_DIR:-$(pwd)/target}/release/examples/ddp_train"
 work="$(mktemp -d)"

@@ -9,13 +9,13 @@
 # (issue 27 item 4: "all_reduce #70 timed out after 5s: rank 1 last entered collective
 # #69 ...").
 #
-#   bash scripts/nccl_dead_rank.sh path/to/ddp_train   # built with --features nccl
+#   bash tests/scripts/nccl_dead_rank.sh path/to/ddp_train   # built with --features nccl
 #
 # Meant for the CUDA stand-in (host-executed), whose NCCL blocks like NCCL on a dead
 # peer; its own safety valve is set far beyond the collective timeout, so that the
 # watchdog is what ends the wait. With real NCCL it needs 2 GPUs.
 set -euo pipefail
-ddp="${1:?usage: bash scripts/nccl_dead_rank.sh path/to/ddp_train}"
+ddp="${1:?usage: bash tests/scripts/nccl_dead_rank.sh path/to/ddp_train}"
 [ -x "$ddp" ] || { echo "not an executable: $ddp" >&2; exit 2; }
 if [ -n "${DITTO_CUDA_STANDIN:-}" ]; then
   export DITTO_CUDA_STANDIN_DEVICES=2 DITTO_CUDA_STANDIN_NCCL_TIMEOUT_S=300
@@ -24,7 +24,7 @@ work="$(mktemp -d)"
 pids=()
 trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
-source "$(dirname "$0")/free_port.sh"
+source "$(dirname "$0")/../../scripts/free_port.sh"
 port="$(free_port)"
 export MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" WORLD_SIZE=2 LOCAL_WORLD_SIZE=2
 for rank in 0 1; do

@@ -13,13 +13,13 @@
 #       size 2, its workers resume from the newest checkpoint, and the final CSV again
 #       equals the 1-process CSV.
 #
-#   sudo bash scripts/two_hosts_test.sh path/to/ddp_train [a|b|all]   # default all
+#   sudo bash tests/scripts/two_hosts_test.sh path/to/ddp_train [a|b|all]   # default all
 #
 # Needs root (`ip netns`, `unshare --uts`), `torchrun` on PATH (or TORCHRUN=path) and
 # ddp_train built with --features nccl; meant for the CUDA stand-in (host-executed).
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-ddp="${1:?usage: bash scripts/two_hosts_test.sh path/to/ddp_train [a|b|all]}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+ddp="${1:?usage: bash tests/scripts/two_hosts_test.sh path/to/ddp_train [a|b|all]}"
 ddp="$(cd "$(dirname "$ddp")" && pwd)/$(basename "$ddp")"
 parts="${2:-all}"
 [ -x "$ddp" ] || { echo "not an executable: $ddp" >&2; exit 2; }

@@ -15,15 +15,15 @@
 #      line for the first start and every restart), and the final CSV equals the
 #      uninterrupted run's bytes.
 #
-#   bash scripts/torchrun_tests.sh path/to/ddp_train   # built with --features nccl
+#   bash tests/scripts/torchrun_tests.sh path/to/ddp_train   # built with --features nccl
 #
 # Needs `torchrun` on PATH (or TORCHRUN=path; CI installs torch in a virtual environment,
 # docs/distributed.md §5). Meant for the CUDA stand-in (host-executed), which it asks for
 # 4 GPUs; with real NCCL it needs 4 GPUs on this machine. Every launch is bounded by
 # `timeout`.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-ddp="${1:?usage: bash scripts/torchrun_tests.sh path/to/ddp_train}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+ddp="${1:?usage: bash tests/scripts/torchrun_tests.sh path/to/ddp_train}"
 ddp="$(cd "$(dirname "$ddp")" && pwd)/$(basename "$ddp")"
 [ -x "$ddp" ] || { echo "not an executable: $ddp" >&2; exit 2; }
 torchrun="${TORCHRUN:-$(command -v torchrun || true)}"

@@ -12,13 +12,13 @@
 #   4. strangers knocking while a 2-process job forms (an HTTP request, and a process of
 #      another job checking in as rank 1) neither end the job nor take a slot.
 #
-#   bash scripts/nccl_launch_tests.sh path/to/ddp_train   # built with --features nccl
+#   bash tests/scripts/nccl_launch_tests.sh path/to/ddp_train   # built with --features nccl
 #
 # Meant for the CUDA stand-in (host-executed), which it asks for 4 GPUs; with real
 # NCCL it needs 4 GPUs on this machine. Every launch is bounded by `timeout`.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-ddp="${1:?usage: bash scripts/nccl_launch_tests.sh path/to/ddp_train}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+ddp="${1:?usage: bash tests/scripts/nccl_launch_tests.sh path/to/ddp_train}"
 ddp="$(cd "$(dirname "$ddp")" && pwd)/$(basename "$ddp")"
 [ -x "$ddp" ] || { echo "not an executable: $ddp" >&2; exit 2; }
 if [ -n "${DITTO_CUDA_STANDIN:-}" ]; then
@@ -130,4 +130,4 @@ grep -q "did not prove the job token" "$work/foreign.log" ||
 echo "strangers during formation (HTTP, another job's rank 1): refused; the 2-process CSV is byte-identical"
 
 # The README's torchrun lines (torchrun's own agent store, restarts) are run by
-# scripts/torchrun_tests.sh, with torch from scripts/install_torch.sh.
+# tests/scripts/torchrun_tests.sh, with torch from scripts/install_torch.sh.

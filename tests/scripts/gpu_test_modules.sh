@@ -2,16 +2,16 @@
 # The GPU test modules of the crates' integration-test binaries, in one place for CI (the
 # CUDA stand-in) and scripts/gpu_bundle.sh (a real GPU).
 #
-#   bash scripts/gpu_test_modules.sh --list           # "package module" per line (CI's set)
-#   bash scripts/gpu_test_modules.sh --list --bundle  # the set a real GPU runs
-#   bash scripts/gpu_test_modules.sh --run [cargo args...]
+#   bash tests/scripts/gpu_test_modules.sh --list           # "package module" per line (CI's set)
+#   bash tests/scripts/gpu_test_modules.sh --list --bundle  # the set a real GPU runs
+#   bash tests/scripts/gpu_test_modules.sh --run [cargo args...]
 #
 # --run runs each module in a process of its own (`cargo test --workspace --test
 # integration -- module::`), as when each was a test binary of its own: a device, its
 # caching allocator and the stand-in's call counters are process-wide. A module whose
 # filter ran no test fails the run, so a renamed module cannot pass by running nothing.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 # Modules a real GPU runs: every test that needs a CUDA device.
 bundle_modules="

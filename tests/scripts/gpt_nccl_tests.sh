@@ -8,14 +8,14 @@
 #      curve for every world size);
 #   2. only rank 0 writes the CSV.
 #
-#   bash scripts/gpt_nccl_tests.sh path/to/train_gpt   # built with --features nccl
+#   bash tests/scripts/gpt_nccl_tests.sh path/to/train_gpt   # built with --features nccl
 #
 # Meant for the CUDA stand-in (host-executed), which it asks for 4 GPUs; with real
 # NCCL it needs 4 GPUs on this machine. A tiny model, so the host-executed kernels
 # finish in seconds. Every launch is bounded by `timeout`.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-gpt="${1:?usage: bash scripts/gpt_nccl_tests.sh path/to/train_gpt}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+gpt="${1:?usage: bash tests/scripts/gpt_nccl_tests.sh path/to/train_gpt}"
 gpt="$(cd "$(dirname "$gpt")" && pwd)/$(basename "$gpt")"
 [ -x "$gpt" ] || { echo "not an executable: $gpt" >&2; exit 2; }
 if [ -n "${DITTO_CUDA_STANDIN:-}" ]; then

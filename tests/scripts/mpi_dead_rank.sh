@@ -4,9 +4,9 @@
 # killed with SIGKILL two seconds into the resumed run. OpenMPI's mpirun must end the
 # whole job (non-zero status) within 60 s instead of leaving rank 0 waiting in a
 # collective, and the checkpoint must still resume, on one rank. Needs OpenMPI (see
-# scripts/mpi_tests.sh); extra arguments go to cargo.
+# tests/scripts/mpi_tests.sh); extra arguments go to cargo.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 if ! mpirun --version 2>&1 | grep -qi "open mpi"; then
     echo "mpi_dead_rank: needs OpenMPI's mpirun (its behaviour is what this checks)" >&2
@@ -14,7 +14,7 @@ if ! mpirun --version 2>&1 | grep -qi "open mpi"; then
 fi
 cargo build --release --features mpi --example ddp_train "$@"
 ddp="${CARGO_TARGET_DIR:-$(pwd)/target}/release/examples/ddp_train"
-source scripts/mpirun_cmd.sh
+source tests/scripts/mpirun_cmd.sh
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"

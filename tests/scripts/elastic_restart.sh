@@ -16,13 +16,13 @@
 #   3. only rank 0 wrote anything (each rank runs in its own working folder, and every
 #      folder but rank 0's stays empty), and ck/ holds the newest 3 checkpoints at most.
 #
-#   bash scripts/elastic_restart.sh path/to/ddp_train   # built with --features nccl
+#   bash tests/scripts/elastic_restart.sh path/to/ddp_train   # built with --features nccl
 #
 # Meant for the CUDA stand-in (host-executed), which it asks for 4 GPUs; with real NCCL
 # it needs 4 GPUs on this machine. Every launch is bounded in time.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-ddp="${1:?usage: bash scripts/elastic_restart.sh path/to/ddp_train}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+ddp="${1:?usage: bash tests/scripts/elastic_restart.sh path/to/ddp_train}"
 ddp="$(cd "$(dirname "$ddp")" && pwd)/$(basename "$ddp")"
 [ -x "$ddp" ] || { echo "not an executable: $ddp" >&2; exit 2; }
 if [ -n "${DITTO_CUDA_STANDIN:-}" ]; then

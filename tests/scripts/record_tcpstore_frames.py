@@ -13,7 +13,7 @@ doing. The output is a text file that the Rust test reads without torch:
 
 Run it with the Python of a virtual environment that has torch (docs/distributed.md §5):
 
-    /work/venvs/torch/bin/python scripts/record_tcpstore_frames.py OUT_DIR
+    /work/venvs/torch/bin/python tests/scripts/record_tcpstore_frames.py OUT_DIR
 """
 
 import datetime
@@ -107,7 +107,7 @@ def record(use_libuv, out_dir):
     path = os.path.join(out_dir, f"tcpstore_frames_{backend}.txt")
     with open(path, "w") as f:
         f.write(f"# torch {torch.__version__}; server backend {backend}; "
-                "recorded by scripts/record_tcpstore_frames.py\n")
+                "recorded by tests/scripts/record_tcpstore_frames.py\n")
         for name, sent, answered in relay.log:
             f.write(f"op {name}\n")
             f.write(f"> {sent.hex()}\n")

@@ -6,9 +6,9 @@
 #   apt-get install libopenmpi-dev openmpi-bin libclang1-14 libclang-common-14-dev
 # Extra arguments go to cargo (e.g. --release).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
-source scripts/mpirun_cmd.sh
+source tests/scripts/mpirun_cmd.sh
 # cargo prints one JSON line per built artifact; keep the executables of mpi_* tests.
 bins=$(cargo test -p distributed --features mpi --no-run --test 'mpi_*' --message-format=json "$@" \
     | grep -o '"executable":"[^"]*/mpi_[^"]*"' | cut -d'"' -f4)

@@ -4,7 +4,7 @@
 # folder, and files named tests.rs or *_tests.rs, which hold only #[cfg(test)] code) and
 # generated files (marked "@generated", or lockfiles).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 LIMIT=500
 over=()
 while IFS= read -r file; do
