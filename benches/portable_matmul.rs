@@ -5,7 +5,7 @@
 //!
 //! * `matmul/<shape>/gemm/<t>t`: `Tensor::matmul` as it is by default, in a rayon pool
 //!   of `t` threads. ditto cuts C into blocks fixed by the shape (one single-threaded
-//!   gemm call each, `ops/gemm_blocks.rs`) and fans the blocks out over the pool; small
+//!   gemm call each, `ops/matmul/gemm_blocks.rs`) and fans the blocks out over the pool; small
 //!   products are one block, so `1t` and `2t` are the same call there.
 //! * `matmul/<shape>/portable/<t>t`: the same call under `use_portable_arithmetic(true)`,
 //!   in a rayon pool of `t` threads (the portable kernel splits C's tiles over threads).

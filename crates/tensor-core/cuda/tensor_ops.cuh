@@ -56,8 +56,8 @@ DITTO_OPS_HD ditto_u64 ditto_position(const DittoShape& shape, const DittoView& 
 DITTO_OPS_HD ditto_u64 ditto_min_u64(ditto_u64 a, ditto_u64 b) { return a < b ? a : b; }
 
 // ---- elementwise ----
-// Op codes; tensor-core's Rust side (ops::binary::BinOp, ops::cuda::UnaryOp) uses the
-// same numbers.
+// Op codes; tensor-core's Rust side (ops::elementwise::binary::BinOp,
+// ops::elementwise::unary::UnaryOp) uses the same numbers.
 #define DITTO_ADD 0
 #define DITTO_SUB 1
 #define DITTO_MUL 2
@@ -282,8 +282,8 @@ DITTO_OPS_HD void ditto_index_add_atomic_item(ditto_u64 t, ditto_u64 size, ditto
 
 // Deterministic, item t = (o * size + r) * inner + j: out[t] plus the contributions of
 // row r (positions[starts[r] .. starts[r + 1]], ascending) in tensor-core's grouped order
-// (ops::grouped): the positions of each group of DITTO_INDEX_ADD_GROUP are summed from
-// +0.0 in index order, and each group's sum is added to out[t] in group order.
+// (ops::accumulate::grouped): the positions of each group of DITTO_INDEX_ADD_GROUP are
+// summed from +0.0 in index order, and each group's sum is added to out[t] in group order.
 #define DITTO_INDEX_ADD_GROUP 1024ULL
 template <typename T>
 DITTO_OPS_HD void ditto_index_add_owner_item(ditto_u64 t, ditto_u64 size, ditto_u64 inner, ditto_u64 n,

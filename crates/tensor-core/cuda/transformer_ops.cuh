@@ -2,10 +2,11 @@
 // approximation, layer norm, the causal softmax of attention, AdamW), for the GPU
 // (tensor_ops.cu) and for the host (the CUDA stand-in compiles the same .cu).
 //
-// Each body follows the evaluation order its CPU op documents (ops/gelu.rs,
-// ops/layer_norm.rs, ops/causal_softmax.rs, ops/adamw.rs), operation for operation, so
-// with ditto's own exp / tanh (portable arithmetic, docs/contract.md §14) the results are
-// the CPU's bits; otherwise only exp / tanh are the platform's (libdevice on a GPU).
+// Each body follows the evaluation order its CPU op documents (ops/elementwise/gelu.rs,
+// ops/normalization/mod.rs, ops/attention/mod.rs, ops/optimizers/adamw.rs), operation
+// for operation, so with ditto's own exp / tanh (portable arithmetic, docs/contract.md
+// §14) the results are the CPU's bits; otherwise only exp / tanh are the platform's
+// (libdevice on a GPU).
 // Every output element is written by exactly one call, and every sum over a row or a
 // column runs in the contract's blocked f64 order in that one call: no atomics, so no
 // value depends on the launch.
@@ -184,7 +185,7 @@ DITTO_OPS_HD void ditto_causal_softmax_backward_row(ditto_u64 row, ditto_u64 t, 
     }
 }
 
-// ---- one AdamW step of one element (ops/adamw.rs), scalars rounded to T on the host ----
+// ---- one AdamW step of one element (ops/optimizers/adamw.rs), scalars rounded to T on the host ----
 template <typename T>
 struct DittoAdamW {
     T decay_factor;

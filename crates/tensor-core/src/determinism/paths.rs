@@ -104,7 +104,8 @@ pub static INDEX_ADD_CPU: FastPath = FastPath {
            copies of the targets and merge those into the shared rows under per-row locks \
            as they finish (with many targets: straight into the shared rows under the \
            locks); arrival order decides the rounding",
-    deterministic: "the fixed grouped order of `ops::grouped` (1024-position groups summed \
+    deterministic:
+        "the fixed grouped order of `ops::accumulate::grouped` (1024-position groups summed \
                     in index order, group sums added in order), computed through per-group \
                     buffers (few targets), per-thread row ranges streaming the source, or \
                     row owners; the same bits for every thread count, and CUDA's",

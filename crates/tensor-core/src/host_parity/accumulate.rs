@@ -6,8 +6,8 @@
 //! arrival order (item order); the owner bodies can be run backwards to show that their
 //! result does not depend on the order of work items at all.
 
+use crate::ops::accumulate::index_add::{check_index_add, check_scatter_add};
 use crate::ops::accumulate::{rows_by_target, scatter_by_target};
-use crate::ops::index_add::{check_index_add, check_scatter_add};
 use crate::ops::kernel_layout::lanes;
 use crate::ops::reduce::reduced_dims;
 use crate::ops::Float;

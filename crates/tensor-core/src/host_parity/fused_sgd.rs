@@ -2,7 +2,7 @@
 //! element, with the scalars the CUDA launcher rounds, so the parity tests can hold it
 //! against [`Tensor::sgd_momentum_step_`] on the CPU without a GPU.
 
-use crate::ops::fused_sgd::{SgdMomentumStep, StepScalars};
+use crate::ops::optimizers::fused_sgd::{SgdMomentumStep, StepScalars};
 use crate::{DType, Result, Tensor, TensorError};
 
 mod ffi {

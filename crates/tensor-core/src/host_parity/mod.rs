@@ -21,11 +21,11 @@ pub use class_index::{gather_index, one_hot};
 pub use fused_sgd::sgd_momentum_step;
 pub use portable_tanh::portable_tanh;
 
-use crate::ops::binary::BinOp;
+use crate::ops::elementwise::binary::BinOp;
+use crate::ops::elementwise::unary::UnaryOp;
 use crate::ops::kernel_layout::{binary_layout, kernel_shape, kernel_view, lanes};
 use crate::ops::kernel_layout::{KernelShape, KernelView};
 use crate::ops::reduce::reduced_dims;
-use crate::ops::unary::UnaryOp;
 use crate::ops::Float;
 use crate::{CpuStorage, DType, Element, Result, Tensor, TensorError};
 

@@ -94,7 +94,7 @@ pub(crate) fn binary_layout(
     lhs: &Tensor,
     rhs: &Tensor,
 ) -> Result<(Vec<usize>, KernelShape, KernelView, KernelView)> {
-    use crate::ops::binary::{broadcast_dims, broadcast_strides};
+    use crate::ops::elementwise::binary::{broadcast_dims, broadcast_strides};
     let out_dims = broadcast_dims(name, lhs.dims(), rhs.dims())?;
     let shape = kernel_shape(name, &out_dims)?;
     let lhs_view = kernel_view(

@@ -1,4 +1,11 @@
-//! The CPU math that training needs, one family per file.
+//! The math that training needs, one folder per family: `elementwise` (arithmetic, maps,
+//! GELU, in-place updates), `reduce` (sums, maxima, `log_softmax`), `matmul` (2-D and
+//! batched; gemm, ditto's portable kernels, cuBLAS), `normalization` (layer norm),
+//! `attention` (the causal softmax), `optimizers` (SGD with momentum, AdamW),
+//! `accumulate` (`index_add`, `scatter_add`) and `class_index` (`gather`, `one_hot`).
+//! Each folder holds the family's CPU code and its CUDA launchers (`cuda.rs`, as dfdx
+//! keeps an op's kernels side by side), so one folder answers "how does this op run";
+//! `cuda/` keeps what every launcher shares (kernel lookup, grids, strided views).
 //!
 //! # Determinism
 //! No result depends on the number of threads. Elementwise ops may run on rayon (each
@@ -30,42 +37,30 @@
 //! nearest) before use, so `x * s` in f32 means `x * (s as f32)`.
 
 pub(crate) mod accumulate;
-pub(crate) mod adamw;
-mod arrival_order;
-pub(crate) mod batched_matmul;
-pub(crate) mod binary;
-mod causal_softmax;
-mod class_index;
+pub(crate) mod attention;
+pub(crate) mod class_index;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+pub(crate) mod elementwise;
 mod float;
-pub(crate) mod fused_sgd;
-pub(crate) mod gelu;
-mod gemm_blocks;
-mod grouped;
-pub(crate) mod index_add;
-mod inplace;
 pub(crate) mod kernel_layout;
-pub(crate) mod layer_norm;
-mod matmul;
-mod product;
+pub(crate) mod matmul;
+pub(crate) mod normalization;
+pub(crate) mod optimizers;
 pub(crate) mod reduce;
 mod slice_scatter;
-mod softmax;
-mod sum_with;
-pub(crate) mod unary;
 
 #[cfg(test)]
 mod fast_path_tests;
 
 pub(crate) use float::Float;
 
-pub use adamw::AdamWStep;
-pub use fused_sgd::SgdMomentumStep;
-pub use grouped::INDEX_ADD_GROUP;
-pub use index_add::scatter_add_atomic_cpu;
+pub use accumulate::grouped::INDEX_ADD_GROUP;
+pub use accumulate::index_add::scatter_add_atomic_cpu;
+pub use optimizers::adamw::AdamWStep;
+pub use optimizers::fused_sgd::SgdMomentumStep;
+pub use reduce::sum_with::SUM_FAST_MIN_LANE;
 pub use reduce::REDUCE_BLOCK;
-pub use sum_with::SUM_FAST_MIN_LANE;
 
 use std::mem::MaybeUninit;
 

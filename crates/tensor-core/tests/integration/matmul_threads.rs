@@ -1,6 +1,6 @@
 //! The CPU matmul gives the same bits in rayon pools of 1, 2, 3 and 8 threads, with the
 //! default arithmetic (gemm on blocks of the output fixed by the sizes,
-//! `ops/gemm_blocks.rs`) and with portable arithmetic (ditto's own kernels), at ragged
+//! `ops/matmul/gemm_blocks.rs`) and with portable arithmetic (ditto's own kernels), at ragged
 //! shapes, the demo MLP's and the large MLP's products, contiguous and through
 //! transposed views. The portable switch is process-wide, so this binary flips it in one
 //! test only.

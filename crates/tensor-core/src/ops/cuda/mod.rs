@@ -1,9 +1,7 @@
-//! The training ops on CUDA tensors, one file per family: `elementwise` (arithmetic,
-//! maps, GELU), `reduce` (sums, maxima, `log_softmax`), `matmul` and `batched_matmul`
-//! (cuBLAS; `portable_matmul`: ditto's own), `normalization` (layer norm), `attention`
-//! (the causal softmax), `optimizers` (SGD with momentum, AdamW), `accumulate`
-//! (`index_add`, `scatter_add`), `class_index` and `layout`. Their kernels are in
-//! `cuda/tensor_ops.cu`.
+//! What the training ops' CUDA launchers share: kernel lookup, launch grids, dense
+//! operands and outputs, and strided views (`layout`). The launchers themselves live
+//! beside their CPU code, in each family's `cuda.rs` (`ops/elementwise/cuda.rs`, ...);
+//! their kernels are in `cuda/tensor_ops.cu`.
 //!
 //! Each public op in [`crate::ops`] checks its arguments' device first and comes here for
 //! CUDA tensors. The kernels give every output element to exactly one thread and sum in
@@ -16,28 +14,20 @@
 //! are first gathered into a dense buffer by the `ditto_gather_*` kernels. Work is
 //! queued on the device's default stream and ordered after all earlier ditto work.
 
-mod accumulate;
-mod attention;
-mod batched_matmul;
-mod class_index;
-mod elementwise;
 mod layout;
-mod matmul;
-mod normalization;
-mod optimizers;
-mod portable_matmul;
-mod reduce;
 
-pub(crate) use accumulate::{index_add, scatter_add};
-pub(crate) use attention::{causal_softmax, causal_softmax_backward};
-pub(crate) use batched_matmul::batched_matmul;
-pub(crate) use class_index::{gather_index, one_hot};
-pub(crate) use elementwise::{axpy_, binary, gelu_tanh, relu_backward, unary};
+// Every family's launchers, in one list: the CPU side of each op calls them here when
+// its tensor is on a GPU.
+pub(crate) use crate::ops::accumulate::cuda::{index_add, scatter_add};
+pub(crate) use crate::ops::attention::cuda::{causal_softmax, causal_softmax_backward};
+pub(crate) use crate::ops::class_index::cuda::{gather_index, one_hot};
+pub(crate) use crate::ops::elementwise::cuda::{axpy_, binary, gelu_tanh, relu_backward, unary};
+pub(crate) use crate::ops::matmul::batched_cuda::batched_matmul;
+pub(crate) use crate::ops::matmul::cuda::matmul;
+pub(crate) use crate::ops::normalization::cuda::{layer_norm, layer_norm_backward};
+pub(crate) use crate::ops::optimizers::cuda::{adamw_step_, sgd_momentum_step_};
+pub(crate) use crate::ops::reduce::cuda::{log_softmax, max_dim, sum_dim, SumKind};
 pub(crate) use layout::{contiguous, write_into};
-pub(crate) use matmul::matmul;
-pub(crate) use normalization::{layer_norm, layer_norm_backward};
-pub(crate) use optimizers::{adamw_step_, sgd_momentum_step_};
-pub(crate) use reduce::{log_softmax, max_dim, sum_dim, SumKind};
 
 use cudarc::driver::{CudaFunction, CudaStream, CudaView, LaunchArgs, LaunchConfig};
 

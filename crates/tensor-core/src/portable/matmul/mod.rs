@@ -44,7 +44,7 @@ const NC: usize = 128;
 const PACK_A_MIN_PANELS: usize = 4;
 /// Below this many multiply-adds a `k`-block runs on the calling thread. The demo MLP's
 /// products (at most 128 x 256 x 256, 2^23) stay there, as in the default matmul
-/// (`ops/gemm_blocks.rs`): fanned out from 2^18, the portable demo step ran no faster on
+/// (`ops/matmul/gemm_blocks.rs`): fanned out from 2^18, the portable demo step ran no faster on
 /// 2 threads than on 1 (benches/RESULTS.md, issue 29).
 const PAR_MIN_WORK: usize = 1 << 24;
 /// Below this many packed elements a panel set is packed on the calling thread: the demo's

@@ -1,0 +1,10 @@
+//! Elementwise ops: broadcasting arithmetic (`binary`), maps of one tensor (`unary`),
+//! GELU (`gelu`), the optimisers' in-place updates (`inplace`); `cuda` launches all of
+//! them on the device.
+
+pub(crate) mod binary;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
+pub(crate) mod gelu;
+pub(crate) mod inplace;
+pub(crate) mod unary;

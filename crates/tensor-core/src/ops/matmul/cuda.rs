@@ -1,0 +1,403 @@
+//! `matmul` on CUDA through cuBLAS (`sgemm` / `dgemm`), one handle per device.
+//!
+//! # Reproducibility
+//! cuBLAS returns bit-identical results run to run on GPUs of the same architecture and
+//! SM count with the same cuBLAS version, when one stream is used (ditto issues all work
+//! on the device's default stream). It does not promise the same bits across GPU models
+//! or versions, so a training run resumed on a different GPU model may drift in the last
+//! bits. The handle is set to `CUBLAS_PEDANTIC_MATH`, so f32 products never use TF32,
+//! and given a fixed workspace, so captured (CUDA graph) and eager products use the same.
+//!
+//! # Layout
+//! cuBLAS is column-major. A row-major product `C = A * B` is computed as
+//! `C^T = B^T * A^T`: the memory of a row-major `(r, c)` view, read column-major, is its
+//! transpose, so row-major operands are passed untransposed and column-major ones (such
+//! as [`Tensor::t`] views) with `CUBLAS_OP_T`. Other strided views are gathered first.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{CudaView, DeviceRepr};
+
+use crate::ops::cuda::{dense, empty, output_storage, storage_of, uninit};
+use crate::ops::Float;
+use crate::{DType, Result, Tensor, TensorError};
+
+/// How cuBLAS reads one operand: transposed or not, and its leading dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BlasOperand {
+    transpose: bool,
+    leading: usize,
+}
+
+/// The cuBLAS reading of a 2-D view `(rows, cols)` with strides `(s0, s1)`, or `None`
+/// when it is neither row- nor column-major (then it is gathered first). The stride of
+/// a dimension of size 1 never matters.
+fn blas_operand(dims: &[usize], strides: &[usize]) -> Option<BlasOperand> {
+    let (rows, cols, s0, s1) = (dims[0], dims[1], strides[0], strides[1]);
+    let row_major = cols <= 1 || s1 == 1;
+    if row_major {
+        let leading = if rows <= 1 { cols.max(1) } else { s0 };
+        if leading >= cols.max(1) {
+            return Some(BlasOperand {
+                transpose: false,
+                leading,
+            });
+        }
+    }
+    let column_major = rows <= 1 || s0 == 1;
+    if column_major {
+        let leading = if cols <= 1 { rows.max(1) } else { s1 };
+        if leading >= rows.max(1) {
+            return Some(BlasOperand {
+                transpose: true,
+                leading,
+            });
+        }
+    }
+    None
+}
+
+/// The column-major GEMM cuBLAS runs for the row-major `C (m x n) = A (m x k) * B (k x n)`:
+/// `C^T (n x m) = op(B's memory) (n x k) * op(A's memory) (k x m)`, so cuBLAS's first
+/// operand is B's memory and its second A's, and C comes out row-major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GemmPlan {
+    transa: bool,
+    transb: bool,
+    m: i32,
+    n: i32,
+    k: i32,
+    lda: i32,
+    ldb: i32,
+    ldc: i32,
+}
+
+impl GemmPlan {
+    fn new(m: usize, k: usize, n: usize, a: BlasOperand, b: BlasOperand) -> Result<Self> {
+        Ok(GemmPlan {
+            transa: b.transpose,
+            transb: a.transpose,
+            m: blas_int(n, "n")?,
+            n: blas_int(m, "m")?,
+            k: blas_int(k, "k")?,
+            lda: blas_int(b.leading, "leading dimension of rhs")?,
+            ldb: blas_int(a.leading, "leading dimension of lhs")?,
+            ldc: blas_int(n, "n")?,
+        })
+    }
+}
+
+fn cublas_error(ordinal: usize, op: &'static str) -> impl FnOnce(String) -> TensorError {
+    move |message| TensorError::Cuda {
+        ordinal,
+        op,
+        message,
+    }
+}
+
+/// The bytes of cuBLAS's workspace on each device, set once with the handle
+/// (`cublasSetWorkspace`): NVIDIA's recommendation for Hopper, more than older GPUs use.
+///
+/// Why ditto sets one: without it, cuBLAS 12.2 and later allocate their own with
+/// `cudaMallocAsync` when a gemm is captured, which the graph records as an allocation
+/// it never frees, so the graph could not be launched twice (PyTorch #113994); and a
+/// workspace of another size can make cuBLAS choose another algorithm, so eager and
+/// graphed products could differ in their bits. One workspace, set before any capture,
+/// serves both.
+const WORKSPACE_BYTES: usize = 32 << 20;
+
+/// The cuBLAS handle of device `ordinal` and its workspace, created on first use.
+/// Errors (never panics) when libcublas cannot be loaded.
+fn handle(ordinal: usize) -> Result<Arc<CudaBlas>> {
+    type Handles = HashMap<usize, (Arc<CudaBlas>, crate::cuda::CudaStorage)>;
+    static HANDLES: OnceLock<Mutex<Handles>> = OnceLock::new();
+    let handles = HANDLES.get_or_init(|| Mutex::new(HashMap::new()));
+    // A panic while holding the lock cannot leave the map half-updated (one insert).
+    let mut map = handles.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((h, _)) = map.get(&ordinal) {
+        return Ok(h.clone());
+    }
+    let stream = crate::cuda::default_stream(ordinal)?;
+    // SAFETY: only tries to open the library; no symbol is called.
+    if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+        return Err(TensorError::CudaUnavailable {
+            ordinal,
+            reason: "no cuBLAS library found (libcublas.so.13): matmul on CUDA needs it; \
+                     install nvidia-cublas for CUDA 13 and add it to LD_LIBRARY_PATH"
+                .into(),
+        });
+    }
+    // Fresh driver memory (never a block a capture in progress writes), kept for the
+    // process with the handle.
+    let workspace =
+        crate::cuda::CudaStorage::alloc_uninit_uncached(ordinal, DType::U8, WORKSPACE_BYTES)?;
+    let created = catch_unwind(AssertUnwindSafe(|| {
+        let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("{e:?}"))?;
+        // SAFETY: a valid handle just created; the mode is a plain enum value.
+        unsafe {
+            cudarc::cublas::sys::cublasSetMathMode(
+                *blas.handle(),
+                cublasMath_t::CUBLAS_PEDANTIC_MATH,
+            )
+        }
+        .result()
+        .map_err(|e| format!("cublasSetMathMode: {e:?}"))?;
+        use cudarc::driver::DevicePtr;
+        let (ptr, _sync) = workspace.bytes().device_ptr(&stream);
+        // SAFETY: a valid handle; `ptr` is WORKSPACE_BYTES of device memory of the
+        // handle's device, alive as long as the handle (both kept in HANDLES).
+        unsafe {
+            cudarc::cublas::sys::cublasSetWorkspace_v2(
+                *blas.handle(),
+                ptr as *mut std::ffi::c_void,
+                WORKSPACE_BYTES,
+            )
+        }
+        .result()
+        .map_err(|e| format!("cublasSetWorkspace_v2: {e:?}"))?;
+        Ok::<_, String>(blas)
+    }))
+    .unwrap_or_else(|_| Err("libcublas is present but could not be used".into()))
+    .map_err(cublas_error(ordinal, "cublas handle"))?;
+    let created = Arc::new(created);
+    map.insert(ordinal, (created.clone(), workspace));
+    Ok(created)
+}
+
+/// An i32 for cuBLAS, or an error naming the dimension that is too large.
+fn blas_int(value: usize, what: &str) -> Result<i32> {
+    i32::try_from(value).map_err(|_| TensorError::InvalidArgument {
+        op: "matmul",
+        message: format!("{what} = {value} exceeds cuBLAS's 32-bit limit"),
+    })
+}
+
+/// The typed device view of a tensor's elements from its storage offset on.
+fn typed_view<T>(t: &Tensor) -> Result<CudaView<'_, T>> {
+    let (s, ordinal) = storage_of(t)?;
+    let size = std::mem::size_of::<T>();
+    let start = t.storage_offset() * size;
+    let bytes = s.bytes().slice(start..);
+    let len = bytes.len() / size;
+    // SAFETY: the storage holds elements of `T` (the caller matched T to the dtype), so
+    // reinterpreting whole elements from an element boundary is sound.
+    unsafe { bytes.transmute::<T>(len) }.ok_or_else(|| TensorError::Cuda {
+        ordinal,
+        op: "matmul",
+        message: "device buffer shorter than the tensor's view".into(),
+    })
+}
+
+/// `lhs (m x k) * rhs (k x n)` for CUDA tensors of one float dtype on one device, with
+/// shapes already checked by [`Tensor::matmul`].
+pub(crate) fn matmul(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    if lhs.dtype() == DType::F32 && crate::are_portable_arithmetic_enabled() {
+        return crate::ops::matmul::portable_cuda::portable_matmul(lhs, rhs);
+    }
+    match lhs.dtype() {
+        DType::F32 => gemm::<f32>(lhs, rhs),
+        DType::F64 => gemm::<f64>(lhs, rhs),
+        other => Err(TensorError::UnsupportedDType {
+            op: "matmul",
+            dtype: other,
+            supported: "f32, f64",
+        }),
+    }
+}
+
+fn gemm<T: Float + DeviceRepr>(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor>
+where
+    CudaBlas: Gemm<T>,
+{
+    let (m, k, n) = (lhs.dims()[0], lhs.dims()[1], rhs.dims()[1]);
+    let ordinal = storage_of(lhs)?.1;
+    if m == 0 || n == 0 || k == 0 {
+        return empty(&[m, n], lhs.dtype(), ordinal); // zeros: an empty sum
+    }
+    // gemm with beta = 0 writes every element of C without reading it.
+    let mut out = uninit(&[m, n], lhs.dtype(), ordinal)?;
+    gemm_into::<T>(lhs, rhs, &mut out, 0)?;
+    Ok(out)
+}
+
+/// The product of the 2-D CUDA views `lhs (m x k)` and `rhs (k x n)`, `m, n, k >= 1`,
+/// written densely into `out`'s buffer from element `out_start` on (one entry of a
+/// batched product, or a whole 2-D one). `out` is a fresh dense tensor of `lhs`'s dtype
+/// with room for `m * n` elements from there.
+pub(crate) fn gemm_into<T: Float + DeviceRepr>(
+    lhs: &Tensor,
+    rhs: &Tensor,
+    out: &mut Tensor,
+    out_start: usize,
+) -> Result<()>
+where
+    CudaBlas: Gemm<T>,
+{
+    let (m, k, n) = (lhs.dims()[0], lhs.dims()[1], rhs.dims()[1]);
+    let ordinal = storage_of(lhs)?.1;
+    let readable = |t: &Tensor| -> Result<(Tensor, BlasOperand)> {
+        if let Some(op) = blas_operand(t.dims(), t.strides()) {
+            return Ok((t.clone(), op));
+        }
+        let d = dense(t)?;
+        let op = blas_operand(d.dims(), d.strides()).expect("a dense view is row-major");
+        Ok((d, op))
+    };
+    let ((a, a_op), (b, b_op)) = (readable(lhs)?, readable(rhs)?);
+    let plan = GemmPlan::new(m, k, n, a_op, b_op)?;
+    let operation = |transpose: bool| {
+        if transpose {
+            cublasOperation_t::CUBLAS_OP_T
+        } else {
+            cublasOperation_t::CUBLAS_OP_N
+        }
+    };
+    let cfg = GemmConfig {
+        transa: operation(plan.transa),
+        transb: operation(plan.transb),
+        m: plan.m,
+        n: plan.n,
+        k: plan.k,
+        alpha: T::from_f64(1.0),
+        lda: plan.lda,
+        ldb: plan.ldb,
+        beta: T::from_f64(0.0),
+        ldc: plan.ldc,
+    };
+    let blas = handle(ordinal)?;
+    let (a_view, b_view) = (typed_view::<T>(&a)?, typed_view::<T>(&b)?);
+    let dst = output_storage(out)?;
+    let len = m * n;
+    let start = out_start * std::mem::size_of::<T>();
+    let mut c_bytes = dst
+        .bytes_mut()
+        .try_slice_mut(start..)
+        .ok_or_else(|| TensorError::Cuda {
+            ordinal,
+            op: "matmul",
+            message: "output buffer too short".into(),
+        })?;
+    // SAFETY: the output holds elements of T; `transmute_mut` checks that `len` of them
+    // fit from `out_start` on.
+    let mut c_view =
+        unsafe { c_bytes.transmute_mut::<T>(len) }.ok_or_else(|| TensorError::Cuda {
+            ordinal,
+            op: "matmul",
+            message: "output buffer too short".into(),
+        })?;
+    // SAFETY: the config describes views that lie inside their buffers: each operand's
+    // leading dimension and extent come from a valid row- or column-major view of its
+    // storage (see `blas_operand`), and C is a dense n x m column-major (m x n row-major)
+    // buffer. The handle's stream is the device's default stream, like the buffers'.
+    unsafe { blas.gemm(cfg, &b_view, &a_view, &mut c_view) }
+        .map_err(|e| cublas_error(ordinal, "cublas gemm")(format!("{e:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{blas_operand, BlasOperand, GemmPlan};
+    use crate::{Device, Tensor};
+
+    /// cuBLAS's `gemm` by its definition (column-major, `op` = transpose or not), on host
+    /// slices: C = op(A) * op(B) with alpha 1, beta 0. Sums in f64: only the indexing is
+    /// under test here.
+    fn column_major_gemm(plan: GemmPlan, a: &[f64], b: &[f64], c: &mut [f64]) {
+        let (m, n, k) = (plan.m as usize, plan.n as usize, plan.k as usize);
+        let (lda, ldb, ldc) = (plan.lda as usize, plan.ldb as usize, plan.ldc as usize);
+        let op_a = |i: usize, p: usize| {
+            if plan.transa {
+                a[p + i * lda]
+            } else {
+                a[i + p * lda]
+            }
+        };
+        let op_b = |p: usize, j: usize| {
+            if plan.transb {
+                b[j + p * ldb]
+            } else {
+                b[p + j * ldb]
+            }
+        };
+        for i in 0..m {
+            for j in 0..n {
+                c[i + j * ldc] = (0..k).map(|p| op_a(i, p) * op_b(p, j)).sum();
+            }
+        }
+    }
+
+    #[test]
+    fn the_plan_computes_row_major_products_for_every_view_layout() {
+        let grid = |r: usize, c: usize, salt: f64| {
+            let v: Vec<f64> = (0..r * c).map(|i| (i as f64 * 0.37 + salt).sin()).collect();
+            Tensor::from_vec(v, &[r, c], Device::Cpu).unwrap()
+        };
+        let (m, k, n) = (5, 4, 3);
+        // Each operand as a dense tensor, a transpose view, and a narrowed dense tensor.
+        let lhs = [
+            grid(m, k, 0.1),
+            grid(k, m, 0.2).t().unwrap(),
+            grid(m, k + 3, 0.3).narrow(1, 2, k).unwrap(),
+            grid(1, k, 0.4).narrow(0, 0, 1).unwrap(),
+        ];
+        let rhs = [
+            grid(k, n, 0.5),
+            grid(n, k, 0.6).t().unwrap(),
+            grid(k + 2, n, 0.7).narrow(0, 1, k).unwrap(),
+        ];
+        for a in &lhs {
+            for b in &rhs {
+                let (a_op, b_op) = (
+                    blas_operand(a.dims(), a.strides()).unwrap(),
+                    blas_operand(b.dims(), b.strides()).unwrap(),
+                );
+                let (rows, cols) = (a.dims()[0], b.dims()[1]);
+                let plan = GemmPlan::new(rows, k, cols, a_op, b_op).unwrap();
+                let storage = |t: &Tensor| {
+                    <f64 as crate::Element>::slice(t.cpu_storage().unwrap()).unwrap()
+                        [t.storage_offset()..]
+                        .to_vec()
+                };
+                let mut c = vec![f64::NAN; rows * cols];
+                column_major_gemm(plan, &storage(b), &storage(a), &mut c);
+                let want = a.matmul(b).unwrap().to_vec::<f64>().unwrap();
+                for (x, y) in c.iter().zip(&want) {
+                    assert!(
+                        (x - y).abs() < 1e-12,
+                        "{:?} x {:?}: {c:?} vs {want:?}",
+                        a.strides(),
+                        b.strides()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn row_and_column_major_views_are_read_in_place() {
+        let row = |leading| {
+            Some(BlasOperand {
+                transpose: false,
+                leading,
+            })
+        };
+        let col = |leading| {
+            Some(BlasOperand {
+                transpose: true,
+                leading,
+            })
+        };
+        // A dense (3, 4) tensor, its transpose view (4, 3), and a column slice of it.
+        assert_eq!(blas_operand(&[3, 4], &[4, 1]), row(4));
+        assert_eq!(blas_operand(&[4, 3], &[1, 4]), col(4));
+        assert_eq!(blas_operand(&[3, 2], &[4, 1]), row(4));
+        // Size-1 dims: any stride; the leading dimension still covers a row / column.
+        assert_eq!(blas_operand(&[1, 5], &[0, 1]), row(5));
+        assert_eq!(blas_operand(&[5, 1], &[1, 0]), row(1));
+        // Neither layout (every other element): gathered first.
+        assert_eq!(blas_operand(&[3, 4], &[8, 2]), None);
+    }
+}

@@ -1,0 +1,151 @@
+//! The optimisers' steps on CUDA tensors, one kernel each over a parameter, its state
+//! and its gradient: [`Tensor::sgd_momentum_step_`] (the element rule
+//! `ditto_sgd_momentum_op` of `cuda/tensor_ops.cuh`, the CPU loop of `ops/optimizers/fused_sgd.rs`)
+//! and one AdamW step (`cuda/transformer_ops.cuh`, the CPU loop of `ops/optimizers/adamw.rs`).
+
+use cudarc::driver::{DeviceRepr, PushKernelArg};
+
+use crate::ops::cuda::{dense_view, output_storage};
+use crate::ops::elementwise::cuda::kernel_for;
+use crate::ops::optimizers::adamw::AdamWScalars;
+use crate::ops::optimizers::fused_sgd::{SgdMomentumStep, StepScalars};
+use crate::ops::AdamWStep;
+use crate::{DType, Element, Result, Tensor};
+
+/// `value`, `buf` and `grad` are contiguous CUDA tensors of one float dtype, device and
+/// shape (the caller checked).
+pub(crate) fn sgd_momentum_step_(
+    value: &mut Tensor,
+    buf: &mut Tensor,
+    grad: &Tensor,
+    hyper: &SgdMomentumStep,
+) -> Result<()> {
+    match value.dtype() {
+        DType::F32 => launch::<f32>(value, buf, grad, hyper),
+        _ => launch::<f64>(value, buf, grad, hyper),
+    }
+}
+
+fn launch<T: Element + DeviceRepr>(
+    value: &mut Tensor,
+    buf: &mut Tensor,
+    grad: &Tensor,
+    hyper: &SgdMomentumStep,
+) -> Result<()> {
+    const OP: &str = "sgd_momentum_step_";
+    let n = value.elem_count() as u64;
+    if n == 0 {
+        return Ok(());
+    }
+    let s = StepScalars::<T>::new(hyper);
+    let (decay, nesterov) = (i32::from(s.decay), i32::from(s.nesterov));
+    let kernel = kernel_for(OP, "sgd_momentum", value, n)?;
+    let width = value.dtype().size_in_bytes();
+    let (p_start, b_start) = (value.storage_offset() * width, buf.storage_offset() * width);
+    let g_view = dense_view(grad)?;
+    let b_target = output_storage(buf)?;
+    let stream = b_target.stream()?;
+    let mut b_view = b_target.bytes_mut().slice_mut(b_start..);
+    let p_target = output_storage(value)?;
+    let mut p_view = p_target.bytes_mut().slice_mut(p_start..);
+    let mut args = kernel.args(&stream);
+    args.arg(&n)
+        .arg(&s.weight_decay)
+        .arg(&s.momentum)
+        .arg(&s.keep)
+        .arg(&s.step)
+        .arg(&decay)
+        .arg(&nesterov)
+        .arg(&g_view)
+        .arg(&mut b_view)
+        .arg(&mut p_view);
+    // SAFETY: matches `ditto_sgd_momentum_<T>(u64 n, T, T, T, T, int, int, const T* g,
+    // T* b, T* p)`; all three are contiguous with `n` elements from their first one.
+    // `output_storage` made the buffer's and the parameter's storage unique, so neither
+    // aliases the other or the gradient (which holds its own reference).
+    unsafe { kernel.launch(args) }
+}
+
+/// `DittoAdamW<T>` in `cuda/transformer_ops.cuh`: the step's scalars, field for field.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct KernelAdamW<T> {
+    decay_factor: T,
+    lerp_weight: T,
+    beta2: T,
+    one_minus_beta2: T,
+    correction2_sqrt: T,
+    eps: T,
+    neg_step_size: T,
+    decay: i32,
+    lerp_low: i32,
+}
+
+// SAFETY: a `repr(C)` struct of seven `T` (f32 or f64) then two `i32`, the field order,
+// sizes and alignment of `DittoAdamW<T>`.
+unsafe impl<T: DeviceRepr> DeviceRepr for KernelAdamW<T> {}
+
+/// One AdamW step in place; all four are contiguous CUDA tensors of one float dtype,
+/// device and shape, and the hyper-parameters are valid (the caller checked).
+pub(crate) fn adamw_step_(
+    value: &mut Tensor,
+    m: &mut Tensor,
+    v: &mut Tensor,
+    grad: &Tensor,
+    hyper: &AdamWStep,
+) -> Result<()> {
+    match value.dtype() {
+        DType::F32 => adamw::<f32>(value, m, v, grad, hyper),
+        _ => adamw::<f64>(value, m, v, grad, hyper),
+    }
+}
+
+fn adamw<T: Element + DeviceRepr>(
+    value: &mut Tensor,
+    m: &mut Tensor,
+    v: &mut Tensor,
+    grad: &Tensor,
+    hyper: &AdamWStep,
+) -> Result<()> {
+    const OP: &str = "adamw_step_";
+    let n = value.elem_count() as u64;
+    if n == 0 {
+        return Ok(());
+    }
+    let s = AdamWScalars::<T>::new(hyper);
+    let scalars = KernelAdamW {
+        decay_factor: s.decay_factor,
+        lerp_weight: s.lerp_weight,
+        beta2: s.beta2,
+        one_minus_beta2: s.one_minus_beta2,
+        correction2_sqrt: s.correction2_sqrt,
+        eps: s.eps,
+        neg_step_size: s.neg_step_size,
+        decay: i32::from(s.decay),
+        lerp_low: i32::from(s.lerp_low),
+    };
+    let kernel = kernel_for(OP, "adamw", value, n)?;
+    let width = value.dtype().size_in_bytes();
+    let starts = [&*value, &*m, &*v].map(|t| t.storage_offset() * width);
+    let g_view = dense_view(grad)?;
+    let m_target = output_storage(m)?;
+    let stream = m_target.stream()?;
+    let mut m_view = m_target.bytes_mut().slice_mut(starts[1]..);
+    let v_target = output_storage(v)?;
+    let mut v_view = v_target.bytes_mut().slice_mut(starts[2]..);
+    let p_target = output_storage(value)?;
+    let mut p_view = p_target.bytes_mut().slice_mut(starts[0]..);
+    let mut args = kernel.args(&stream);
+    args.arg(&n)
+        .arg(&scalars)
+        .arg(&g_view)
+        .arg(&mut m_view)
+        .arg(&mut v_view)
+        .arg(&mut p_view);
+    // SAFETY: matches `ditto_adamw_<T>(u64 n, DittoAdamW<T> s, const T* g, T* m, T* v,
+    // T* p)`; all four are contiguous with `n` elements from their first one, and
+    // `output_storage` made the three written storages unique, so none aliases another
+    // or the gradient.
+    unsafe { kernel.launch(args) }?;
+    Ok(())
+}

@@ -1,0 +1,7 @@
+//! The optimisers' fused steps, one op over a parameter, its state and its gradient:
+//! SGD with momentum (`fused_sgd`) and AdamW (`adamw`); `cuda` runs each as one kernel.
+
+pub(crate) mod adamw;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
+pub(crate) mod fused_sgd;
