@@ -10,6 +10,7 @@ use nn_mini::{cross_entropy_with, ClassTargets, Dropout, Linear, Module, ReLU, S
 use nn_mini::{Sgd, SgdConfig};
 use rng_gen::{Generator, Key};
 use tensor_core::{use_portable_arithmetic, DType, Device};
+use test_support::on_threads;
 
 const WIDTHS: [usize; 4] = [784, 1024, 1024, 10];
 const BATCH: usize = 256;
@@ -54,15 +55,7 @@ fn train() -> (Vec<u32>, Vec<Vec<u32>>) {
 }
 
 fn assert_same_on_1_2_and_3_threads(what: &str) {
-    let runs: Vec<_> = [1, 2, 3]
-        .map(|threads| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(train)
-        })
-        .into();
+    let runs: Vec<_> = [1, 2, 3].map(|threads| on_threads(threads, train)).into();
     for (i, run) in runs.iter().enumerate().skip(1) {
         assert_eq!(run.0, runs[0].0, "{what}: losses, {} threads", i + 1);
         for (p, (got, want)) in run.1.iter().zip(&runs[0].1).enumerate() {
