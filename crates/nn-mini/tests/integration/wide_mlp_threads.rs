@@ -6,7 +6,8 @@
 //! matmuls' blocks and tiles, dropout's fill and mask pass (2^18 elements), the
 //! elementwise ops and SGD (parameters of 2^18 elements and more).
 
-use nn_mini::{cross_entropy_with, ClassTargets, Dropout, Linear, Module, ReLU, Sequential};
+use nn_mini::train::build_mlp;
+use nn_mini::{cross_entropy_with, ClassTargets, Module};
 use nn_mini::{Sgd, SgdConfig};
 use rng_gen::{Generator, Key};
 use tensor_core::{use_portable_arithmetic, DType, Device};
@@ -20,15 +21,7 @@ const STEPS: usize = 3;
 fn train() -> (Vec<u32>, Vec<Vec<u32>>) {
     let init = Generator::from_key(Device::Cpu, Key::new(1));
     let drop = Generator::from_key(Device::Cpu, Key::new(2));
-    let mut model = Sequential::new();
-    for (i, pair) in WIDTHS.windows(2).enumerate() {
-        model = model.push(Linear::new(pair[0], pair[1], &init).unwrap());
-        if i + 2 < WIDTHS.len() {
-            model = model
-                .push(ReLU::new())
-                .push(Dropout::new(0.1, &drop).unwrap());
-        }
-    }
+    let mut model = build_mlp(&WIDTHS, 0.1, &init, &drop).unwrap();
     let mut sgd = Sgd::new(SgdConfig::new(0.05).momentum(0.9)).unwrap();
     let x = rng_gen::randn(&[BATCH, WIDTHS[0]], DType::F32, Device::Cpu, Some(&init)).unwrap();
     let labels = Generator::from_key(Device::Cpu, Key::new(3));
