@@ -12,6 +12,18 @@ use crate::ops::fused_sgd::{SgdMomentumStep, StepScalars};
 use crate::ops::AdamWStep;
 use crate::{DType, Element, Result, Tensor};
 
+/// `$step::<f32>` or `$step::<f64>` for `$value`'s dtype, given its element count `n`
+/// first; nothing for an empty tensor (no kernel to launch).
+macro_rules! float_step {
+    ($value:expr, $step:ident($($arg:expr),+)) => {
+        match ($value.dtype(), $value.elem_count() as u64) {
+            (_, 0) => Ok(()),
+            (DType::F32, n) => $step::<f32>(n, $($arg),+),
+            (_, n) => $step::<f64>(n, $($arg),+),
+        }
+    };
+}
+
 /// `value`, `buf` and `grad` are contiguous CUDA tensors of one float dtype, device and
 /// shape (the caller checked).
 pub(crate) fn sgd_momentum_step_(
@@ -20,10 +32,7 @@ pub(crate) fn sgd_momentum_step_(
     grad: &Tensor,
     hyper: &SgdMomentumStep,
 ) -> Result<()> {
-    match value.dtype() {
-        DType::F32 => launch::<f32>(value, buf, grad, hyper),
-        _ => launch::<f64>(value, buf, grad, hyper),
-    }
+    float_step!(value, sgd_momentum(value, buf, grad, hyper))
 }
 
 /// The bytes of contiguous `t` from its first element, for a kernel to write in place:
@@ -33,16 +42,13 @@ fn dense_view_mut(t: &mut Tensor) -> Result<CudaViewMut<'_, u8>> {
     Ok(output_storage(t)?.bytes_mut().slice_mut(start..))
 }
 
-fn launch<T: Element + DeviceRepr>(
+fn sgd_momentum<T: Element + DeviceRepr>(
+    n: u64,
     value: &mut Tensor,
     buf: &mut Tensor,
     grad: &Tensor,
     hyper: &SgdMomentumStep,
 ) -> Result<()> {
-    let n = value.elem_count() as u64;
-    if n == 0 {
-        return Ok(());
-    }
     let s = StepScalars::<T>::new(hyper);
     let (decay, nesterov) = (i32::from(s.decay), i32::from(s.nesterov));
     let kernel = kernel_for("sgd_momentum_step_", "sgd_momentum", value, n)?;
@@ -96,23 +102,17 @@ pub(crate) fn adamw_step_(
     grad: &Tensor,
     hyper: &AdamWStep,
 ) -> Result<()> {
-    match value.dtype() {
-        DType::F32 => adamw::<f32>(value, m, v, grad, hyper),
-        _ => adamw::<f64>(value, m, v, grad, hyper),
-    }
+    float_step!(value, adamw(value, m, v, grad, hyper))
 }
 
 fn adamw<T: Element + DeviceRepr>(
+    n: u64,
     value: &mut Tensor,
     m: &mut Tensor,
     v: &mut Tensor,
     grad: &Tensor,
     hyper: &AdamWStep,
 ) -> Result<()> {
-    let n = value.elem_count() as u64;
-    if n == 0 {
-        return Ok(());
-    }
     let s = AdamWScalars::<T>::new(hyper);
     let scalars = KernelAdamW {
         decay_factor: s.decay_factor,
