@@ -248,9 +248,11 @@ DITTO_HD void ditto_bernoulli_block(uint64_t seed, uint64_t offset, uint64_t blo
                                     float p, typename Out::T* out) {
     uint32_t w[4];
     ditto_block_words(seed, offset + block, w);
-    float f[4];
-    for (int l = 0; l < 4; ++l) f[l] = ditto_bernoulli(w[l], p) ? 1.0f : 0.0f;
-    ditto_store4_f32<Out>(out, block, n, f);
+    typename Out::T v[4];
+    for (int l = 0; l < 4; ++l) {
+        v[l] = Out::from_f32(ditto_bernoulli(w[l], p) ? 1.0f : 0.0f);
+    }
+    ditto_store4(out, block, n, v);
 }
 
 #endif  // DITTO_RANDOM_BLOCKS_CUH
