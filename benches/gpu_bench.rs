@@ -74,96 +74,58 @@ fn bench(ordinal: usize) -> BenchResult<Vec<Row>> {
             Ok(stream.memcpy_dtod(src.bytes(), dst.bytes_mut())?)
         })?;
         let copy_gbs = bytes as f64 / (copy_ms * 1e-3) / 1e9;
-        rows.push(Row {
-            op: "copy (d2d)".into(),
+        let row = |op: &str, ms: f64, bytes_out: usize| Row {
+            op: op.into(),
             dtype,
-            ms: copy_ms,
-            bytes_out: bytes,
+            ms,
+            bytes_out,
             copy_gbs,
-        });
+        };
+        rows.push(row("copy (d2d)", copy_ms, bytes));
 
         let mut out = CudaStorage::alloc(ordinal, dtype, N)?;
-        let step = |op| increment_for(op, dtype, N as u64);
+        let offset = |op, i: usize| i as u64 * increment_for(op, dtype, N as u64);
         let ms = time_ms(&stream, |i| {
+            let offset = offset(RandomOp::Uniform, i);
             Ok(launch::uniform(
                 &mut out,
                 1,
-                i as u64 * step(RandomOp::Uniform),
+                offset,
                 0.0,
                 1.0,
                 Launch::Auto,
             )?)
         })?;
-        rows.push(Row {
-            op: "rand".into(),
-            dtype,
-            ms,
-            bytes_out: bytes,
-            copy_gbs,
-        });
+        rows.push(row("rand", ms, bytes));
         let ms = time_ms(&stream, |i| {
-            Ok(launch::normal(
-                &mut out,
-                1,
-                i as u64 * step(RandomOp::Normal),
-                0.0,
-                1.0,
-                Launch::Auto,
-            )?)
+            let offset = offset(RandomOp::Normal, i);
+            Ok(launch::normal(&mut out, 1, offset, 0.0, 1.0, Launch::Auto)?)
         })?;
-        rows.push(Row {
-            op: "randn".into(),
-            dtype,
-            ms,
-            bytes_out: bytes,
-            copy_gbs,
-        });
+        rows.push(row("randn", ms, bytes));
         let (p, scale) = (0.1f32, 1.0 / (1.0 - 0.1f32));
-        let ms = time_ms(&stream, |i| {
-            let offset = i as u64 * step(RandomOp::Dropout);
-            Ok(launch::dropout(
-                &src,
-                &mut out,
-                None,
-                1,
-                offset,
-                p,
-                scale,
-                Launch::Auto,
-            )?)
-        })?;
-        rows.push(Row {
-            op: "dropout p=0.1".into(),
-            dtype,
-            ms,
-            bytes_out: bytes,
-            copy_gbs,
-        });
-        let mut mask = CudaStorage::alloc(
-            ordinal,
-            DType::U32,
-            kernels::packed_mask_words(N as u64) as usize,
-        )?;
-        let ms = time_ms(&stream, |i| {
-            let offset = i as u64 * step(RandomOp::Dropout);
-            Ok(launch::dropout(
-                &src,
-                &mut out,
-                Some(&mut mask),
-                1,
-                offset,
-                p,
-                scale,
-                Launch::Auto,
-            )?)
-        })?;
-        rows.push(Row {
-            op: "dropout p=0.1 + 1-bit mask".into(),
-            dtype,
-            ms,
-            bytes_out: bytes + N / 8,
-            copy_gbs,
-        });
+        let mask_words = kernels::packed_mask_words(N as u64) as usize;
+        let mut mask = CudaStorage::alloc(ordinal, DType::U32, mask_words)?;
+        for with_mask in [false, true] {
+            let ms = time_ms(&stream, |i| {
+                let offset = offset(RandomOp::Dropout, i);
+                let mask = with_mask.then_some(&mut mask);
+                Ok(launch::dropout(
+                    &src,
+                    &mut out,
+                    mask,
+                    1,
+                    offset,
+                    p,
+                    scale,
+                    Launch::Auto,
+                )?)
+            })?;
+            rows.push(if with_mask {
+                row("dropout p=0.1 + 1-bit mask", ms, bytes + N / 8)
+            } else {
+                row("dropout p=0.1", ms, bytes)
+            });
+        }
         rows.extend(public_in_place_rows(ordinal, &stream, dtype, copy_gbs)?);
     }
     Ok(rows)

@@ -37,8 +37,8 @@ mod allocator;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
-use nn_mini::train::{Run, TrainConfig, Trainer};
-use nn_mini::{cross_entropy_with, ClassTargets, Dropout, Linear, Module, ReLU, Sequential};
+use nn_mini::train::{build_mlp, Run, TrainConfig, Trainer};
+use nn_mini::{cross_entropy_with, ClassTargets, Module, Sequential};
 use nn_mini::{Sgd, SgdConfig};
 use rng_gen::{Generator, Key};
 use tensor_core::{DType, Device};
@@ -82,19 +82,6 @@ struct Args {
     /// `cargo bench` passes `--bench`; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
-}
-
-fn mlp(widths: &[usize], init: &Generator, dropout: &Generator) -> Sequential {
-    let mut model = Sequential::new();
-    for (i, pair) in widths.windows(2).enumerate() {
-        model = model.push(Linear::new(pair[0], pair[1], init).unwrap());
-        if i + 2 < widths.len() {
-            model = model
-                .push(ReLU::new())
-                .push(Dropout::new(0.1, dropout).unwrap());
-        }
-    }
-    model
 }
 
 /// Waits for the work queued on `device` (a round's steps are only done when the GPU
@@ -206,7 +193,7 @@ fn run(args: &Args) {
             trainer.step().unwrap();
         })
     } else {
-        let mut model = mlp(&args.widths, &init, &dropout);
+        let mut model = build_mlp(&args.widths, 0.1, &init, &dropout).unwrap();
         let mut sgd = Sgd::new(SgdConfig::new(0.05).momentum(0.9)).unwrap();
         let (inputs, classes) = (args.widths[0], *args.widths.last().unwrap());
         let x = rng_gen::randn(&[args.batch, inputs], DType::F32, device, Some(&init)).unwrap();

@@ -84,12 +84,7 @@ where
     // 1. Start fresh from the seed and the text, or pick up a checkpoint: it names its
     //    text by path, length and SHA-256; `--data` says where the same bytes lie now.
     let fresh = || {
-        let text = Text::read(args.data_path())?;
-        let data = DataSpec {
-            path: args.data_path().display().to_string(),
-            len: text.bytes().len() as u64,
-            sha256: text.sha256().to_string(),
-        };
+        let data = DataSpec::of(args.data_path(), &Text::read(args.data_path())?);
         Ok(args.train_config(data, device, flags.last_step()))
     };
     let data = args.data.as_ref().map(|d| d.display().to_string());

@@ -29,33 +29,21 @@ fn write_text(dir: &Path, len: usize) -> DataSpec {
         b"it was the best of times, it was the worst of times; we had everything before us. ";
     let bytes: Vec<u8> = words.iter().copied().cycle().take(len).collect();
     std::fs::write(&path, &bytes).unwrap();
-    let text = Text::from_bytes(bytes);
-    DataSpec {
-        path: path.display().to_string(),
-        len: len as u64,
-        sha256: text.sha256().to_string(),
-    }
+    DataSpec::of(&path, &Text::from_bytes(bytes))
 }
 
 /// Two layers of two heads, width 16, context 8, batches of 4, dropout 0.1 (attention
 /// and residual masks), a short warm-up: small enough for the stand-in.
 fn tiny(data: DataSpec, device: Device) -> GptTrainConfig {
+    let tiny = GptTrainConfig::tiny(data);
     GptTrainConfig {
         seed: 11,
         device,
         model: GptConfig {
-            vocab_size: 256,
-            block_size: 8,
             n_layer: 2,
-            n_head: 2,
-            n_embd: 16,
-            dropout: 0.1,
+            ..tiny.model
         },
-        context: 8,
-        batch_size: 4,
-        warmup: 2,
-        decay_steps: 20,
-        ..GptTrainConfig::new(data)
+        ..tiny
     }
 }
 

@@ -11,6 +11,7 @@ use crate::support;
 use ditto::nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
 use ditto::tensor_core::{use_portable_arithmetic, Device};
 use support::{gpus, on_standin};
+use test_support::on_threads;
 
 const STEPS: u64 = 16;
 const SAVE_AT: u64 = 7;
@@ -30,11 +31,7 @@ fn bits(losses: &[f32]) -> Vec<u32> {
 
 /// `STEPS` losses of a fresh run on `device`, in a rayon pool of `threads`.
 fn straight(device: Device, threads: usize) -> Vec<u32> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
-    pool.install(|| {
+    on_threads(threads, || {
         let mut trainer = Trainer::new(config(device)).unwrap();
         while trainer.step_count() < STEPS {
             trainer.step().unwrap();

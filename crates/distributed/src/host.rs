@@ -4,43 +4,37 @@ use tensor_core::{Element, Tensor};
 
 use crate::Result;
 
+/// The `match` behind `with_element!` and `with_summable!`: for each listed variant of
+/// the enum `$enum`, an arm running `$body` with the type alias `$t` bound to its
+/// Rust type (tensor-core's internal `match_dtype!`, for the dtypes moved here).
+macro_rules! match_type {
+    ($dtype:expr, $t:ident => $body:expr, $enum:ty [$($variant:ident => $ty:ty),+ $(,)?]) => {{
+        type MatchTypeEnum = $enum;
+        match $dtype {
+            $(
+                MatchTypeEnum::$variant => {
+                    type $t = $ty;
+                    $body
+                }
+            )+
+        }
+    }};
+}
+pub(crate) use match_type;
+
 /// Runs `$body` with `$t` bound to the Rust element type of `$dtype`.
 macro_rules! with_element {
     ($dtype:expr, $t:ident => $body:expr) => {
-        match $dtype {
-            tensor_core::DType::F32 => {
-                type $t = f32;
-                $body
-            }
-            tensor_core::DType::F64 => {
-                type $t = f64;
-                $body
-            }
-            tensor_core::DType::F16 => {
-                type $t = tensor_core::f16;
-                $body
-            }
-            tensor_core::DType::BF16 => {
-                type $t = tensor_core::bf16;
-                $body
-            }
-            tensor_core::DType::I64 => {
-                type $t = i64;
-                $body
-            }
-            tensor_core::DType::U32 => {
-                type $t = u32;
-                $body
-            }
-            tensor_core::DType::U8 => {
-                type $t = u8;
-                $body
-            }
-            tensor_core::DType::Bool => {
-                type $t = bool;
-                $body
-            }
-        }
+        $crate::host::match_type!($dtype, $t => $body, tensor_core::DType [
+            F32 => f32,
+            F64 => f64,
+            F16 => tensor_core::f16,
+            BF16 => tensor_core::bf16,
+            I64 => i64,
+            U32 => u32,
+            U8 => u8,
+            Bool => bool,
+        ])
     };
 }
 pub(crate) use with_element;
@@ -49,20 +43,11 @@ pub(crate) use with_element;
 /// [`SumDtype`](crate::engine::SumDtype): [`with_element`] for the dtypes that sum.
 macro_rules! with_summable {
     ($dtype:expr, $t:ident => $body:expr) => {
-        match $dtype {
-            $crate::engine::SumDtype::F32 => {
-                type $t = f32;
-                $body
-            }
-            $crate::engine::SumDtype::F64 => {
-                type $t = f64;
-                $body
-            }
-            $crate::engine::SumDtype::I64 => {
-                type $t = i64;
-                $body
-            }
-        }
+        $crate::host::match_type!($dtype, $t => $body, $crate::engine::SumDtype [
+            F32 => f32,
+            F64 => f64,
+            I64 => i64,
+        ])
     };
 }
 pub(crate) use with_summable;

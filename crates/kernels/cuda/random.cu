@@ -24,15 +24,17 @@ extern "C" __global__ void ditto_bits_u32_kernel(uint64_t seed, uint64_t offset,
     DITTO_GRID_STRIDE(b, ditto_blocks_for(n)) ditto_bits_block(seed, offset, b, n, out);
 }
 
-#define DITTO_UNIFORM_KERNEL(name, Out)                                                  \
-    extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float low, \
-                                    float high, Out::T* out) {                           \
-        DITTO_GRID_STRIDE(b, ditto_blocks_for(n))                                        \
-        ditto_uniform_block<Out>(seed, offset, b, n, low, high, out);                    \
+// uniform(low, high) and normal(mean, std) of element type Out: the op's two float
+// parameters, four elements per block.
+#define DITTO_TWO_FLOAT_KERNEL(name, op_block, Out)                                     \
+    extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float a,  \
+                                    float b, Out::T* out) {                             \
+        DITTO_GRID_STRIDE(block, ditto_blocks_for(n))                                   \
+        op_block<Out>(seed, offset, block, n, a, b, out);                               \
     }
-DITTO_UNIFORM_KERNEL(ditto_uniform_f32_kernel, DittoF32)
-DITTO_UNIFORM_KERNEL(ditto_uniform_f16_kernel, DittoF16)
-DITTO_UNIFORM_KERNEL(ditto_uniform_bf16_kernel, DittoBF16)
+DITTO_TWO_FLOAT_KERNEL(ditto_uniform_f32_kernel, ditto_uniform_block, DittoF32)
+DITTO_TWO_FLOAT_KERNEL(ditto_uniform_f16_kernel, ditto_uniform_block, DittoF16)
+DITTO_TWO_FLOAT_KERNEL(ditto_uniform_bf16_kernel, ditto_uniform_block, DittoBF16)
 
 // Two words per element: thread work items are blocks of two elements.
 extern "C" __global__ void ditto_uniform_f64_kernel(uint64_t seed, uint64_t offset,
@@ -49,15 +51,9 @@ extern "C" __global__ void ditto_randint_i64_kernel(uint64_t seed, uint64_t offs
     ditto_randint_block(seed, offset, b, n, low, range, out);
 }
 
-#define DITTO_NORMAL_KERNEL(name, Out)                                                    \
-    extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float mean, \
-                                    float std_dev, Out::T* out) {                         \
-        DITTO_GRID_STRIDE(b, ditto_blocks_for(n))                                         \
-        ditto_normal_block<Out>(seed, offset, b, n, mean, std_dev, out);                  \
-    }
-DITTO_NORMAL_KERNEL(ditto_normal_f32_kernel, DittoF32)
-DITTO_NORMAL_KERNEL(ditto_normal_f16_kernel, DittoF16)
-DITTO_NORMAL_KERNEL(ditto_normal_bf16_kernel, DittoBF16)
+DITTO_TWO_FLOAT_KERNEL(ditto_normal_f32_kernel, ditto_normal_block, DittoF32)
+DITTO_TWO_FLOAT_KERNEL(ditto_normal_f16_kernel, ditto_normal_block, DittoF16)
+DITTO_TWO_FLOAT_KERNEL(ditto_normal_bf16_kernel, ditto_normal_block, DittoBF16)
 
 #define DITTO_BERNOULLI_KERNEL(name, Out)                                                  \
     extern "C" __global__ void name(uint64_t seed, uint64_t offset, uint64_t n, float p,   \

@@ -175,6 +175,15 @@ DITTO_HD void ditto_store2(T* out, uint64_t block, uint64_t n, const T v[2]) {
     for (uint64_t l = 0; l < 2 && first + l < n; ++l) out[first + l] = v[l];
 }
 
+// Elements 4b..4b+3 from their f32 values f, each rounded to the element type.
+template <class Out>
+DITTO_HD void ditto_store4_f32(typename Out::T* out, uint64_t block, uint64_t n,
+                               const float f[4]) {
+    typename Out::T v[4];
+    for (int l = 0; l < 4; ++l) v[l] = Out::from_f32(f[l]);
+    ditto_store4(out, block, n, v);
+}
+
 // ---------------------------------------------------------------------------------
 // The ops, one block each.
 
@@ -193,11 +202,9 @@ DITTO_HD void ditto_uniform_block(uint64_t seed, uint64_t offset, uint64_t block
                                   float low, float high, typename Out::T* out) {
     uint32_t w[4];
     ditto_block_words(seed, offset + block, w);
-    typename Out::T v[4];
-    for (int l = 0; l < 4; ++l) {
-        v[l] = Out::from_f32(ditto_scale_uniform_f32(Out::uniform(w[l]), low, high));
-    }
-    ditto_store4(out, block, n, v);
+    float f[4];
+    for (int l = 0; l < 4; ++l) f[l] = ditto_scale_uniform_f32(Out::uniform(w[l]), low, high);
+    ditto_store4_f32<Out>(out, block, n, f);
 }
 
 // uniform(low, high) in f64: two words per element, elements 2b and 2b+1.
@@ -231,11 +238,8 @@ DITTO_HD void ditto_normal_block(uint64_t seed, uint64_t offset, uint64_t block,
     float z[4];
     ditto_box_muller(w[0], w[1], &z[0], &z[1]);
     ditto_box_muller(w[2], w[3], &z[2], &z[3]);
-    typename Out::T v[4];
-    for (int l = 0; l < 4; ++l) {
-        v[l] = Out::from_f32(ditto_scale_normal_f32(z[l], mean, std_dev));
-    }
-    ditto_store4(out, block, n, v);
+    for (int l = 0; l < 4; ++l) z[l] = ditto_scale_normal_f32(z[l], mean, std_dev);
+    ditto_store4_f32<Out>(out, block, n, z);
 }
 
 // bernoulli(p): 1 iff u < p, as 1.0 / 0.0 or as the byte 1 / 0.

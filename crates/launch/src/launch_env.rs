@@ -70,20 +70,19 @@ impl LaunchEnv {
         let required = |name: &'static str| {
             get(name).ok_or_else(|| bad(name, format!("is not set ({LAUNCH_HINT})")))
         };
+        // An optional number: in `range` when set, else `default`.
+        let or_default = |name: &'static str, range, default: u64| {
+            get(name).map_or(Ok(default), |v| parse_in(name, &v, range))
+        };
         let world_size = parse_in(
             "WORLD_SIZE",
             &required("WORLD_SIZE")?,
             1..=MAX_WORLD_SIZE as u64,
         )? as usize;
         let rank = parse_in("RANK", &required("RANK")?, 0..=world_size as u64 - 1)? as usize;
-        let local_world = match get("LOCAL_WORLD_SIZE") {
-            Some(v) => parse_in("LOCAL_WORLD_SIZE", &v, 1..=world_size as u64)?,
-            None => world_size as u64,
-        };
-        let local_rank = match get("LOCAL_RANK") {
-            Some(v) => parse_in("LOCAL_RANK", &v, 0..=local_world - 1)? as usize,
-            None => rank,
-        };
+        let world = world_size as u64;
+        let local_world = or_default("LOCAL_WORLD_SIZE", 1..=world, world)?;
+        let local_rank = or_default("LOCAL_RANK", 0..=local_world - 1, rank as u64)? as usize;
         let master_addr = get("MASTER_ADDR").unwrap_or_else(|| "127.0.0.1".into());
         if master_addr.trim().is_empty() {
             return Err(bad(
@@ -92,10 +91,7 @@ impl LaunchEnv {
             ));
         }
         let master_addr = master_addr.trim().to_string();
-        let master_port = match get("MASTER_PORT") {
-            Some(v) => parse_in("MASTER_PORT", &v, 1..=65535)? as u16,
-            None => 29500,
-        };
+        let master_port = or_default("MASTER_PORT", 1..=65535, 29500)? as u16;
         let job_id = match (get("DITTO_JOB_ID"), get("TORCHELASTIC_RUN_ID")) {
             (Some(id), _) => non_empty("DITTO_JOB_ID", id)?,
             (None, Some(id)) => non_empty("TORCHELASTIC_RUN_ID", id)?,
@@ -120,10 +116,7 @@ impl LaunchEnv {
                 ))
             }
         };
-        let restart_count = match get("TORCHELASTIC_RESTART_COUNT") {
-            Some(v) => parse_in("TORCHELASTIC_RESTART_COUNT", &v, 0..=MAX_RESTART_COUNT)?,
-            None => 0,
-        };
+        let restart_count = or_default("TORCHELASTIC_RESTART_COUNT", 0..=MAX_RESTART_COUNT, 0)?;
         Ok(LaunchEnv {
             rank,
             world_size,

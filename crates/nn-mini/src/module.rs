@@ -248,3 +248,30 @@ pub fn visit_leaf_mut<'a>(
         f(format!("{prefix}{}", p.name), p);
     }
 }
+
+/// [`Module::visit_parameters`] and [`Module::visit_parameters_mut`] of a leaf layer
+/// whose parameters are its fields `weight: Parameter` and `bias: Option<Parameter>`, in
+/// that order ([`Linear`](crate::Linear), [`LayerNorm`](crate::LayerNorm)): written
+/// once, expanded inside each `impl Module`.
+macro_rules! visit_weight_and_bias {
+    () => {
+        fn visit_parameters<'a>(
+            &'a self,
+            prefix: &str,
+            f: &mut dyn FnMut(String, &'a $crate::Parameter),
+        ) {
+            let params = std::iter::once(&self.weight).chain(&self.bias);
+            $crate::visit_leaf(prefix, params, f);
+        }
+
+        fn visit_parameters_mut<'a>(
+            &'a mut self,
+            prefix: &str,
+            f: &mut dyn FnMut(String, &'a mut $crate::Parameter),
+        ) {
+            let params = std::iter::once(&mut self.weight).chain(&mut self.bias);
+            $crate::visit_leaf_mut(prefix, params, f);
+        }
+    };
+}
+pub(crate) use visit_weight_and_bias;

@@ -7,12 +7,12 @@
 use tensor_core::Device;
 
 use crate::generator::entropy_seed;
-use crate::registry::{cuda_device_count, default_generator};
+use crate::registry::default_generator;
 use crate::RngError;
 
 /// Default generators of all existing CUDA devices, in ordinal order.
 fn all_generators() -> Vec<crate::Generator> {
-    (0..cuda_device_count())
+    (0..tensor_core::cuda::device_count())
         .filter_map(|i| default_generator(Device::Cuda(i)).ok())
         .collect()
 }

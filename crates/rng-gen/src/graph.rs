@@ -103,7 +103,7 @@ pub(crate) struct Reserved {
 }
 
 impl Reserved {
-    fn eager(key: Key) -> Self {
+    pub(crate) fn eager(key: Key) -> Self {
         Reserved {
             key,
             #[cfg(feature = "cuda")]
@@ -112,9 +112,12 @@ impl Reserved {
     }
 }
 
-/// The reservation of every random op (`ops::pipeline::reserve`): `blocks` from
-/// `generator`, on the host, or within the graph when its CUDA device is being captured
-/// by this thread.
+/// Step 3 of every random op (`ops::pipeline`): moves `generator` past the op's `blocks`
+/// and returns the key of the first. The one place an op reserves (ops that skip the
+/// computation, like dropout with `p = 0`, still come here). The audit records the
+/// reservation in `run_recorded` (and dropout's `p = 0` path next to its call here).
+/// On the host, or within the graph when this thread is capturing the generator's CUDA
+/// device ([`crate::graph`]).
 pub(crate) fn reserve(
     op: &'static str,
     generator: &Generator,

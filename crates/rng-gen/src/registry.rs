@@ -18,17 +18,12 @@ use tensor_core::Device;
 
 use crate::{Generator, RngError};
 
-/// Number of CUDA devices this process can use (0 without the `cuda` feature or a GPU).
-pub(crate) fn cuda_device_count() -> usize {
-    tensor_core::cuda::device_count()
-}
-
 /// Errors with `NoSuchDevice` unless `device` is the CPU or an existing CUDA device.
 pub(crate) fn check_device(device: Device) -> Result<(), RngError> {
     match device {
         Device::Cpu => Ok(()),
         Device::Cuda(index) => {
-            let available = cuda_device_count();
+            let available = tensor_core::cuda::device_count();
             if index < available {
                 Ok(())
             } else {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use distributed::{DdpPlace, GptDdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::checkpoint::CheckpointDir;
-use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
+use nn_mini::gpt::{DataSpec, GptTrainConfig, GptTrainer, Text};
 use nn_mini::train::{Run, TrainingRun};
 
 use crate::support::outcome::{finish, outcome, Outcome};
@@ -30,32 +30,15 @@ fn write_text(dir: &Path) -> DataSpec {
             .take(900)
             .collect();
     std::fs::write(&path, &bytes).unwrap();
-    let sha256 = Text::from_bytes(bytes).sha256().to_string();
-    DataSpec {
-        path: path.display().to_string(),
-        len: 900,
-        sha256,
-    }
+    DataSpec::of(&path, &Text::from_bytes(bytes))
 }
 
-/// A tiny GPT over `data`: 1 layer, 2 heads, width 16, context 8, global batches of 8
-/// sequences, dropout 0.1.
+/// [`GptTrainConfig::tiny`] over `data` (dropout on) with global batches of 8 sequences.
 fn config(data: &DataSpec) -> GptTrainConfig {
     GptTrainConfig {
         seed: 3,
-        model: GptConfig {
-            vocab_size: 256,
-            block_size: 8,
-            n_layer: 1,
-            n_head: 2,
-            n_embd: 16,
-            dropout: 0.1,
-        },
-        context: 8,
         batch_size: 8,
-        warmup: 2,
-        decay_steps: 20,
-        ..GptTrainConfig::new(data.clone())
+        ..GptTrainConfig::tiny(data.clone())
     }
 }
 

@@ -34,6 +34,7 @@ use distributed::{
 };
 use nn_mini::train::{Run, TrainConfig};
 use tensor_core::{Device, Tensor};
+use test_support::wait_with_limit;
 
 const ROLE: &str = "NCCL_ASYNC_ROLE";
 
@@ -80,31 +81,8 @@ fn spawn(role: &str, rank: usize, id: &[u8; 128], env: &[(&str, String)]) -> Chi
     command.spawn().unwrap()
 }
 
-/// Waits for `child` at most `limit`; its stdout and stderr, and whether it succeeded.
-fn finish(mut child: Child, what: &str, limit: Duration) -> (String, String, bool) {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what}: still running after {limit:?}\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.success(),
-    )
-}
-
 fn must_succeed(child: Child, what: &str) -> String {
-    let (out, err, ok) = finish(child, what, Duration::from_secs(300));
+    let (out, err, ok) = wait_with_limit(child, what, Duration::from_secs(300));
     assert!(ok, "{what} failed:\n{out}\n{err}");
     out
 }
@@ -228,7 +206,7 @@ fn a_killed_peer_ends_in_the_typed_timeout() {
     victim.kill().unwrap();
     victim.wait().unwrap();
     let started = Instant::now();
-    let (out, err, ok) = finish(survivor, "the survivor", Duration::from_secs(60));
+    let (out, err, ok) = wait_with_limit(survivor, "the survivor", Duration::from_secs(60));
     assert!(ok, "the survivor crashed or failed:\n{out}\n{err}");
     assert!(
         out.contains("issued before completing")

@@ -27,6 +27,7 @@ use cudarc::nccl::{result, sys};
 use distributed::{unique_id, NcclGroup, ProcessGroup, ReduceOp};
 use support::collectives::check_all;
 use tensor_core::{Device, Tensor};
+use test_support::wait_with_limit;
 
 const ROLE: &str = "NCCL_PROCESSES_ROLE";
 
@@ -78,30 +79,11 @@ fn spawn(role: &str, rank: usize, world: usize, id: &[u8; 128], valve_s: u64) ->
         .unwrap()
 }
 
-/// Waits for `child` at most `limit`, killing it past that; its stdout and stderr.
-fn finish(mut child: Child, what: &str, limit: Duration) -> (String, String) {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what}: still running after {limit:?}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(
-        out.status.success(),
-        "{what}: {}\n{stdout}\n{stderr}",
-        out.status
-    );
+/// Waits for `child` at most `limit` ([`wait_with_limit`]); its stdout and stderr, after
+/// checking it succeeded.
+fn finish(child: Child, what: &str, limit: Duration) -> (String, String) {
+    let (stdout, stderr, ok) = wait_with_limit(child, what, limit);
+    assert!(ok, "{what}: failed\n{stdout}\n{stderr}");
     (stdout, stderr)
 }
 

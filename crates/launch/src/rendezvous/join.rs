@@ -100,24 +100,7 @@ impl Rendezvous {
         rank: usize,
         timeout: Duration,
     ) -> Result<Rendezvous> {
-        let deadline = Instant::now() + timeout;
-        let (world32, rank32) = exchange::peer_claim("Rendezvous::peer", world, rank)?;
-        let handshake = Handshake {
-            token,
-            world: world32,
-            rank: rank32,
-        };
-        let client = StoreClient::connect(address, Some(handshake), timeout)?;
-        let keys = Keys::own_store();
-        Ok(Rendezvous::client(
-            client,
-            keys,
-            false,
-            token,
-            (rank, world),
-            timeout,
-            deadline,
-        ))
+        Rendezvous::client(address, None, token, (rank, world), timeout)
     }
 
     /// Rank `rank` of `world`, joining torchrun's agent store at `address` (a plain
@@ -130,48 +113,54 @@ impl Rendezvous {
         rank: usize,
         timeout: Duration,
     ) -> Result<Rendezvous> {
-        let deadline = Instant::now() + timeout;
-        if rank >= world {
-            return Err(LaunchError::invalid(
-                "Rendezvous::agent",
-                format!("rank {rank}; expected 0..{world}"),
-            ));
-        }
-        let mut client = StoreClient::connect(address, None, timeout)?;
-        check_restart_count(&mut client, restart_count)?;
-        let keys = Keys::torchrun(restart_count);
-        Ok(Rendezvous::client(
-            client,
-            keys,
-            true,
-            token,
-            (rank, world),
-            timeout,
-            deadline,
-        ))
+        Rendezvous::client(address, Some(restart_count), token, (rank, world), timeout)
     }
 
-    /// A rank that reaches its store through `client`.
+    /// A rank that reaches its store at `address` as a client: torchrun's agent store
+    /// for attempt `restart_count` when there is one, else rank 0's own store through
+    /// the handshake.
     fn client(
-        client: StoreClient,
-        keys: Keys,
-        agent: bool,
+        address: &str,
+        restart_count: Option<u64>,
         token: &JobToken,
         (rank, world): (usize, usize),
         timeout: Duration,
-        deadline: Instant,
-    ) -> Rendezvous {
-        Rendezvous {
+    ) -> Result<Rendezvous> {
+        let deadline = Instant::now() + timeout;
+        let (client, keys) = match restart_count {
+            Some(count) => {
+                if rank >= world {
+                    return Err(LaunchError::invalid(
+                        "Rendezvous::agent",
+                        format!("rank {rank}; expected 0..{world}"),
+                    ));
+                }
+                let mut client = StoreClient::connect(address, None, timeout)?;
+                check_restart_count(&mut client, count)?;
+                (client, Keys::torchrun(count))
+            }
+            None => {
+                let (world32, rank32) = exchange::peer_claim("Rendezvous::peer", world, rank)?;
+                let handshake = Handshake {
+                    token,
+                    world: world32,
+                    rank: rank32,
+                };
+                let client = StoreClient::connect(address, Some(handshake), timeout)?;
+                (client, Keys::own_store())
+            }
+        };
+        Ok(Rendezvous {
             store: Box::new(client),
             hosted: None,
             keys,
-            agent,
+            agent: restart_count.is_some(),
             token: token.clone(),
             rank,
             world,
             timeout,
             deadline,
-        }
+        })
     }
 
     /// Hands rank 0's `payload` (NCCL's id) to every rank: rank 0 passes it and gets it

@@ -10,7 +10,7 @@ use rng_gen::Generator;
 use tensor_core::{Device, Tensor};
 
 use super::{Checkpoint, CheckpointError};
-use crate::data::{DataLoader, LoaderState};
+use crate::data::LoaderState;
 use crate::{Module, Sgd};
 
 /// Name of the default CPU generator's state.
@@ -232,28 +232,6 @@ impl Checkpoint {
             .set_state(&self.bytes(name)?)
             .map_err(|e| CheckpointError::generator(name, e))?;
         Ok(scratch.key())
-    }
-
-    /// Stores the loader's [`LoaderState`] bytes under `name`; errors if the loader
-    /// delivered out of order and has no exact position (see [`DataLoader::state`]).
-    pub fn put_loader(&mut self, name: &str, loader: &DataLoader) -> Result<(), CheckpointError> {
-        let state = loader
-            .state()
-            .map_err(|e| CheckpointError::loader(name, e))?;
-        self.insert_bytes(name, &state.to_bytes())
-    }
-
-    /// Moves `loader` to the position stored under `name`; the next batch is the one the
-    /// saved loader would have delivered next.
-    pub fn restore_loader(
-        &self,
-        name: &str,
-        loader: &mut DataLoader,
-    ) -> Result<(), CheckpointError> {
-        let state = self.loader_state(name)?;
-        loader
-            .set_state(&state)
-            .map_err(|e| CheckpointError::loader(name, e))
     }
 
     /// The [`LoaderState`] stored under `name`, parsed and checked, without applying

@@ -69,12 +69,6 @@ impl DistributedSampler {
         self.rank
     }
 
-    /// Whether the tail is dropped rather than padded.
-    #[must_use]
-    pub fn is_drop_last(&self) -> bool {
-        self.drop_last
-    }
-
     /// Samples per rank and epoch for a dataset of `len`: `ceil(len / W)` when padding,
     /// `floor(len / W)` with `drop_last` (PyTorch's `num_samples`).
     #[must_use]

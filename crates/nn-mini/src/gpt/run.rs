@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use rng_gen::{fold_in, Generator, Key};
-use tensor_core::{Device, Tensor};
+use tensor_core::Tensor;
 
 use super::{Gpt, GptTrainConfig, Text, TextWindows};
 use crate::data::RankShare;
 use crate::train::{
-    sharded_loader, FreshRun, RunConfig, RunState, TrainLoop, TrainingRun, DROPOUT_DOMAIN,
-    INIT_DOMAIN,
+    run_settings, sharded_loader, FreshRun, RunConfig, RunState, TrainLoop, TrainingRun,
+    DROPOUT_DOMAIN, INIT_DOMAIN,
 };
 use crate::{clip_grad_norm_, cross_entropy, AdamW, NnError, Result};
 
@@ -66,29 +66,10 @@ impl RunConfig for GptTrainConfig {
 
     const MODEL_KIND: &'static str = "gpt";
 
-    fn seed(&self) -> u64 {
-        self.seed
-    }
-
-    fn batch_size(&self) -> usize {
-        self.batch_size
-    }
+    run_settings!();
 
     fn samples_per_epoch(&self) -> usize {
         usize::try_from(self.windows()).unwrap_or(usize::MAX)
-    }
-
-    fn device(&self) -> Device {
-        self.device
-    }
-
-    fn place(&mut self, device: Device, num_workers: usize) {
-        self.device = device;
-        self.num_workers = num_workers;
-    }
-
-    fn num_workers(&self) -> usize {
-        self.num_workers
     }
 
     fn validate(&self) -> Result<()> {

@@ -1,10 +1,12 @@
 //! `GptTrainConfig`: everything that defines a GPT training run, stored in its
 //! checkpoints.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 use tensor_core::Device;
 
-use super::GptConfig;
+use super::{GptConfig, Text};
 use crate::train::as_string;
 use crate::{AdamWConfig, NnError, Result, WarmupCosine};
 
@@ -19,6 +21,18 @@ pub struct DataSpec {
     pub len: u64,
     /// Its SHA-256, 64 lowercase hex digits.
     pub sha256: String,
+}
+
+impl DataSpec {
+    /// The record of `text`, read from `path`: the path, its length and its SHA-256.
+    #[must_use]
+    pub fn of(path: impl AsRef<Path>, text: &Text) -> Self {
+        DataSpec {
+            path: path.as_ref().display().to_string(),
+            len: text.bytes().len() as u64,
+            sha256: text.sha256().to_string(),
+        }
+    }
 }
 
 /// A GPT training run: the model, the batches, AdamW with a warm-up and cosine
@@ -84,6 +98,29 @@ impl GptTrainConfig {
             data,
             num_workers: 0,
             device: Device::Cpu,
+        }
+    }
+
+    /// The smallest run that still trains every part of the GPT, for tests and quick
+    /// checks: one layer of 2 heads, width 16, blocks and context of 8 tokens, dropout
+    /// 0.1 (so a resume must replay the masks), batches of 4, 2 warm-up steps and a
+    /// decay to step 20; the rest as [`new`](Self::new).
+    #[must_use]
+    pub fn tiny(data: DataSpec) -> Self {
+        GptTrainConfig {
+            model: GptConfig {
+                vocab_size: 256,
+                block_size: 8,
+                n_layer: 1,
+                n_head: 2,
+                n_embd: 16,
+                dropout: 0.1,
+            },
+            context: 8,
+            batch_size: 4,
+            warmup: 2,
+            decay_steps: 20,
+            ..GptTrainConfig::new(data)
         }
     }
 

@@ -2,7 +2,8 @@
 
 use tensor_core::{DType, Device, Tensor};
 
-use crate::{visit_leaf, visit_leaf_mut, Module, NnError, Parameter, Result};
+use crate::module::visit_weight_and_bias;
+use crate::{Module, NnError, Parameter, Result};
 
 /// Normalises each row of `[..., width]` over its last dimension to zero mean and unit
 /// variance, then scales by `weight` and shifts by `bias` (both `[width]`, initialised
@@ -101,19 +102,5 @@ impl Module for LayerNorm {
         Ok(dx)
     }
 
-    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
-        visit_leaf(prefix, std::iter::once(&self.weight).chain(&self.bias), f);
-    }
-
-    fn visit_parameters_mut<'a>(
-        &'a mut self,
-        prefix: &str,
-        f: &mut dyn FnMut(String, &'a mut Parameter),
-    ) {
-        visit_leaf_mut(
-            prefix,
-            std::iter::once(&mut self.weight).chain(&mut self.bias),
-            f,
-        );
-    }
+    visit_weight_and_bias!();
 }

@@ -3,7 +3,8 @@
 use rng_gen::Generator;
 use tensor_core::{DType, Tensor};
 
-use crate::{visit_leaf, visit_leaf_mut, GradRowGroups, Module, NnError, Parameter, Result};
+use crate::module::visit_weight_and_bias;
+use crate::{GradRowGroups, Module, NnError, Parameter, Result};
 
 /// A fully connected layer with weight `[out_features, in_features]` (PyTorch's layout,
 /// so checkpoints load into `nn.Linear` unchanged) and an optional bias `[out_features]`.
@@ -191,19 +192,5 @@ impl Module for Linear {
         self.row_groups = groups.cloned();
     }
 
-    fn visit_parameters<'a>(&'a self, prefix: &str, f: &mut dyn FnMut(String, &'a Parameter)) {
-        visit_leaf(prefix, std::iter::once(&self.weight).chain(&self.bias), f);
-    }
-
-    fn visit_parameters_mut<'a>(
-        &'a mut self,
-        prefix: &str,
-        f: &mut dyn FnMut(String, &'a mut Parameter),
-    ) {
-        visit_leaf_mut(
-            prefix,
-            std::iter::once(&mut self.weight).chain(&mut self.bias),
-            f,
-        );
-    }
+    visit_weight_and_bias!();
 }

@@ -32,14 +32,6 @@ impl Optimizer {
         }
     }
 
-    /// The SGD inside, if this is one.
-    pub fn as_sgd_mut(&mut self) -> Option<&mut Sgd> {
-        match self {
-            Optimizer::Sgd(sgd) => Some(sgd),
-            Optimizer::AdamW(_) => None,
-        }
-    }
-
     /// The AdamW inside, if this is one.
     pub fn as_adamw_mut(&mut self) -> Option<&mut AdamW> {
         match self {

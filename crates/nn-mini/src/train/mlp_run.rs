@@ -1,9 +1,10 @@
 //! The MLP run of `train_resume` as a [`RunConfig`]: [`TrainConfig`] builds it, its loss
 //! is cross-entropy and its update one SGD step.
 
-use tensor_core::{Device, Tensor};
+use tensor_core::Tensor;
 
 use super::fresh_run::build_mlp_run;
+use super::run_settings;
 use super::{FreshRun, RunConfig, RunState, TrainConfig};
 use crate::data::RankShare;
 use crate::{cross_entropy, Result, Sequential};
@@ -13,29 +14,10 @@ impl RunConfig for TrainConfig {
 
     const MODEL_KIND: &'static str = "mlp";
 
-    fn seed(&self) -> u64 {
-        self.seed
-    }
-
-    fn batch_size(&self) -> usize {
-        self.batch_size
-    }
+    run_settings!();
 
     fn samples_per_epoch(&self) -> usize {
         self.dataset_size
-    }
-
-    fn device(&self) -> Device {
-        self.device
-    }
-
-    fn place(&mut self, device: Device, num_workers: usize) {
-        self.device = device;
-        self.num_workers = num_workers;
-    }
-
-    fn num_workers(&self) -> usize {
-        self.num_workers
     }
 
     fn validate(&self) -> Result<()> {

@@ -141,3 +141,35 @@ pub(crate) mod as_string {
             .map_err(|e| de::Error::custom(format!("{text:?}: {e}")))
     }
 }
+
+/// The [`RunConfig`] methods that read and place a configuration's shared run settings,
+/// its fields `seed`, `batch_size`, `device` and `num_workers`, which every kind of run
+/// (the MLP's [`TrainConfig`](super::TrainConfig), the GPT's
+/// [`GptTrainConfig`](crate::gpt::GptTrainConfig)) names and types alike: written once,
+/// expanded inside each `impl RunConfig`. The fields themselves stay where they are, so
+/// the configurations' struct literals and checkpoint JSON do not change.
+macro_rules! run_settings {
+    () => {
+        fn seed(&self) -> u64 {
+            self.seed
+        }
+
+        fn batch_size(&self) -> usize {
+            self.batch_size
+        }
+
+        fn device(&self) -> tensor_core::Device {
+            self.device
+        }
+
+        fn place(&mut self, device: tensor_core::Device, num_workers: usize) {
+            self.device = device;
+            self.num_workers = num_workers;
+        }
+
+        fn num_workers(&self) -> usize {
+            self.num_workers
+        }
+    };
+}
+pub(crate) use run_settings;

@@ -8,6 +8,7 @@ use nn_mini::{Embedding, Module, NnError};
 use tensor_core::{Algorithm, DType, Device, Tensor};
 
 use support::grad_values;
+use test_support::on_threads;
 
 fn table(rows: usize, dim: usize) -> Tensor {
     let values: Vec<f32> = (0..rows * dim).map(|i| i as f32 * 0.25 - 3.0).collect();
@@ -69,11 +70,7 @@ fn the_deterministic_backward_is_identical_on_1_and_2_threads_and_every_run() {
     let ids: Vec<i64> = (0..n as i64).map(|k| (k * 7919) % rows as i64).collect();
     let grad_out = Tensor::from_vec(grads(n * dim), &[n, dim], Device::Cpu).unwrap();
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        pool.install(|| {
+        on_threads(threads, || {
             let mut layer = Embedding::from_weight(table(rows, dim))
                 .unwrap()
                 .with_algorithm(Algorithm::Deterministic);

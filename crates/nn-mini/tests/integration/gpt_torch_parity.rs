@@ -51,12 +51,7 @@ fn one_step_and_the_loss_match_pytorch() {
         .take(6000)
         .collect();
     std::fs::write(&text_path, &text).unwrap();
-    let read = Text::read(&text_path).unwrap();
-    let data = DataSpec {
-        path: text_path.display().to_string(),
-        len: read.bytes().len() as u64,
-        sha256: read.sha256().to_string(),
-    };
+    let data = DataSpec::of(&text_path, &Text::read(&text_path).unwrap());
     let mut config = GptTrainConfig {
         seed: 11,
         model: GptConfig {

@@ -4,9 +4,10 @@
 
 use std::path::Path;
 
-use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
+use nn_mini::gpt::{DataSpec, GptTrainConfig, GptTrainer, Text};
 use nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
 use nn_mini::{AdamW, AdamWConfig, Checkpoint, CheckpointError, Module, NnError, Optimizer};
+use test_support::on_threads;
 
 /// A text of `len` bytes of English-like words, written to `dir/name`.
 fn write_text(dir: &Path, name: &str, len: usize) -> DataSpec {
@@ -14,32 +15,15 @@ fn write_text(dir: &Path, name: &str, len: usize) -> DataSpec {
     let words = b"the quick brown fox jumps over the lazy dog and then she said that it was ";
     let bytes: Vec<u8> = words.iter().copied().cycle().take(len).collect();
     std::fs::write(&path, &bytes).unwrap();
-    let text = Text::from_bytes(bytes);
-    DataSpec {
-        path: path.display().to_string(),
-        len: len as u64,
-        sha256: text.sha256().to_string(),
-    }
+    DataSpec::of(&path, &Text::from_bytes(bytes))
 }
 
-/// A GPT small enough for debug builds: 1 layer, 2 heads, width 16, context 8, batches
-/// of 4, dropout 0.1 (so resumes must replay masks), a short warm-up and decay.
+/// [`GptTrainConfig::tiny`] (small enough for debug builds; dropout on, so resumes must
+/// replay masks) with seed 5.
 fn tiny(data: DataSpec) -> GptTrainConfig {
     GptTrainConfig {
         seed: 5,
-        model: GptConfig {
-            vocab_size: 256,
-            block_size: 8,
-            n_layer: 1,
-            n_head: 2,
-            n_embd: 16,
-            dropout: 0.1,
-        },
-        context: 8,
-        batch_size: 4,
-        warmup: 2,
-        decay_steps: 20,
-        ..GptTrainConfig::new(data)
+        ..GptTrainConfig::tiny(data)
     }
 }
 
@@ -105,12 +89,8 @@ fn workers_and_threads_change_nothing() {
         "3 loader workers"
     );
     for threads in [1, 2] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
         assert_eq!(
-            pool.install(|| run(&config, 6)),
+            on_threads(threads, || run(&config, 6)),
             (plain.clone(), params.clone()),
             "{threads} threads"
         );

@@ -108,8 +108,10 @@ fn forgetful_layers(sources: &[(String, String)]) -> Vec<String> {
             let holds_parameters = has_word(fields, "Parameter")
                 || fields.contains("dyn Module")
                 || module_types.iter().any(|m| has_word(fields, m));
-            let overrides =
-                body.contains("fn visit_parameters<") && body.contains("fn visit_parameters_mut<");
+            // Written out, or both from nn-mini's `visit_weight_and_bias!()`.
+            let overrides = (body.contains("fn visit_parameters<")
+                && body.contains("fn visit_parameters_mut<"))
+                || body.contains("visit_weight_and_bias!()");
             if holds_parameters && !overrides {
                 forgetful.push(format!("{file}: {name}"));
             }

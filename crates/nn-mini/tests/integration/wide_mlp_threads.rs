@@ -6,10 +6,12 @@
 //! matmuls' blocks and tiles, dropout's fill and mask pass (2^18 elements), the
 //! elementwise ops and SGD (parameters of 2^18 elements and more).
 
-use nn_mini::{cross_entropy_with, ClassTargets, Dropout, Linear, Module, ReLU, Sequential};
+use nn_mini::train::build_mlp;
+use nn_mini::{cross_entropy_with, ClassTargets, Module};
 use nn_mini::{Sgd, SgdConfig};
 use rng_gen::{Generator, Key};
 use tensor_core::{use_portable_arithmetic, DType, Device};
+use test_support::on_threads;
 
 const WIDTHS: [usize; 4] = [784, 1024, 1024, 10];
 const BATCH: usize = 256;
@@ -19,15 +21,7 @@ const STEPS: usize = 3;
 fn train() -> (Vec<u32>, Vec<Vec<u32>>) {
     let init = Generator::from_key(Device::Cpu, Key::new(1));
     let drop = Generator::from_key(Device::Cpu, Key::new(2));
-    let mut model = Sequential::new();
-    for (i, pair) in WIDTHS.windows(2).enumerate() {
-        model = model.push(Linear::new(pair[0], pair[1], &init).unwrap());
-        if i + 2 < WIDTHS.len() {
-            model = model
-                .push(ReLU::new())
-                .push(Dropout::new(0.1, &drop).unwrap());
-        }
-    }
+    let mut model = build_mlp(&WIDTHS, 0.1, &init, &drop).unwrap();
     let mut sgd = Sgd::new(SgdConfig::new(0.05).momentum(0.9)).unwrap();
     let x = rng_gen::randn(&[BATCH, WIDTHS[0]], DType::F32, Device::Cpu, Some(&init)).unwrap();
     let labels = Generator::from_key(Device::Cpu, Key::new(3));
@@ -54,15 +48,7 @@ fn train() -> (Vec<u32>, Vec<Vec<u32>>) {
 }
 
 fn assert_same_on_1_2_and_3_threads(what: &str) {
-    let runs: Vec<_> = [1, 2, 3]
-        .map(|threads| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(train)
-        })
-        .into();
+    let runs: Vec<_> = [1, 2, 3].map(|threads| on_threads(threads, train)).into();
     for (i, run) in runs.iter().enumerate().skip(1) {
         assert_eq!(run.0, runs[0].0, "{what}: losses, {} threads", i + 1);
         for (p, (got, want)) in run.1.iter().zip(&runs[0].1).enumerate() {

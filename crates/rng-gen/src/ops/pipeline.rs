@@ -59,21 +59,6 @@ pub(crate) struct Ran {
     pub(crate) key: Key,
 }
 
-/// Step 3 for every random op: moves `generator` past the op's `blocks` and returns the
-/// key of the first. The one place an op reserves (ops that skip the computation, like
-/// dropout with `p = 0`, still come here). The audit records the reservation in
-/// [`run_recorded`] (and dropout's `p = 0` path next to its call here).
-///
-/// During a CUDA graph capture of the generator's device the stretch is reserved within
-/// the graph instead ([`crate::graph`]).
-pub(crate) fn reserve(
-    op: &'static str,
-    generator: &Generator,
-    blocks: u64,
-) -> Result<Reserved, RngError> {
-    crate::graph::reserve(op, generator, blocks)
-}
-
 /// Blocks an op of `layout` on `n` elements reserves: `ceil(words / 4)`, or an error if
 /// that does not fit the 64-bit counter (only a custom op with very many words per
 /// element on an absurd `n` could ask for that).
@@ -181,14 +166,10 @@ fn run_unrecorded<S: Sampler>(
     };
     let blocks = blocks_for(name, layout.words_for(n as u64))?;
     let draw = |op: &'static str| match (&generator, stream) {
-        (Some(g), _) => reserve(op, g, blocks),
+        (Some(g), _) => crate::graph::reserve(op, g, blocks),
         (None, Stream::At(key)) => {
             crate::graph::refuse_replay_in_capture(op, device)?;
-            Ok(Reserved {
-                key,
-                #[cfg(feature = "cuda")]
-                words: None,
-            })
+            Ok(Reserved::eager(key))
         }
         (None, Stream::Reserve(_)) => unreachable!("a generator was resolved above"),
     };

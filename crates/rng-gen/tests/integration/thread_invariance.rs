@@ -8,11 +8,11 @@
 
 use crate::common;
 
-use rayon::ThreadPoolBuilder;
 use rng_gen::{bernoulli, dropout, dropout_with_mask, rand, randint, randn, randperm};
 use tensor_core::{DType, Device, Tensor};
 
 use common::{generator, values};
+use test_support::on_threads;
 
 const SEED: u64 = 0x5EED;
 const BIG: usize = 10_000_000;
@@ -21,13 +21,7 @@ const BIG: usize = 10_000_000;
 fn in_pools<R: Send>(op: impl Fn() -> R + Sync) -> Vec<R> {
     [1, 2, 3]
         .iter()
-        .map(|&threads| {
-            ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .expect("thread pool")
-                .install(&op)
-        })
+        .map(|&threads| on_threads(threads, &op))
         .collect()
 }
 

@@ -2,6 +2,7 @@
 //! 1, 2 and 5 threads on inputs large enough to take the parallel paths, and compare bits.
 
 use tensor_core::{Device, Tensor};
+use test_support::on_threads;
 
 /// A deterministic pseudo-random f32 tensor with values in [-4, 4).
 fn noise(dims: &[usize], salt: u64) -> Tensor {
@@ -59,13 +60,7 @@ fn run_all() -> Vec<Vec<u32>> {
 
 #[test]
 fn results_do_not_depend_on_thread_count() {
-    let in_pool = |threads: usize| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-            .install(run_all)
-    };
+    let in_pool = |threads: usize| on_threads(threads, run_all);
     let one = in_pool(1);
     for threads in [2, 5] {
         let many = in_pool(threads);

@@ -14,6 +14,7 @@ use tensor_core::{use_deterministic_algorithms, Algorithm, DeterministicMode, De
 use tensor_core::{Result, TensorError};
 
 use support::mixed;
+use test_support::on_threads;
 
 /// An embedding-backward-shaped `index_add`: 16384 rows of 32 into 40 targets, large
 /// enough for `Auto` to take the fast path with 2 threads in `Off` mode.
@@ -52,12 +53,8 @@ fn bits(t: &Tensor) -> Vec<u64> {
 
 /// Runs `f` on 2 threads and returns its result and how many fast paths it took.
 fn on_two_threads<R: Send>(f: impl FnOnce() -> R + Send) -> (R, u64) {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .unwrap();
     let before = INDEX_ADD_CPU.fast_runs();
-    let result = pool.install(f);
+    let result = on_threads(2, f);
     (result, INDEX_ADD_CPU.fast_runs() - before)
 }
 

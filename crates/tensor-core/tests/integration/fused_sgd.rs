@@ -3,6 +3,7 @@
 
 use tensor_core::ops::SgdMomentumStep;
 use tensor_core::{DType, Device, Tensor, TensorError};
+use test_support::on_threads;
 
 fn tensor(n: usize, salt: u32, dtype: DType) -> Tensor {
     let values: Vec<f64> = (0..n)
@@ -169,13 +170,8 @@ fn long_parameters_on_several_threads_equal_the_whole_tensor_ops() {
     let (mut want_p, mut want_b) = (p0.clone(), b0.clone());
     whole_tensor_ops(&mut want_p, &mut want_b, &g, &h);
     for threads in [1, 2, 3] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
         let (mut p, mut b) = (p0.clone(), b0.clone());
-        pool.install(|| p.sgd_momentum_step_(&mut b, &g, &h))
-            .unwrap();
+        on_threads(threads, || p.sgd_momentum_step_(&mut b, &g, &h)).unwrap();
         assert_eq!(bits(&p), bits(&want_p), "parameter, {threads} threads");
         assert_eq!(bits(&b), bits(&want_b), "buffer, {threads} threads");
     }

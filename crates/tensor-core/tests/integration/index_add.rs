@@ -10,6 +10,7 @@ use tensor_core::ops::INDEX_ADD_GROUP;
 use tensor_core::{Algorithm, DType, Device, Tensor, TensorError};
 
 use support::mixed;
+use test_support::on_threads;
 
 fn cpu(values: Vec<f32>, dims: &[usize]) -> Tensor {
     Tensor::from_vec(values, dims, Device::Cpu).unwrap()
@@ -209,12 +210,8 @@ fn deterministic_index_add_is_identical_on_every_thread_count() {
         );
         let want = bits_of(&want);
         for threads in [1, 2, 5] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
             for run in 0..3 {
-                let got = pool.install(|| {
+                let got = on_threads(threads, || {
                     dst.index_add_with(0, &index(&idx), &src, 1.0, Algorithm::Deterministic)
                         .unwrap()
                 });
@@ -236,11 +233,7 @@ fn the_fast_index_add_adds_the_same_terms() {
     let dst = cpu(whole(mixed(size * inner, 8)), &[size, inner]);
     let src = cpu(whole(mixed(n * inner, 9)), &[n, inner]);
     let idx = index(&indices(n, size, 10));
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(2)
-        .build()
-        .unwrap();
-    let fast = pool.install(|| {
+    let fast = on_threads(2, || {
         dst.index_add_with(0, &idx, &src, 1.0, Algorithm::Fast)
             .unwrap()
     });
@@ -309,12 +302,11 @@ fn scatter_add_matches_the_serial_loop() {
         .map(|x| x.to_bits())
         .collect();
     for threads in [1, 2] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
         assert!(
-            bits(&pool.install(|| dst.scatter_add(1, &idx, &src).unwrap())) == want,
+            bits(&on_threads(threads, || dst
+                .scatter_add(1, &idx, &src)
+                .unwrap()))
+                == want,
             "{threads} threads"
         );
     }

@@ -6,6 +6,7 @@
 
 use tensor_core::portable::math;
 use tensor_core::{are_portable_arithmetic_enabled, use_portable_arithmetic, Device, Tensor};
+use test_support::on_threads;
 
 fn values(n: usize, salt: u32) -> Vec<f32> {
     (0..n as u32)
@@ -51,12 +52,8 @@ fn the_switch_selects_the_portable_ops() {
     use_portable_arithmetic(true);
     assert!(are_portable_arithmetic_enabled());
     for threads in [1, 2] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
         assert_eq!(
-            pool.install(|| bits(&ta.matmul(&tb).unwrap())),
+            on_threads(threads, || bits(&ta.matmul(&tb).unwrap())),
             want,
             "{threads} threads"
         );

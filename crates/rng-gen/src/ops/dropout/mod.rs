@@ -35,7 +35,7 @@ use tensor_core::{DType, Storage, Tensor, TensorError};
 use self::forward::{DropoutFloat, DropoutForward, MaskOut};
 use self::mask::{all_kept, clear_tail, mask_len};
 use super::args::{check_float, generator_for, probability};
-use super::pipeline::{reserve, run_recorded, Stream, Target};
+use super::pipeline::{run_recorded, Stream, Target};
 use crate::stream::increment::{increment_for, RandomOp};
 use crate::stream::key::Key;
 use crate::{Generator, RngError};
@@ -195,7 +195,7 @@ fn dropout_op(
             // Recorded like the computing path: the reservation is what a diff compares.
             let mut recorder = OpRecorder::begin(op, &[x]);
             let blocks = increment_for(RandomOp::Dropout, x.dtype(), n as u64);
-            state.key = reserve(op, &generator, blocks)?.key;
+            state.key = crate::graph::reserve(op, &generator, blocks)?.key;
             recorder.rng(RngRecord {
                 device,
                 seed: state.key.seed,

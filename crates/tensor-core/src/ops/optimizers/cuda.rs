@@ -3,14 +3,26 @@
 //! `ditto_sgd_momentum_op` of `cuda/tensor_ops.cuh`, the CPU loop of `ops/optimizers/fused_sgd.rs`)
 //! and one AdamW step (`cuda/transformer_ops.cuh`, the CPU loop of `ops/optimizers/adamw.rs`).
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::{CudaViewMut, DeviceRepr, PushKernelArg};
 
-use crate::ops::cuda::{dense_view, output_storage};
+use crate::ops::cuda::{dense_view, output_storage, storage_of};
 use crate::ops::elementwise::cuda::kernel_for;
 use crate::ops::optimizers::adamw::AdamWScalars;
 use crate::ops::optimizers::fused_sgd::{SgdMomentumStep, StepScalars};
 use crate::ops::AdamWStep;
 use crate::{DType, Element, Result, Tensor};
+
+/// `$step::<f32>` or `$step::<f64>` for `$value`'s dtype, given its element count `n`
+/// first; nothing for an empty tensor (no kernel to launch).
+macro_rules! float_step {
+    ($value:expr, $step:ident($($arg:expr),+)) => {
+        match ($value.dtype(), $value.elem_count() as u64) {
+            (_, 0) => Ok(()),
+            (DType::F32, n) => $step::<f32>(n, $($arg),+),
+            (_, n) => $step::<f64>(n, $($arg),+),
+        }
+    };
+}
 
 /// `value`, `buf` and `grad` are contiguous CUDA tensors of one float dtype, device and
 /// shape (the caller checked).
@@ -20,34 +32,30 @@ pub(crate) fn sgd_momentum_step_(
     grad: &Tensor,
     hyper: &SgdMomentumStep,
 ) -> Result<()> {
-    match value.dtype() {
-        DType::F32 => launch::<f32>(value, buf, grad, hyper),
-        _ => launch::<f64>(value, buf, grad, hyper),
-    }
+    float_step!(value, sgd_momentum(value, buf, grad, hyper))
 }
 
-fn launch<T: Element + DeviceRepr>(
+/// The bytes of contiguous `t` from its first element, for a kernel to write in place:
+/// `output_storage` makes its storage unique first, so the view aliases no other tensor.
+fn dense_view_mut(t: &mut Tensor) -> Result<CudaViewMut<'_, u8>> {
+    let start = t.storage_offset() * t.dtype().size_in_bytes();
+    Ok(output_storage(t)?.bytes_mut().slice_mut(start..))
+}
+
+fn sgd_momentum<T: Element + DeviceRepr>(
+    n: u64,
     value: &mut Tensor,
     buf: &mut Tensor,
     grad: &Tensor,
     hyper: &SgdMomentumStep,
 ) -> Result<()> {
-    const OP: &str = "sgd_momentum_step_";
-    let n = value.elem_count() as u64;
-    if n == 0 {
-        return Ok(());
-    }
     let s = StepScalars::<T>::new(hyper);
     let (decay, nesterov) = (i32::from(s.decay), i32::from(s.nesterov));
-    let kernel = kernel_for(OP, "sgd_momentum", value, n)?;
-    let width = value.dtype().size_in_bytes();
-    let (p_start, b_start) = (value.storage_offset() * width, buf.storage_offset() * width);
+    let kernel = kernel_for("sgd_momentum_step_", "sgd_momentum", value, n)?;
+    let stream = storage_of(grad)?.0.stream()?;
     let g_view = dense_view(grad)?;
-    let b_target = output_storage(buf)?;
-    let stream = b_target.stream()?;
-    let mut b_view = b_target.bytes_mut().slice_mut(b_start..);
-    let p_target = output_storage(value)?;
-    let mut p_view = p_target.bytes_mut().slice_mut(p_start..);
+    let mut b_view = dense_view_mut(buf)?;
+    let mut p_view = dense_view_mut(value)?;
     let mut args = kernel.args(&stream);
     args.arg(&n)
         .arg(&s.weight_decay)
@@ -94,24 +102,17 @@ pub(crate) fn adamw_step_(
     grad: &Tensor,
     hyper: &AdamWStep,
 ) -> Result<()> {
-    match value.dtype() {
-        DType::F32 => adamw::<f32>(value, m, v, grad, hyper),
-        _ => adamw::<f64>(value, m, v, grad, hyper),
-    }
+    float_step!(value, adamw(value, m, v, grad, hyper))
 }
 
 fn adamw<T: Element + DeviceRepr>(
+    n: u64,
     value: &mut Tensor,
     m: &mut Tensor,
     v: &mut Tensor,
     grad: &Tensor,
     hyper: &AdamWStep,
 ) -> Result<()> {
-    const OP: &str = "adamw_step_";
-    let n = value.elem_count() as u64;
-    if n == 0 {
-        return Ok(());
-    }
     let s = AdamWScalars::<T>::new(hyper);
     let scalars = KernelAdamW {
         decay_factor: s.decay_factor,
@@ -124,17 +125,12 @@ fn adamw<T: Element + DeviceRepr>(
         decay: i32::from(s.decay),
         lerp_low: i32::from(s.lerp_low),
     };
-    let kernel = kernel_for(OP, "adamw", value, n)?;
-    let width = value.dtype().size_in_bytes();
-    let starts = [&*value, &*m, &*v].map(|t| t.storage_offset() * width);
+    let kernel = kernel_for("adamw_step_", "adamw", value, n)?;
+    let stream = storage_of(grad)?.0.stream()?;
     let g_view = dense_view(grad)?;
-    let m_target = output_storage(m)?;
-    let stream = m_target.stream()?;
-    let mut m_view = m_target.bytes_mut().slice_mut(starts[1]..);
-    let v_target = output_storage(v)?;
-    let mut v_view = v_target.bytes_mut().slice_mut(starts[2]..);
-    let p_target = output_storage(value)?;
-    let mut p_view = p_target.bytes_mut().slice_mut(starts[0]..);
+    let mut m_view = dense_view_mut(m)?;
+    let mut v_view = dense_view_mut(v)?;
+    let mut p_view = dense_view_mut(value)?;
     let mut args = kernel.args(&stream);
     args.arg(&n)
         .arg(&scalars)

@@ -2,6 +2,7 @@
 //! element over `k` ascending from `+0.0`, compared bit for bit.
 
 use super::{matmul_with, Operand, SimdLevel, KC};
+use test_support::on_threads;
 
 /// The definition, element by element.
 fn chain<T: super::PortableElement>(a: &Operand<'_, T>, b: &Operand<'_, T>) -> Vec<T> {
@@ -23,16 +24,26 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
     test_support::spread_f32(n, seed)
 }
 
-/// The transpose of a dense `cols x rows` buffer, read as `rows x cols`.
-fn transposed(data: &[f32], rows: usize, cols: usize) -> Operand<'_, f32> {
+/// The `rows x cols` view of `data` from `offset` with these row and column strides.
+fn view<T>(
+    data: &[T],
+    offset: usize,
+    (rows, cols): (usize, usize),
+    (row_stride, col_stride): (usize, usize),
+) -> Operand<'_, T> {
     Operand {
         data,
-        offset: 0,
+        offset,
         rows,
         cols,
-        row_stride: 1,
-        col_stride: rows,
+        row_stride,
+        col_stride,
     }
+}
+
+/// The transpose of a dense `cols x rows` buffer, read as `rows x cols`.
+fn transposed(data: &[f32], rows: usize, cols: usize) -> Operand<'_, f32> {
+    view(data, 0, (rows, cols), (1, rows))
 }
 
 fn levels() -> Vec<SimdLevel> {
@@ -102,14 +113,7 @@ fn transposed_and_offset_views_equal_the_definition() {
         let a = transposed(&a_t, m, k);
         let mut padded = vec![f32::NAN; 3];
         padded.extend_from_slice(&b_t);
-        let b = Operand {
-            data: &padded,
-            offset: 3,
-            rows: k,
-            cols: n,
-            row_stride: 1,
-            col_stride: k,
-        };
+        let b = view(&padded, 3, (k, n), (1, k));
         assert_every_level_equals_the_chain(a, b);
     }
 }
@@ -120,22 +124,8 @@ fn transposed_and_offset_views_equal_the_definition() {
 fn views_without_a_unit_stride_equal_the_definition() {
     for &(m, k, n) in &SHAPES[..19] {
         let (a_big, b_big) = (values(3 * m * 2 * k + 1, 9), values(3 * k * 2 * n + 1, 10));
-        let a = Operand {
-            data: &a_big,
-            offset: 1,
-            rows: m,
-            cols: k,
-            row_stride: 3 * 2 * k,
-            col_stride: 2,
-        };
-        let b = Operand {
-            data: &b_big,
-            offset: 1,
-            rows: k,
-            cols: n,
-            row_stride: 3 * 2 * n,
-            col_stride: 2,
-        };
+        let a = view(&a_big, 1, (m, k), (3 * 2 * k, 2));
+        let b = view(&b_big, 1, (k, n), (3 * 2 * n, 2));
         assert_every_level_equals_the_chain(a, b);
     }
 }
@@ -158,13 +148,7 @@ fn one_and_two_threads_give_the_same_bits() {
     for (a, b) in layouts {
         let want = bits(&chain(&a, &b));
         for level in levels() {
-            let run = |threads| {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
-                pool.install(|| matmul_with(a, b, level).unwrap())
-            };
+            let run = |threads| on_threads(threads, || matmul_with(a, b, level).unwrap());
             assert_eq!(bits(&run(1)), want, "{level:?}, 1 thread");
             assert_eq!(bits(&run(2)), want, "{level:?}, 2 threads");
         }
@@ -176,22 +160,8 @@ fn f64_and_special_values_follow_the_chain() {
     let a = [1e300f64, -1e300, 3.0, f64::INFINITY];
     let b = [1e10f64, 1e10, 0.5, 0.0];
     let (ao, bo) = (
-        Operand {
-            data: &a[..],
-            offset: 0,
-            rows: 1,
-            cols: 4,
-            row_stride: 4,
-            col_stride: 1,
-        },
-        Operand {
-            data: &b[..],
-            offset: 0,
-            rows: 4,
-            cols: 1,
-            row_stride: 1,
-            col_stride: 1,
-        },
+        view(&a[..], 0, (1, 4), (4, 1)),
+        view(&b[..], 0, (4, 1), (1, 1)),
     );
     // inf * 0 makes the chain NaN, as the definition says.
     assert!(matmul_with(ao, bo, SimdLevel::Scalar).unwrap()[0].is_nan());
@@ -209,14 +179,7 @@ fn f64_and_special_values_follow_the_chain() {
 #[test]
 fn bad_views_and_shapes_are_errors() {
     let a = values(6, 1);
-    let too_far = Operand {
-        data: &a,
-        offset: 1,
-        rows: 2,
-        cols: 3,
-        row_stride: 3,
-        col_stride: 1,
-    };
+    let too_far = view(&a, 1, (2, 3), (3, 1));
     assert!(matmul_with(too_far, Operand::row_major(&a, 3, 2), SimdLevel::Scalar).is_err());
     assert!(matmul_with(
         Operand::row_major(&a, 2, 3),
