@@ -1,10 +1,8 @@
 //! Publishes the folders of ditto's CUDA headers to crates that depend on `kernels`
 //! (`links = "ditto_kernels"`: their build scripts read `DEP_DITTO_KERNELS_INCLUDE`, see
-//! `ditto_build::ditto_include_dirs`), and with the `host-parity` feature compiles the
-//! headers as plain C++ through `host/parity_shim.cpp`, so tests can run the very code
-//! the GPU runs on the host and compare it with the Rust engine bit for bit
-//! (docs/contract.md §11). Without the feature no C++ compiler is needed. The compiler
-//! flags are `ditto_build::host_cuda_build`'s, shared with tensor-core.
+//! `ditto_build::ditto_include_dirs`). The tests' host builds of these headers are the
+//! `host-parity` test crate's (`tests/host-parity`, docs/contract.md §11); no C++
+//! compiler is needed here.
 
 use std::path::PathBuf;
 
@@ -18,14 +16,7 @@ fn main() {
     let joined = std::env::join_paths(&folders).expect("include folders without separators");
     println!("cargo:include={}", joined.to_string_lossy());
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=host/parity_shim.cpp");
     for folder in &folders {
         ditto_build::rerun_if_headers_change(folder);
     }
-    if std::env::var_os("CARGO_FEATURE_HOST_PARITY").is_none() {
-        return;
-    }
-    ditto_build::host_cuda_build(&folders)
-        .file("host/parity_shim.cpp")
-        .compile("ditto_parity_shim");
 }

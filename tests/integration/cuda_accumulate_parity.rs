@@ -11,7 +11,7 @@
 
 use crate::support;
 
-use ditto::tensor_core::host_parity::{self, Body};
+use ::host_parity::tensor_ops::{self as host_parity, Body};
 use ditto::tensor_core::{Algorithm, DType, Device, Tensor};
 use support::{assert_same, values};
 

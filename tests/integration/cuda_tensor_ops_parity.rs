@@ -9,7 +9,7 @@
 
 use crate::support;
 
-use ditto::tensor_core::host_parity;
+use ::host_parity::tensor_ops as host_parity;
 use ditto::tensor_core::ops::SgdMomentumStep;
 use ditto::tensor_core::{DType, Device, Tensor};
 use support::{assert_same, values};

@@ -9,7 +9,7 @@
 //! Errors are in ulps of the f32 reference (the spacing of f32 numbers in its binade,
 //! 2^-149 in the subnormals); the reference is f64 `exp` / `ln` (error ~2^-53).
 
-use ditto::tensor_core::host_parity;
+use ::host_parity::tensor_ops as host_parity;
 use ditto::tensor_core::portable::math::{exp, log, tanh};
 use ditto::tensor_core::{Device, Tensor};
 use rayon::prelude::*;

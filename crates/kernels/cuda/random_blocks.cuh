@@ -1,6 +1,7 @@
 // One Philox block of every random op: the per-element rules of docs/contract.md §5,
 // written once for the GPU kernels (random.cu loops over blocks) and for the host parity
-// tests (host/parity_shim.cpp calls the very same functions for one block index).
+// tests (tests/host-parity/host/parity_shim.cpp calls the very same functions for one
+// block index).
 // Dropout's blocks are in dropout.cuh, which builds on the element types and loads/stores
 // here.
 //

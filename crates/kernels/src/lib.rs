@@ -20,9 +20,9 @@
 //! kernels (`random.cu`). All of them include tensor-core's host/device shim
 //! (`crates/tensor-core/cuda/ditto_host_device.cuh`). They are compiled at run time by
 //! NVRTC ([`nvrtc`], feature `cuda`; the compile options and the per-device module cache
-//! are tensor-core's, shared with its own kernels) and, with the `host-parity` feature,
-//! by the host C++ compiler so tests can check them against the Rust engine bit for bit
-//! without a GPU (`host_parity`, feature `host-parity`).
+//! are tensor-core's, shared with its own kernels) and, for the tests, by the host C++
+//! compiler (the `host-parity` test crate, `tests/host-parity`), which checks them
+//! against the Rust engine bit for bit without a GPU.
 //!
 //! A downstream crate's kernels can include the same headers: the build script of a crate
 //! that depends on `kernels` reads their folders from `DEP_DITTO_KERNELS_INCLUDE`
@@ -41,9 +41,6 @@ pub mod source;
 pub mod launch;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
-
-#[cfg(feature = "host-parity")]
-pub mod host_parity;
 
 pub use error::{KernelError, Result};
 pub use grid::{Grid, Launch};

@@ -1,6 +1,7 @@
 // The per-element and per-lane bodies of ditto's tensor-op kernels, as functions that
 // compile both for the GPU (NVRTC, through tensor_ops.cu) and for the host (the parity
-// shim in ../host/, which the tests compare with tensor-core's CPU ops bit for bit).
+// shim in tests/host-parity/host/, which the tests compare with tensor-core's CPU ops
+// bit for bit).
 //
 // Determinism: every output element is written by exactly one call, from its own
 // inputs, in a fixed order; nothing depends on which thread makes the call. Sums follow

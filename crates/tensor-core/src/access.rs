@@ -98,7 +98,7 @@ impl Tensor {
     }
 
     /// Errors unless the tensor holds `T`.
-    pub(crate) fn check_dtype<T: Element>(&self, op: &'static str) -> Result<()> {
+    pub fn check_dtype<T: Element>(&self, op: &'static str) -> Result<()> {
         if T::DTYPE != self.dtype() {
             return Err(TensorError::DTypeMismatch {
                 op,

@@ -17,10 +17,10 @@
 //! The math training needs ([`ops`]) runs on both devices: on the CPU in Rust, on a GPU
 //! as the kernels in `cuda/tensor_ops.cu` (compiled at run time by NVRTC, see
 //! [`cuda::nvrtc`]) and cuBLAS for `matmul`. The kernels' per-element bodies live in
-//! `cuda/tensor_ops.cuh`, which the `host-parity` feature also compiles for the host so
-//! tests check them against the CPU ops without a GPU. NVRTC and the module cache live
-//! here rather than in `kernels` because a lower crate may not call a higher one, and
-//! both crates compile kernels.
+//! `cuda/tensor_ops.cuh`, which the tests also compile for the host (the `host-parity`
+//! test crate, `tests/host-parity`) to check them against the CPU ops without a GPU.
+//! NVRTC and the module cache live here rather than in `kernels` because a lower crate
+//! may not call a higher one, and both crates compile kernels.
 //!
 //! Every fallible operation returns [`TensorError`]; user input never panics.
 
@@ -52,9 +52,6 @@ mod transfer;
 mod view;
 
 pub mod ops;
-
-#[cfg(feature = "host-parity")]
-pub mod host_parity;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

@@ -125,7 +125,7 @@ impl Tensor {
     }
 
     /// Errors unless `dim < rank`.
-    pub(crate) fn check_dim(&self, op: &'static str, dim: usize) -> Result<()> {
+    pub fn check_dim(&self, op: &'static str, dim: usize) -> Result<()> {
         if dim >= self.rank() {
             return Err(TensorError::DimOutOfRange {
                 op,

@@ -1,5 +1,5 @@
 //! The CUDA headers (`crates/kernels/cuda/*.cuh`), compiled for the host, against the Rust
-//! engine, bit for bit (docs/contract.md §11). No GPU needed: `kernels::host_parity` runs
+//! engine, bit for bit (docs/contract.md §11). No GPU needed: `host_parity::random` (the `host-parity` test crate) runs
 //! the very `__host__ __device__` functions the kernels call, including each kernel's
 //! per-block body, so a pass here means the GPU computes what the CPU samplers compute as
 //! long as the device does IEEE arithmetic the way the host does (checked by the GPU
@@ -10,7 +10,7 @@
 //! subnormals, ties in rounding, offsets that wrap around 2^64.
 
 use half::{bf16, f16};
-use kernels::host_parity as cuda;
+use host_parity::random as cuda;
 use rng_gen::stream::convert as rust;
 use rng_gen::stream::f32math;
 use rng_gen::stream::philox::block_words;

@@ -13,11 +13,11 @@
 //! reference's binade). Targets: `ln` <= 1 ulp, `sincospi` <= 2 ulp.
 //!
 //! The same inputs also go through the CUDA header's `ln` / `sincospi` compiled for the
-//! host (`kernels::host_parity`), which must agree with Rust bit for bit on all of them.
+//! host (`host_parity::random` (the `host-parity` test crate)), which must agree with Rust bit for bit on all of them.
 
 use std::f64::consts::FRAC_PI_2;
 
-use kernels::host_parity as cuda;
+use host_parity::random as cuda;
 use rayon::prelude::*;
 use rng_gen::stream::convert::open_uniform_f32;
 use rng_gen::stream::f32math::{ln, sincospi};

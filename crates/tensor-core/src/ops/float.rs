@@ -6,7 +6,7 @@ use crate::Element;
 
 /// f32 or f64: what generic op code needs beyond `Element`. (Code under
 /// `with_float_dtype!` sees the concrete type and calls its inherent methods.)
-pub(crate) trait Float:
+pub trait Float:
     Element
     + Default
     + PartialOrd

@@ -2,17 +2,16 @@
 //! operand's view as fixed-size `repr(C)` structs, and the `(outer, size, inner)` lanes
 //! of a reduction. Shared by the CUDA launchers and the host parity shim, so both hand
 //! the kernel bodies the same arguments.
-#![cfg_attr(not(any(feature = "cuda", feature = "host-parity")), allow(dead_code))]
 
 use crate::{Result, Tensor, TensorError};
 
 /// The most dimensions a tensor may have for the CUDA kernels (`DITTO_MAX_RANK`).
-pub(crate) const MAX_RANK: usize = 8;
+pub const MAX_RANK: usize = 8;
 
 /// `DittoShape` in `tensor_ops.cu`: the dims a kernel walks in row-major order.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct KernelShape {
+pub struct KernelShape {
     rank: u64,
     dims: [u64; MAX_RANK],
 }
@@ -20,7 +19,7 @@ pub(crate) struct KernelShape {
 /// `DittoView` in `tensor_ops.cu`: where logical element `i` lives in a buffer.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct KernelView {
+pub struct KernelView {
     offset: u64,
     strides: [u64; MAX_RANK],
 }
@@ -48,7 +47,7 @@ fn check_rank(op: &'static str, dims: &[usize]) -> Result<()> {
 }
 
 /// The kernel form of `dims`.
-pub(crate) fn kernel_shape(op: &'static str, dims: &[usize]) -> Result<KernelShape> {
+pub fn kernel_shape(op: &'static str, dims: &[usize]) -> Result<KernelShape> {
     check_rank(op, dims)?;
     let mut shape = KernelShape {
         rank: dims.len() as u64,
@@ -61,11 +60,7 @@ pub(crate) fn kernel_shape(op: &'static str, dims: &[usize]) -> Result<KernelSha
 }
 
 /// The kernel form of a view with `strides` (0 for broadcast dims) from `offset`.
-pub(crate) fn kernel_view(
-    op: &'static str,
-    offset: usize,
-    strides: &[usize],
-) -> Result<KernelView> {
+pub fn kernel_view(op: &'static str, offset: usize, strides: &[usize]) -> Result<KernelView> {
     check_rank(op, strides)?;
     let mut view = KernelView {
         offset: offset as u64,
@@ -79,7 +74,7 @@ pub(crate) fn kernel_view(
 
 /// `(outer, size, inner)` of `dims` around `dim` (`dim == None`: the whole tensor as
 /// one lane).
-pub(crate) fn lanes(dims: &[usize], dim: Option<usize>) -> (u64, u64, u64) {
+pub fn lanes(dims: &[usize], dim: Option<usize>) -> (u64, u64, u64) {
     let product = |d: &[usize]| d.iter().product::<usize>() as u64;
     match dim {
         Some(d) => (product(&dims[..d]), dims[d] as u64, product(&dims[d + 1..])),
@@ -89,7 +84,7 @@ pub(crate) fn lanes(dims: &[usize], dim: Option<usize>) -> (u64, u64, u64) {
 
 /// The broadcast output dims of `lhs op rhs`, and the kernel's shape and operand views
 /// (stride 0 along broadcast dims; strided operands are read where they lie).
-pub(crate) fn binary_layout(
+pub fn binary_layout(
     name: &'static str,
     lhs: &Tensor,
     rhs: &Tensor,

@@ -7,6 +7,12 @@
 //! keeps an op's kernels side by side), so one folder answers "how does this op run";
 //! `cuda/` keeps what every launcher shares (kernel lookup, grids, strided views).
 //!
+//! The pieces a kernel's arguments are built from are public (the layouts in
+//! [`kernel_layout`], the op codes, the checked arguments of `index_add` / `scatter_add`,
+//! the SGD step's rounded scalars, the argument checks on [`Tensor`]): a downstream
+//! crate writing its own CUDA op builds them the same way, and so do the host-parity
+//! tests (`tests/host-parity`), which run the kernels' bodies on the host.
+//!
 //! # Determinism
 //! No result depends on the number of threads. Elementwise ops may run on rayon (each
 //! output element is computed independently, so splitting cannot change it).
@@ -36,24 +42,24 @@
 //! Scalar arguments are `f64` and are converted to the tensor's dtype (rounded to
 //! nearest) before use, so `x * s` in f32 means `x * (s as f32)`.
 
-pub(crate) mod accumulate;
+pub mod accumulate;
 pub(crate) mod attention;
 pub(crate) mod class_index;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
-pub(crate) mod elementwise;
+pub mod elementwise;
 mod float;
-pub(crate) mod kernel_layout;
+pub mod kernel_layout;
 pub(crate) mod matmul;
 pub(crate) mod normalization;
-pub(crate) mod optimizers;
-pub(crate) mod reduce;
+pub mod optimizers;
+pub mod reduce;
 mod slice_scatter;
 
 #[cfg(test)]
 mod fast_path_tests;
 
-pub(crate) use float::Float;
+pub use float::Float;
 
 pub use accumulate::grouped::INDEX_ADD_GROUP;
 pub use accumulate::index_add::scatter_add_atomic_cpu;
@@ -123,7 +129,7 @@ impl Tensor {
     }
 
     /// Errors unless `other` is on this tensor's device and has its dtype.
-    pub(crate) fn require_compatible(&self, op: &'static str, other: &Tensor) -> Result<()> {
+    pub fn require_compatible(&self, op: &'static str, other: &Tensor) -> Result<()> {
         if self.device() != other.device() {
             return Err(TensorError::DeviceMismatch {
                 op,
@@ -142,7 +148,7 @@ impl Tensor {
     }
 
     /// Errors unless `other` has exactly this tensor's dims.
-    pub(crate) fn require_same_dims(&self, op: &'static str, other: &Tensor) -> Result<()> {
+    pub fn require_same_dims(&self, op: &'static str, other: &Tensor) -> Result<()> {
         if self.dims() != other.dims() {
             return Err(TensorError::ShapeMismatch {
                 op,

@@ -63,14 +63,16 @@ fn same_device(op: &'static str, this: &Tensor, other: &Tensor) -> Result<()> {
 }
 
 /// The checked arguments of `index_add`: its shape and index values.
-pub(crate) struct IndexAddArgs {
+pub struct IndexAddArgs {
+    /// The op as `[outer, size, inner]` targets and `[outer, n, inner]` contributions.
     pub shape: IndexAddShape,
+    /// The index values, each checked `< size`.
     pub index: Vec<usize>,
 }
 
 /// PyTorch's rules: `index` is a 1-D (or 0-D) i64 tensor, `source` has `self`'s dims
 /// except `index.len()` along `dim`, and both live on `self`'s device with its dtype.
-pub(crate) fn check_index_add(
+pub fn check_index_add(
     op: &'static str,
     this: &Tensor,
     dim: usize,
@@ -218,8 +220,10 @@ fn index_add_cpu<T: crate::ops::Float>(
 }
 
 /// The checked arguments of `scatter_add`: its lanes and index values.
-pub(crate) struct ScatterArgs {
+pub struct ScatterArgs {
+    /// The op as lanes of `self` and `src` along `dim`.
     pub lanes: ScatterLanes,
+    /// The index values, each checked against `self`'s extent along `dim`.
     pub index: Vec<usize>,
 }
 
@@ -227,7 +231,7 @@ pub(crate) struct ScatterArgs {
 /// `index.dims()[d] <= src.dims()[d]` for every `d` and `<= self.dims()[d]` for
 /// `d != dim`; `src` has `self`'s float dtype; all on one device. `self` and `src` are
 /// taken as dense row-major (the caller passes dense copies' strides).
-pub(crate) fn check_scatter_add(
+pub fn check_scatter_add(
     op: &'static str,
     this: &Tensor,
     dim: usize,

@@ -15,7 +15,7 @@ pub(crate) mod arrival_order;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 pub(crate) mod grouped;
-pub(crate) mod index_add;
+pub mod index_add;
 
 use rayon::prelude::*;
 
@@ -88,10 +88,14 @@ pub(crate) fn add_rows<T: Float>(row: &mut [T], partial: &[T]) {
 /// `index_add` seen as `dst: [outer, size, inner]`, `src: [outer, n, inner]` and
 /// `index: [n]` (every value `< size`, checked by the caller).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct IndexAddShape {
+pub struct IndexAddShape {
+    /// The product of the dims before `dim`.
     pub outer: usize,
+    /// `dst`'s extent along `dim`: the number of targets.
     pub size: usize,
+    /// The product of the dims after `dim`.
     pub inner: usize,
+    /// `src`'s extent along `dim`: the number of contributions (and of index values).
     pub n: usize,
 }
 
@@ -109,7 +113,7 @@ pub(crate) fn parallel_pays(work: usize) -> bool {
 /// The contributions grouped by target row, each group in index order (a stable
 /// counting sort): the source positions of row `r` are `positions[starts[r]..starts[r +
 /// 1]]`, ascending. Also what the CUDA owner-computes kernel is given.
-pub(crate) fn rows_by_target(index: &[usize], size: usize) -> (Vec<usize>, Vec<usize>) {
+pub fn rows_by_target(index: &[usize], size: usize) -> (Vec<usize>, Vec<usize>) {
     let mut starts = vec![0usize; size + 1];
     for &r in index {
         starts[r + 1] += 1;
@@ -148,7 +152,7 @@ pub(crate) fn index_add_serial<T: Float>(
 /// `dst[dst_base[l] + index * dst_step]`. Lanes never share a target (they differ in a
 /// coordinate other than the scattered dimension).
 #[derive(Debug)]
-pub(crate) struct ScatterLanes {
+pub struct ScatterLanes {
     /// Per lane: where its targets start in `dst` (index value 0) and its sources in `src`.
     pub bases: Vec<(usize, usize)>,
     /// Index elements per lane.
@@ -201,8 +205,7 @@ pub(crate) fn scatter_add_deterministic<T: Float>(
 /// The contributions of a `scatter_add` grouped by target, for an owner-computes kernel:
 /// `targets` (ascending, each once), and for target `u` the source positions
 /// `sources[starts[u]..starts[u + 1]]` in index order.
-#[cfg_attr(not(any(feature = "cuda", feature = "host-parity")), allow(dead_code))]
-pub(crate) fn scatter_by_target(
+pub fn scatter_by_target(
     index: &[usize],
     lanes: &ScatterLanes,
 ) -> (Vec<usize>, Vec<usize>, Vec<usize>) {

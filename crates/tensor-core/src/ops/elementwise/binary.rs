@@ -151,7 +151,7 @@ fn zip_strided<T: Float>(
 /// `cuda/tensor_ops.cu`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(i32)]
-pub(crate) enum BinOp {
+pub enum BinOp {
     /// `lhs + rhs`, rounded once to the dtype (IEEE 754 on every device).
     Add = 0,
     /// `lhs - rhs`, rounded once.

@@ -2,9 +2,9 @@
 //! GELU (`gelu`), the optimisers' in-place updates (`inplace`); `cuda` launches all of
 //! them on the device.
 
-pub(crate) mod binary;
+pub mod binary;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
 pub(crate) mod gelu;
 pub(crate) mod inplace;
-pub(crate) mod unary;
+pub mod unary;

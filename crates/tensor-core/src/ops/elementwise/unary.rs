@@ -11,33 +11,42 @@ use crate::{Element, Result, Tensor};
 /// `DITTO_PORTABLE_LOG` in `cuda/tensor_ops.cuh`, which the CUDA path and the host
 /// parity shim pass) and two scalars. The scalars ride in the variant, so an op cannot
 /// be launched without the ones it needs, or with stray ones.
-#[cfg_attr(not(any(feature = "cuda", feature = "host-parity")), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum UnaryOp {
+pub enum UnaryOp {
+    /// `max(x, 0)`.
     Relu,
+    /// `e^x`, the platform's (libdevice on a GPU).
     Exp,
+    /// The natural logarithm, the platform's.
     Log,
+    /// The square root (correctly rounded everywhere).
     Sqrt,
     /// `x^exponent`.
     Pow(f64),
+    /// `-x`.
     Neg,
     /// `x * mul + add`, never fused.
     Affine {
+        /// The factor.
         mul: f64,
+        /// The term added after the product is rounded.
         add: f64,
     },
+    /// `x * s`.
     MulScalar(f64),
+    /// `x + s`.
     AddScalar(f64),
-    /// `exp` / `log` under portable arithmetic (docs/contract.md §14).
+    /// `exp` under portable arithmetic (docs/contract.md §14): ditto's own, the same
+    /// bits on every device.
     PortableExp,
+    /// `log` under portable arithmetic (docs/contract.md §14).
     PortableLog,
 }
 
-#[cfg_attr(not(any(feature = "cuda", feature = "host-parity")), allow(dead_code))]
 impl UnaryOp {
     /// The kernel's `(op code, a, b)`: the header's number and the scalars (0 where the
     /// op has none), still in f64; the launch rounds them to the dtype.
-    pub(crate) fn kernel_args(self) -> (i32, f64, f64) {
+    pub fn kernel_args(self) -> (i32, f64, f64) {
         match self {
             UnaryOp::Relu => (0, 0.0, 0.0),
             UnaryOp::Exp => (1, 0.0, 0.0),

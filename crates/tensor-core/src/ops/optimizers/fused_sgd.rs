@@ -36,17 +36,24 @@ pub struct SgdMomentumStep {
 
 /// The step's scalars rounded to the dtype once, as the whole-tensor ops round them.
 #[derive(Clone, Copy)]
-pub(crate) struct StepScalars<T> {
+pub struct StepScalars<T> {
+    /// The weight decay, rounded.
     pub weight_decay: T,
+    /// The momentum, rounded.
     pub momentum: T,
+    /// `1 - dampening`, rounded: the share of the gradient the buffer keeps.
     pub keep: T,
+    /// `-lr`, rounded: the step's factor.
     pub step: T,
+    /// Whether weight decay is applied (a zero decay skips its multiply).
     pub decay: bool,
+    /// Nesterov momentum.
     pub nesterov: bool,
 }
 
 impl<T: Element> StepScalars<T> {
-    pub(crate) fn new(h: &SgdMomentumStep) -> Self {
+    /// `h`'s scalars rounded to `T` once.
+    pub fn new(h: &SgdMomentumStep) -> Self {
         Self {
             weight_decay: T::from_f64(h.weight_decay),
             momentum: T::from_f64(h.momentum),

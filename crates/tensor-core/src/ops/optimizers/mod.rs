@@ -4,4 +4,4 @@
 pub(crate) mod adamw;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
-pub(crate) mod fused_sgd;
+pub mod fused_sgd;

@@ -137,7 +137,7 @@ fn sum_lanes_contiguous<T: Float>(
 }
 
 /// Dims after reducing `dim` (kept as 1 if `keepdim`).
-pub(crate) fn reduced_dims(dims: &[usize], dim: usize, keepdim: bool) -> Vec<usize> {
+pub fn reduced_dims(dims: &[usize], dim: usize, keepdim: bool) -> Vec<usize> {
     let mut out = dims.to_vec();
     if keepdim {
         out[dim] = 1;
@@ -215,7 +215,7 @@ pub(crate) fn reduce_lanes<T: Float, U: Send>(
 }
 
 /// Errors when a max / argmax would reduce an empty dimension.
-pub(crate) fn check_nonempty(t: &Tensor, op: &'static str, dim: usize) -> Result<()> {
+pub fn check_nonempty(t: &Tensor, op: &'static str, dim: usize) -> Result<()> {
     if t.dims().get(dim) == Some(&0) {
         return Err(TensorError::InvalidArgument {
             op,

@@ -3,8 +3,8 @@
 //! Unlike the CPU ops they take out-of-range index values, and give what a GPU gives
 //! for them (NaN), so the tests can check that too.
 
-use crate::ops::kernel_layout::{kernel_shape, kernel_view, KernelShape, KernelView};
-use crate::{DType, Element, Result, Tensor, TensorError};
+use tensor_core::ops::kernel_layout::{kernel_shape, kernel_view, KernelShape, KernelView};
+use tensor_core::{DType, Element, Result, Tensor, TensorError};
 
 fn unsupported(dtype: DType) -> TensorError {
     TensorError::UnsupportedDType {
@@ -56,7 +56,7 @@ pub fn gather_index(x: &Tensor, dim: usize, index: &Tensor) -> Result<Tensor> {
             // coordinate of `x`'s view (a valid view of `src`) or nothing.
             let (p, s, o) = (picks.as_ptr(), src.as_ptr(), out.as_mut_ptr());
             unsafe { ffi::$f(n, &shape, &view, dim_stride, size, p, s, o) };
-            Tensor::from_vec(out, index.dims(), crate::Device::Cpu)
+            Tensor::from_vec(out, index.dims(), tensor_core::Device::Cpu)
         }};
     }
     match x.dtype() {
@@ -77,7 +77,7 @@ pub fn one_hot(index: &Tensor, classes: usize, dtype: DType) -> Result<Tensor> {
             let mut out = vec![<$t>::default(); picks.len() * classes];
             // SAFETY: `picks` holds n / classes i64s and `out` n elements.
             unsafe { ffi::$f(n, classes as u64, picks.as_ptr(), out.as_mut_ptr()) };
-            Tensor::from_vec(out, &dims, crate::Device::Cpu)
+            Tensor::from_vec(out, &dims, tensor_core::Device::Cpu)
         }};
     }
     match dtype {

@@ -4,12 +4,36 @@
 //! `host/tensor_ops_shim.cpp` includes `cuda/tensor_ops.cuh` with the host shim and runs
 //! each kernel's loop over all its work items, calling the same `__host__ __device__`
 //! function the GPU calls. The functions here hand it the same arguments the CUDA
-//! launchers do (the same [`kernel_layout`](crate::ops::kernel_layout) code builds
+//! launchers do (the same [`kernel_layout`](tensor_core::ops::kernel_layout) code builds
 //! them), so the parity tests (`tests/integration/cuda_tensor_ops_parity.rs` in the `ditto` crate)
 //! check the GPU code against the CPU ops on machines without a GPU.
 //!
 //! Ops are named as the [`Tensor`] methods they mirror (`"add"`, `"relu"`, ...); an
 //! unknown name is an `InvalidArgument` error.
+
+/// Runs `$body` with `$t` bound to `f32` or `f64`, the dtypes the kernels take; any other
+/// dtype is tensor-core's `UnsupportedDType` error.
+macro_rules! with_float_dtype {
+    ($dtype:expr, $op:expr, $t:ident => $body:expr) => {
+        match $dtype {
+            tensor_core::DType::F32 => {
+                type $t = f32;
+                $body
+            }
+            tensor_core::DType::F64 => {
+                type $t = f64;
+                $body
+            }
+            dtype => {
+                return Err(tensor_core::TensorError::UnsupportedDType {
+                    op: $op,
+                    dtype,
+                    supported: "f32, f64",
+                })
+            }
+        }
+    };
+}
 
 mod accumulate;
 mod class_index;
@@ -21,13 +45,13 @@ pub use class_index::{gather_index, one_hot};
 pub use fused_sgd::sgd_momentum_step;
 pub use portable_tanh::portable_tanh;
 
-use crate::ops::elementwise::binary::BinOp;
-use crate::ops::elementwise::unary::UnaryOp;
-use crate::ops::kernel_layout::{binary_layout, kernel_shape, kernel_view, lanes};
-use crate::ops::kernel_layout::{KernelShape, KernelView};
-use crate::ops::reduce::reduced_dims;
-use crate::ops::Float;
-use crate::{CpuStorage, DType, Element, Result, Tensor, TensorError};
+use tensor_core::ops::elementwise::binary::BinOp;
+use tensor_core::ops::elementwise::unary::UnaryOp;
+use tensor_core::ops::kernel_layout::{binary_layout, kernel_shape, kernel_view, lanes};
+use tensor_core::ops::kernel_layout::{KernelShape, KernelView};
+use tensor_core::ops::reduce::reduced_dims;
+use tensor_core::ops::Float;
+use tensor_core::{CpuStorage, DType, Element, Result, Tensor, TensorError};
 
 mod ffi {
     use super::{KernelShape, KernelView};
@@ -311,7 +335,7 @@ pub fn sum_dim(x: &Tensor, dim: Option<usize>, mean: bool) -> Result<Tensor> {
 
 /// `ditto_max_lane` for every lane along `dim`: the maxima and their indices.
 pub fn max_dim(x: &Tensor, dim: usize) -> Result<(Tensor, Tensor)> {
-    crate::ops::reduce::check_nonempty(x, "host_parity", dim)?;
+    tensor_core::ops::reduce::check_nonempty(x, "host_parity", dim)?;
     let (outer, size, inner) = lanes(x.dims(), Some(dim));
     let dims = reduced_dims(x.dims(), dim, false);
     with_float_dtype!(x.dtype(), "host_parity", T => {

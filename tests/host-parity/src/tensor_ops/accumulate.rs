@@ -6,12 +6,12 @@
 //! arrival order (item order); the owner bodies can be run backwards to show that their
 //! result does not depend on the order of work items at all.
 
-use crate::ops::accumulate::index_add::{check_index_add, check_scatter_add};
-use crate::ops::accumulate::{rows_by_target, scatter_by_target};
-use crate::ops::kernel_layout::lanes;
-use crate::ops::reduce::reduced_dims;
-use crate::ops::Float;
-use crate::{Element, Result, Tensor};
+use tensor_core::ops::accumulate::index_add::{check_index_add, check_scatter_add};
+use tensor_core::ops::accumulate::{rows_by_target, scatter_by_target};
+use tensor_core::ops::kernel_layout::lanes;
+use tensor_core::ops::reduce::reduced_dims;
+use tensor_core::ops::Float;
+use tensor_core::{Element, Result, Tensor};
 
 mod ffi {
     macro_rules! host_accumulate {

@@ -244,7 +244,7 @@ pub fn dropout_block<T: ElementwiseFloat>(
 #[must_use]
 pub fn dropout_mask_word(seed: u64, offset: u64, word: u64, n: u64, p: f32) -> u32 {
     assert!(
-        word < crate::packed_mask_words(n),
+        word < kernels::packed_mask_words(n),
         "mask word {word} of {n} elements"
     );
     // SAFETY: plain values in and out; the word index was checked above.
@@ -265,7 +265,7 @@ pub fn dropout_backward_mask_block<T: ElementwiseFloat>(
     assert_eq!(grad.len(), grad_in.len());
     assert_eq!(
         mask.len() as u64,
-        crate::packed_mask_words(grad.len() as u64)
+        kernels::packed_mask_words(grad.len() as u64)
     );
     check_block(block, grad.len(), 1);
     let n = grad.len() as u64;
@@ -378,7 +378,7 @@ pub fn dropout<T: ElementwiseFloat>(
         return (y, None);
     }
     let mut mask =
-        vec![0; usize::try_from(crate::packed_mask_words(n)).expect("mask fits in memory")];
+        vec![0; usize::try_from(kernels::packed_mask_words(n)).expect("mask fits in memory")];
     for w in grid_stride_order(mask.len() as u64, THREADS) {
         mask[w as usize] = dropout_mask_word(seed, offset, w, n, p);
     }

@@ -1,6 +1,6 @@
 //! ditto's portable f32 `tanh` from the CUDA header (`ditto_portable_tanh` in
 //! `cuda/portable_math.cuh`, GELU's building block), compiled for the host, so the
-//! parity tests can hold it against [`crate::portable::math::tanh`] bit for bit on any
+//! parity tests can hold it against [`tensor_core::portable::math::tanh`] bit for bit on any
 //! machine, as they hold `exp` and `log`.
 
 mod ffi {

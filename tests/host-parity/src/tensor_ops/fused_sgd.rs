@@ -2,8 +2,8 @@
 //! element, with the scalars the CUDA launcher rounds, so the parity tests can hold it
 //! against [`Tensor::sgd_momentum_step_`] on the CPU without a GPU.
 
-use crate::ops::optimizers::fused_sgd::{SgdMomentumStep, StepScalars};
-use crate::{DType, Result, Tensor, TensorError};
+use tensor_core::ops::optimizers::fused_sgd::{SgdMomentumStep, StepScalars};
+use tensor_core::{DType, Result, Tensor, TensorError};
 
 mod ffi {
     macro_rules! host_sgd {
@@ -63,8 +63,8 @@ pub fn sgd_momentum_step(
             };
             let dims = value.dims();
             Ok((
-                Tensor::from_vec(p, dims, crate::Device::Cpu)?,
-                Tensor::from_vec(b, dims, crate::Device::Cpu)?,
+                Tensor::from_vec(p, dims, tensor_core::Device::Cpu)?,
+                Tensor::from_vec(b, dims, tensor_core::Device::Cpu)?,
             ))
         }};
     }
