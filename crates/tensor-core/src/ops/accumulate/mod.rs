@@ -5,11 +5,10 @@
 //! `axpy_` does); they differ only in the *order* in which the contributions to one
 //! target element are added, which is what changes float bits:
 //!
-//! * **deterministic**: `index_add` in the grouped order of [`crate::ops::accumulate::grouped`];
-//!   `scatter_add` in index order, lanes in parallel (here);
-//! * **fast** (arrival order, in [`crate::ops::accumulate::arrival_order`]): threads add into shared
-//!   targets in whatever order they get there. Not reproducible with more than one
-//!   thread.
+//! * **deterministic**: `index_add` in the grouped order of `grouped.rs`; `scatter_add`
+//!   in index order, lanes in parallel (here);
+//! * **fast** (arrival order, in `arrival_order.rs`): threads add into shared targets in
+//!   whatever order they get there. Not reproducible with more than one thread.
 
 pub(crate) mod arrival_order;
 #[cfg(feature = "cuda")]
