@@ -162,10 +162,11 @@ fn empty_cache_during_a_capture_is_refused() {
     cache_big_blocks(1);
     let before = memory_stats(0);
     assert!(before.cached_bytes > 0);
-    let refused = |e: &TensorError| {
+    // empty_cache is the runtime's: its refusal is a CudaError::Capture.
+    let refused = |e: &ditto::tensor_core::cuda::CudaError| {
         matches!(
             e,
-            TensorError::Capture {
+            ditto::tensor_core::cuda::CudaError::Capture {
                 ordinal: 0,
                 op: "empty_cache",
                 ..

@@ -80,7 +80,7 @@ fn host_reads_and_uploads_inside_a_capture_are_typed_errors() {
     let upload =
         CudaGraph::capture(0, || Tensor::from_vec(vec![1.0f32; 8], &[8], GPU)).unwrap_err();
     assert!(is_capture_error(&upload), "{upload}");
-    let wait = CudaGraph::capture(0, || cuda::synchronize(0)).unwrap_err();
+    let wait = CudaGraph::capture(0, || Ok(cuda::synchronize(0)?)).unwrap_err();
     assert!(is_capture_error(&wait), "{wait}");
     // The device is usable afterwards, eagerly and for a new capture.
     assert_eq!(

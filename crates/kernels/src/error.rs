@@ -48,6 +48,14 @@ impl From<TensorError> for KernelError {
     }
 }
 
+/// The runtime's errors (module cache, NVRTC, device queries) as tensor-core reports
+/// them, NVRTC's kept apart as above.
+impl From<cuda_runtime::CudaError> for KernelError {
+    fn from(e: cuda_runtime::CudaError) -> Self {
+        TensorError::from(e).into()
+    }
+}
+
 /// Shorthand for results in kernels.
 pub type Result<T, E = KernelError> = std::result::Result<T, E>;
 

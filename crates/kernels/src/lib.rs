@@ -1,7 +1,7 @@
 //! # kernels: ditto's random CUDA kernels and their launchers
 //!
 //! ```text
-//! tensor-core  Device, DType, Shape, Storage, Tensor, ops, errors; NVRTC + module cache
+//! tensor-core  Device, DType, Shape, Storage, Tensor, ops, errors (on cuda-runtime)
 //!      ^
 //! kernels      <- you are here: the random CUDA sources + launchers
 //!      ^
@@ -19,10 +19,10 @@
 //! of every op (`random_blocks.cuh`, and `dropout.cuh` for dropout) and thin grid-stride
 //! kernels (`random.cu`). All of them include tensor-core's host/device shim
 //! (`crates/tensor-core/cuda/ditto_host_device.cuh`). They are compiled at run time by
-//! NVRTC ([`nvrtc`], feature `cuda`; the compile options and the per-device module cache
-//! are tensor-core's, shared with its own kernels) and, for the tests, by the host C++
-//! compiler (the `host-parity` test crate, `tests/host-parity`), which checks them
-//! against the Rust engine bit for bit without a GPU.
+//! NVRTC ([`nvrtc`], feature `cuda`; the compile options and the per-device module
+//! cache are `cuda-runtime`'s, shared with tensor-core's kernels) and, for the tests, by
+//! the host C++ compiler (the `host-parity` test crate, `tests/host-parity`), which
+//! checks them against the Rust engine bit for bit without a GPU.
 //!
 //! A downstream crate's kernels can include the same headers: the build script of a crate
 //! that depends on `kernels` reads their folders from `DEP_DITTO_KERNELS_INCLUDE`

@@ -1,12 +1,12 @@
 //! Compiling ditto's random kernels with NVRTC.
 //!
 //! The NVRTC plumbing (library probe, options, architecture choice) lives in
-//! [`tensor_core::cuda::nvrtc`], shared with tensor-core's own kernels; this module
+//! [`cuda_runtime::nvrtc`], shared with tensor-core's own kernels; this module
 //! names the translation unit that holds the random kernels ([`RANDOM_SOURCE`]) and
 //! reports failures as [`KernelError`](crate::KernelError)s.
 
+use cuda_runtime::{nvrtc as shared, CudaSource};
 use cudarc::nvrtc::{CompileOptions, Ptx};
-use tensor_core::cuda::{nvrtc as shared, CudaSource};
 
 use crate::error::Result;
 use crate::source::translation_unit;
@@ -48,7 +48,7 @@ pub fn compile(arch: &str) -> Result<Ptx> {
 }
 
 /// The virtual architecture to compile for on a device of compute capability
-/// `(major, minor)`; see [`tensor_core::cuda::nvrtc::arch_for`].
+/// `(major, minor)`; see [`cuda_runtime::nvrtc::arch_for`].
 pub fn arch_for(major: i32, minor: i32) -> Result<String> {
     Ok(shared::arch_for(major, minor)?)
 }

@@ -30,7 +30,7 @@
 //! once); a second thread drawing from it fails; a random op without a graph twin (only
 //! dropout, the training step's random op, has one) or a replay of a given stretch
 //! fails. tensor-core's capture rules (no host reads or uploads, one capture per device,
-//! see `tensor_core::cuda::graph`) apply too.
+//! see `cuda_runtime::graph`) apply too.
 
 use std::thread::ThreadId;
 

@@ -1,34 +1,9 @@
-//! Stand-ins for the CUDA entry points when ditto is built without the `cuda` feature,
-//! so callers can probe for a GPU without `cfg` attributes of their own.
+//! The CUDA entry points in a build without the `cuda` feature: the runtime's probes
+//! that answer "no GPU", so callers can ask without `cfg` attributes of their own.
 
-use crate::{Result, TensorError};
+pub use cuda_runtime::{device_count, get_device_name, is_available, synchronize};
 
 /// The error every CUDA request gets in a build without the `cuda` feature.
-pub(crate) fn disabled(ordinal: usize) -> TensorError {
-    TensorError::CudaUnavailable {
-        ordinal,
-        reason: "ditto was built without the `cuda` feature".into(),
-    }
-}
-
-/// Always 0: this build has no CUDA support.
-#[must_use]
-pub fn device_count() -> usize {
-    0
-}
-
-/// Always false: this build has no CUDA support.
-#[must_use]
-pub fn is_available() -> bool {
-    false
-}
-
-/// Always `CudaUnavailable`: this build has no CUDA support.
-pub fn synchronize(ordinal: usize) -> Result<()> {
-    Err(disabled(ordinal))
-}
-
-/// Always `CudaUnavailable`: this build has no CUDA support.
-pub fn get_device_name(ordinal: usize) -> Result<String> {
-    Err(disabled(ordinal))
+pub(crate) fn disabled(ordinal: usize) -> crate::TensorError {
+    cuda_runtime::disabled(ordinal).into()
 }

@@ -1,5 +1,7 @@
 //! The one error type of tensor-core.
 
+use cuda_runtime::{CudaError, NvrtcError};
+
 use crate::{DType, Device};
 
 /// Shorthand for results in tensor-core.
@@ -276,26 +278,49 @@ pub enum TensorError {
     },
 }
 
-/// What can go wrong compiling CUDA sources with NVRTC. Kept apart from
-/// [`TensorError`] so crates that compile their own sources (kernels) can report it in
-/// their own error type without losing the distinction.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NvrtcError {
-    /// The NVRTC library could not be loaded, so nothing can be compiled.
-    #[error(
-        "no NVRTC library found ({0}); install nvidia-cuda-nvrtc==13.0.88 \
-         (scripts/install_cuda_wheels.sh) and set LD_LIBRARY_PATH to its nvidia/cu13/lib"
-    )]
-    Unavailable(String),
-    /// NVRTC rejected the sources of `module` for `arch`; `log` is its compile log.
-    #[error("NVRTC failed to compile {module} for {arch}:\n{log}")]
-    Compile {
-        /// The source file name given to NVRTC (e.g. `ditto_random.cu`).
-        module: String,
-        /// The `--gpu-architecture` value compiled for.
-        arch: String,
-        /// NVRTC's log (or the error when no log was produced).
-        log: String,
-    },
+impl From<CudaError> for TensorError {
+    /// The runtime's errors as the tensor errors of the same meaning and message, so a
+    /// caller matches one type whichever layer failed. An out-of-memory error reaches
+    /// here only where no tensor was being allocated (`CudaStorage` names the dtype and
+    /// the element count itself).
+    fn from(e: CudaError) -> Self {
+        match e {
+            CudaError::Unavailable { ordinal, reason } => {
+                TensorError::CudaUnavailable { ordinal, reason }
+            }
+            CudaError::DriverTooOld {
+                ordinal,
+                found,
+                needed,
+            } => TensorError::CudaDriverTooOld {
+                ordinal,
+                found,
+                needed,
+            },
+            CudaError::Driver {
+                ordinal,
+                op,
+                message,
+            } => TensorError::Cuda {
+                ordinal,
+                op,
+                message,
+            },
+            CudaError::Capture {
+                ordinal,
+                op,
+                reason,
+            } => TensorError::Capture {
+                ordinal,
+                op,
+                reason,
+            },
+            CudaError::Nvrtc(e) => TensorError::Nvrtc(e),
+            oom @ CudaError::OutOfMemory { ordinal, .. } => TensorError::Cuda {
+                ordinal,
+                op: "alloc",
+                message: oom.to_string(),
+            },
+        }
+    }
 }

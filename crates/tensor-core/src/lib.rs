@@ -1,8 +1,10 @@
-//! # tensor-core: the bottom of ditto's crate diagram
+//! # tensor-core: ditto's tensor
 //!
 //! ```text
+//! cuda-runtime contexts, streams, allocator, graphs, NVRTC + module cache, cuBLAS
+//!      ^
 //! tensor-core  <- you are here: Device, DType, Shape, Storage, Tensor, ops, errors;
-//!      ^          NVRTC compile + module cache; the tensor ops' CUDA kernels
+//!      ^          the tensor ops' CUDA kernels
 //! kernels      the random kernels + launchers; the offset increments
 //!      ^
 //! rng-gen      Philox engine, generators, samplers
@@ -19,8 +21,8 @@
 //! [`cuda::nvrtc`]) and cuBLAS for `matmul`. The kernels' per-element bodies live in
 //! `cuda/tensor_ops.cuh`, which the tests also compile for the host (the `host-parity`
 //! test crate, `tests/host-parity`) to check them against the CPU ops without a GPU.
-//! NVRTC and the module cache live here rather than in `kernels` because a lower crate
-//! may not call a higher one, and both crates compile kernels.
+//! NVRTC, the module cache and the rest of the CUDA runtime live in `cuda-runtime`,
+//! below both this crate and `kernels`, which both compile and launch kernels.
 //!
 //! Every fallible operation returns [`TensorError`]; user input never panics.
 
@@ -61,9 +63,10 @@ pub mod cuda;
 
 /// The cudarc version ditto is built with, so other crates name the same types.
 #[cfg(feature = "cuda")]
-pub use cudarc;
+pub use cuda_runtime::cudarc;
 
 pub use creation::try_zeroed_vec;
+pub use cuda_runtime::NvrtcError;
 pub use determinism::{
     are_deterministic_algorithms_enabled, deterministic_mode,
     is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms, Algorithm,
@@ -72,7 +75,7 @@ pub use determinism::{
 pub use device::Device;
 pub use dtype::DType;
 pub use element::Element;
-pub use error::{NvrtcError, Result, TensorError};
+pub use error::{Result, TensorError};
 pub use portable::{are_portable_arithmetic_enabled, use_portable_arithmetic};
 pub use shape::Shape;
 pub use simd_request::{simd_request, SimdRequest};

@@ -23,8 +23,9 @@ pub use fill::{
     uniform, uniform_call,
 };
 
+use cuda_runtime::{module_cache, CudaSource};
 use cudarc::driver::{CudaView, CudaViewMut, DriverError, LaunchConfig, PushKernelArg};
-use tensor_core::cuda::{module_cache, CudaSource, CudaStorage};
+use tensor_core::cuda::CudaStorage;
 use tensor_core::{DType, Device, TensorError};
 
 use crate::error::{KernelError, Result};
@@ -295,7 +296,7 @@ pub fn dtype_suffix(dtype: DType) -> &'static str {
 
 /// The cudarc launch configuration for `work_items` items of kernel work.
 fn launch_config(ordinal: usize, work_items: u64, launch: Launch) -> Result<LaunchConfig> {
-    let sm_count = tensor_core::cuda::sm_count(ordinal)?;
+    let sm_count = cuda_runtime::sm_count(ordinal)?;
     let grid = launch
         .grid(work_items, sm_count)
         .ok_or_else(|| KernelError::InvalidArgument {

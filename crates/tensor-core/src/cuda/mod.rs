@@ -1,35 +1,24 @@
-//! CUDA support: the per-device context registry, device buffers, and run-time kernel
-//! compilation (NVRTC and a per-device module cache) shared with the `kernels` crate.
-//!
-//! Built with cudarc's `dynamic-loading`, so this compiles on machines with no CUDA and
-//! looks for the driver only at run time. cudarc panics when a CUDA library is missing;
-//! every entry point here first checks that the driver library loads and otherwise
-//! returns [`crate::TensorError::CudaUnavailable`] with the
-//! reason "no CUDA driver found". Nothing in this module panics without a GPU.
+//! Tensors on CUDA devices: a tensor's device buffer ([`CudaStorage`]), its copies to
+//! and from the host, and the tensor ops' CUDA sources. The runtime under them
+//! (contexts, streams, the allocator, graphs, NVRTC, the module cache, cuBLAS) is the
+//! `cuda-runtime` crate, re-exported here under the names it always had, so
+//! `tensor_core::cuda::device_count()` and `tensor_core::cuda::CudaGraph` still work.
+//! Its errors become [`TensorError`](crate::TensorError)s (`From<CudaError>`).
 
-pub mod allocator;
-mod capture_state;
 mod copy;
-pub mod graph;
-pub mod module_cache;
-pub mod nvrtc;
-mod registry;
-mod staging;
+mod graph;
 mod storage;
 
-pub use allocator::{
-    empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
-    reset_peak_memory_stats, MemoryStats,
+pub use cuda_runtime::{
+    allocator, context, default_stream, device_count, driver_version, empty_cache, get_device_name,
+    guarded, is_available, is_capturing, max_memory_allocated, memory_allocated, memory_reserved,
+    memory_stats, module_cache, nvrtc, refuse_during_capture, reset_peak_memory_stats, sm_count,
+    synchronize, CudaError, CudaSource, MemoryStats, MIN_DRIVER_VERSION,
 };
-pub use graph::{is_capturing, CudaGraph};
-pub use module_cache::CudaSource;
-pub use registry::{
-    context, default_stream, device_count, driver_version, get_device_name, is_available, sm_count,
-    synchronize, MIN_DRIVER_VERSION,
-};
+pub use graph::CudaGraph;
 pub use storage::CudaStorage;
 
-use crate::TensorError;
+pub(crate) use cuda_runtime::driver_error;
 
 /// The tensor ops' translation unit: `cuda/tensor_ops.cu` with `tensor_ops.cuh` inlined
 /// (see [`crate::cuda_source`]).
@@ -106,15 +95,3 @@ pub const TENSOR_OPS_KERNELS: [&str; 58] = [
     "ditto_causal_softmax_backward_f64",
     "ditto_adamw_f64",
 ];
-
-/// Wraps a cudarc driver error with the device and the operation that failed.
-pub(crate) fn driver_error(
-    ordinal: usize,
-    op: &'static str,
-) -> impl FnOnce(cudarc::driver::DriverError) -> TensorError {
-    move |e| TensorError::Cuda {
-        ordinal,
-        op,
-        message: e.to_string(),
-    }
-}

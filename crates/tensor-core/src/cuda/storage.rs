@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::allocator::{allocate, allocate_uncached, release};
+use cuda_runtime::allocator::{allocate, allocate_uncached, release};
+use cuda_runtime::{guarded, refuse_during_capture, CudaError};
+
 use super::copy::{download_range, host_bytes};
 use super::driver_error;
-use super::registry::guarded;
 use crate::{CpuStorage, DType, Device, Result, TensorError};
 
 /// A device buffer of `len` elements of one [`DType`] on CUDA device `ordinal`.
@@ -41,6 +42,30 @@ impl CudaStorage {
             })
     }
 
+    /// The runtime's out-of-memory error for `len` elements of `dtype`, in the tensor
+    /// terms the user asked in; any other error as it is.
+    fn out_of_memory(dtype: DType, len: usize) -> impl FnOnce(CudaError) -> TensorError {
+        move |e| match e {
+            CudaError::OutOfMemory {
+                ordinal,
+                bytes,
+                during_capture: Some(cached_bytes),
+            } => TensorError::CaptureOutOfMemory {
+                ordinal,
+                dtype,
+                elements: len,
+                bytes,
+                cached_bytes,
+            },
+            CudaError::OutOfMemory { ordinal, .. } => TensorError::AllocationFailed {
+                device: Device::Cuda(ordinal),
+                dtype,
+                elements: len,
+            },
+            other => other.into(),
+        }
+    }
+
     /// A zero-filled buffer of `len` elements (zero bits: 0, 0.0 and `false`).
     pub fn alloc(ordinal: usize, dtype: DType, len: usize) -> Result<Self> {
         let mut storage = Self::alloc_uninit(ordinal, dtype, len)?;
@@ -59,7 +84,8 @@ impl CudaStorage {
     /// op for nothing (`torch.empty`).
     pub fn alloc_uninit(ordinal: usize, dtype: DType, len: usize) -> Result<Self> {
         let n_bytes = Self::byte_len(ordinal, dtype, len)?;
-        let (bytes, graph_pool) = allocate(ordinal, n_bytes, dtype)?;
+        let (bytes, graph_pool) =
+            allocate(ordinal, n_bytes).map_err(Self::out_of_memory(dtype, len))?;
         Ok(CudaStorage {
             bytes: ManuallyDrop::new(bytes),
             graph_pool,
@@ -77,7 +103,7 @@ impl CudaStorage {
     /// shared cache. Costs a driver call each time: for long-lived buffers only.
     pub fn alloc_uninit_uncached(ordinal: usize, dtype: DType, len: usize) -> Result<Self> {
         let n_bytes = Self::byte_len(ordinal, dtype, len)?;
-        let bytes = allocate_uncached(ordinal, n_bytes, dtype)?;
+        let bytes = allocate_uncached(ordinal, n_bytes).map_err(Self::out_of_memory(dtype, len))?;
         Ok(CudaStorage {
             bytes: ManuallyDrop::new(bytes),
             graph_pool: None,
@@ -89,7 +115,7 @@ impl CudaStorage {
 
     /// Uploads a host buffer to device `ordinal`.
     pub fn from_cpu(cpu: &CpuStorage, ordinal: usize) -> Result<Self> {
-        super::capture_state::refuse_during_capture(ordinal, "an upload from the host")?;
+        refuse_during_capture(ordinal, "an upload from the host")?;
         let data = host_bytes(cpu);
         let storage = Self::alloc_uninit(ordinal, cpu.dtype(), cpu.len())?;
         storage.upload_at(0, &data)?;
@@ -113,7 +139,7 @@ impl CudaStorage {
                 ),
             });
         }
-        super::capture_state::refuse_during_capture(self.ordinal, "a read to the host")?;
+        refuse_during_capture(self.ordinal, "a read to the host")?;
         let stream = self.bytes.stream().clone();
         guarded(self.ordinal, || {
             download_range(&stream, &self.bytes, self.dtype, self.ordinal, start, len)
@@ -126,7 +152,7 @@ impl CudaStorage {
     /// the capture saw, shared by the layers that kept the input), and why it is not
     /// copy-on-write like ditto's other in-place ops. Errors during a capture.
     pub fn write_from_cpu_shared(&self, start: usize, cpu: &CpuStorage) -> Result<()> {
-        super::capture_state::refuse_during_capture(self.ordinal, "an upload from the host")?;
+        refuse_during_capture(self.ordinal, "an upload from the host")?;
         let fits = start
             .checked_add(cpu.len())
             .is_some_and(|end| end <= self.len);
@@ -146,7 +172,7 @@ impl CudaStorage {
     }
 
     /// Queues a copy of `data` into this buffer at byte `at` on its stream, through a
-    /// pinned staging buffer (`super::staging`): the host does not wait for the GPU, and
+    /// pinned staging buffer (`cuda_runtime::staging`): the host does not wait for the GPU, and
     /// `data` may change as soon as this returns.
     fn upload_at(&self, at: usize, data: &[u8]) -> Result<()> {
         if data.is_empty() {
@@ -165,9 +191,15 @@ impl CudaStorage {
             // the copy is queued on the buffer's stream, after all earlier work on it,
             // and the buffer's memory is only reused through that stream, so after it.
             unsafe {
-                super::staging::upload(self.ordinal, stream.cu_stream(), base + at as u64, data)
+                cuda_runtime::staging::upload(
+                    self.ordinal,
+                    stream.cu_stream(),
+                    base + at as u64,
+                    data,
+                )
             }
-        })
+        })?;
+        Ok(())
     }
 
     /// Copies `len` elements from `src` (same dtype and device) starting at `src_start`
@@ -187,7 +219,8 @@ impl CudaStorage {
             stream
                 .memcpy_dtod(&from, &mut to)
                 .map_err(driver_error(self.ordinal, "copy"))
-        })
+        })?;
+        Ok(())
     }
 
     /// A deep copy on the same device, reporting allocation failure as an error.

@@ -20,8 +20,13 @@ fn gpu_or_skip() -> bool {
     false
 }
 
-fn is_unavailable<T: std::fmt::Debug>(r: Result<T, TensorError>) -> bool {
-    matches!(r, Err(TensorError::CudaUnavailable { .. }))
+/// Whether `r` failed with "no GPU": the runtime's calls (`cuda::synchronize`, ...)
+/// answer with its `CudaError`, tensor calls with the `TensorError` it becomes.
+fn is_unavailable<T: std::fmt::Debug, E: Into<TensorError>>(r: Result<T, E>) -> bool {
+    matches!(
+        r.map_err(Into::into),
+        Err(TensorError::CudaUnavailable { .. })
+    )
 }
 
 #[test]

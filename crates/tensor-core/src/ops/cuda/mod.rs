@@ -36,7 +36,7 @@ use crate::{Device, Result, Storage, Tensor, TensorError};
 
 /// The kernel `name` on device `ordinal`, compiling the tensor ops on first use.
 pub(crate) fn kernel(ordinal: usize, name: &str) -> Result<CudaFunction> {
-    module_cache::function(ordinal, &TENSOR_OPS, name)
+    Ok(module_cache::function(ordinal, &TENSOR_OPS, name)?)
 }
 
 /// The [`Launch::Auto`](crate::grid::Launch) grid for `items` independent work items on

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaContext, CudaStream};
 
-use super::driver_error;
-use crate::{Result, TensorError};
+use crate::driver_error;
+use crate::{CudaError, Result};
 
 /// A device's context and the stream every ditto operation on it is issued to.
 #[derive(Clone)]
@@ -30,19 +30,25 @@ fn driver_present() -> bool {
 }
 
 /// Runs a cudarc call that could panic on a half-installed driver (a missing symbol),
-/// turning the panic into `CudaUnavailable`.
-pub(crate) fn guarded<T>(ordinal: usize, f: impl FnOnce() -> Result<T>) -> Result<T> {
+/// turning the panic into [`CudaError::Unavailable`] (in the caller's error type, so a
+/// crate above wraps its own driver calls the same way).
+pub fn guarded<T, E: From<CudaError>>(
+    ordinal: usize,
+    f: impl FnOnce() -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
     if !driver_present() {
-        return Err(TensorError::CudaUnavailable {
+        return Err(CudaError::Unavailable {
             ordinal,
             reason: "no CUDA driver found".into(),
-        });
+        }
+        .into());
     }
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        Err(TensorError::CudaUnavailable {
+        Err(CudaError::Unavailable {
             ordinal,
             reason: "the CUDA driver library is present but could not be used".into(),
-        })
+        }
+        .into())
     })
 }
 
@@ -99,7 +105,7 @@ fn entry(ordinal: usize) -> Result<Entry> {
     }
     let count = device_count();
     if ordinal >= count {
-        return Err(TensorError::CudaUnavailable {
+        return Err(CudaError::Unavailable {
             ordinal,
             reason: if driver_present() {
                 format!("{count} CUDA devices present")
@@ -110,13 +116,13 @@ fn entry(ordinal: usize) -> Result<Entry> {
     }
     let found = driver_version()?;
     if found < MIN_DRIVER_VERSION {
-        return Err(TensorError::CudaDriverTooOld {
+        return Err(CudaError::DriverTooOld {
             ordinal,
             found,
             needed: MIN_DRIVER_VERSION,
         });
     }
-    let created = guarded(ordinal, || {
+    let created = guarded::<_, CudaError>(ordinal, || {
         let context = CudaContext::new(ordinal).map_err(driver_error(ordinal, "context"))?;
         // cudarc's event tracking records two events per buffer (created and destroyed
         // with it) so buffers can move between streams; ditto issues everything on this
@@ -160,7 +166,7 @@ pub fn default_stream(ordinal: usize) -> Result<Arc<CudaStream>> {
 
 /// Blocks until all work queued on device `ordinal` has finished.
 pub fn synchronize(ordinal: usize) -> Result<()> {
-    super::capture_state::refuse_during_capture(ordinal, "synchronize")?;
+    crate::capture_state::refuse_during_capture(ordinal, "synchronize")?;
     let context = context(ordinal)?;
     guarded(ordinal, || {
         context

@@ -29,7 +29,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use cudarc::driver::{result, sys};
 
-use super::driver_error;
+use crate::driver_error;
 use crate::Result;
 
 /// Buffers per device at most. A training step uploads two tensors (input and targets);
@@ -168,7 +168,7 @@ fn idle(slot: &Slot) -> bool {
 /// # Safety
 /// `dst .. dst + data.len()` must be device memory of `ordinal` that stays allocated
 /// until the copy has run on `stream`.
-pub(crate) unsafe fn upload(
+pub unsafe fn upload(
     ordinal: usize,
     stream: sys::CUstream,
     dst: sys::CUdeviceptr,

@@ -2,7 +2,7 @@
 //!
 //! Shared by every crate that ships kernels: tensor-core's own tensor ops
 //! (`cuda/tensor_ops.cu`) and the random kernels of the `kernels` crate both go through
-//! [`compile`] with the same options, and through [`super::module_cache`].
+//! [`compile`] with the same options, and through [`crate::module_cache`].
 //!
 //! Why NVRTC and not a prebuilt fatbin: the build machines have no CUDA toolkit, and the
 //! GPU machines have no Rust. NVRTC (a pip wheel, pinned to 13.0 because newer releases

@@ -8,7 +8,7 @@
 //! cache, and the next request of the same size class takes it without a driver call.
 //!
 //! Why reuse is safe without events: every ditto operation on a device runs on that
-//! device's one stream ([`super::default_stream`]), so work queued with a reused block
+//! device's one stream ([`crate::default_stream`]), so work queued with a reused block
 //! starts only after all work queued with its previous owner has finished (the
 //! "stream-ordered" part). A buffer used on another stream would need an event first;
 //! ditto has none.
@@ -23,16 +23,16 @@
 //! allocation the driver refuses empties the cache and tries once more before it is an
 //! error. Never during a CUDA graph capture of the device: the frees would land in the
 //! graph, so there an allocation the driver refuses is at once a
-//! [`TensorError::CaptureOutOfMemory`], and [`empty_cache`] is refused.
+//! [`CudaError::OutOfMemory`] (with the bytes the cache holds), and [`empty_cache`] is refused.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::{sys::CUresult, CudaSlice, DriverError};
 
-use super::registry::guarded;
-use super::{default_stream, driver_error, get_device_name};
-use crate::{DType, Device, Result, TensorError};
+use crate::registry::guarded;
+use crate::{default_stream, driver_error, get_device_name};
+use crate::{CudaError, Result};
 
 /// Memory statistics of one device's allocator (`torch.cuda.memory_stats`, abridged).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -63,7 +63,7 @@ type FreeBlocks = HashMap<usize, Vec<CudaSlice<u8>>>;
 #[derive(Default)]
 struct Pool {
     free: FreeBlocks,
-    /// The private pools of CUDA graphs (by pool id, see [`super::graph`]): blocks made
+    /// The private pools of CUDA graphs (by pool id, see [`crate::graph`]): blocks made
     /// or taken during a capture come back here, not to `free`, while the graph lives.
     private: HashMap<u64, FreeBlocks>,
     stats: MemoryStats,
@@ -123,14 +123,10 @@ fn exact_classes(ordinal: usize) -> bool {
 
 /// A block of at least `bytes` bytes on device `ordinal`, from the cache or the driver,
 /// and the graph pool it belongs to (during a capture of the device, see
-/// [`super::graph`]: it goes back there when released). Its contents are whatever its
+/// [`crate::graph`]: it goes back there when released). Its contents are whatever its
 /// last owner left (or, new, whatever the driver gives).
-pub(crate) fn allocate(
-    ordinal: usize,
-    bytes: usize,
-    dtype: DType,
-) -> Result<(CudaSlice<u8>, Option<u64>)> {
-    let graph_pool = super::capture_state::capture_pool(ordinal)?;
+pub fn allocate(ordinal: usize, bytes: usize) -> Result<(CudaSlice<u8>, Option<u64>)> {
+    let graph_pool = crate::capture_state::capture_pool(ordinal)?;
     let class = size_class(bytes, exact_classes(ordinal));
     {
         let mut pool = lock(ordinal);
@@ -148,7 +144,7 @@ pub(crate) fn allocate(
             return Ok((block, graph_pool));
         }
     }
-    let block = from_driver(ordinal, class, graph_pool.is_some(), dtype, bytes)?;
+    let block = from_driver(ordinal, class, graph_pool.is_some())?;
     Ok((block, graph_pool))
 }
 
@@ -161,38 +157,25 @@ pub(crate) fn allocate(
 /// nodes again. A buffer the host fills between replays (a generator's device words)
 /// would be overwritten there. New driver memory is written by no node of the capture:
 /// nothing goes back to the driver while one is in progress ([`empty_cache`] refuses).
-pub(crate) fn allocate_uncached(
-    ordinal: usize,
-    bytes: usize,
-    dtype: DType,
-) -> Result<CudaSlice<u8>> {
-    let capturing = super::capture_state::capture_pool(ordinal)?.is_some();
+pub fn allocate_uncached(ordinal: usize, bytes: usize) -> Result<CudaSlice<u8>> {
+    let capturing = crate::capture_state::capture_pool(ordinal)?.is_some();
     let class = size_class(bytes, exact_classes(ordinal));
-    from_driver(ordinal, class, capturing, dtype, bytes)
+    from_driver(ordinal, class, capturing)
 }
 
-/// A new block of `class` bytes from the driver (`bytes` of `dtype` asked for), counted
+/// A new block of `class` bytes from the driver, counted
 /// in the statistics. Out of memory outside a capture, the cache is given back and the
 /// driver asked once more; during one it cannot be (see [`empty_cache`]), and the error
 /// says so.
-fn from_driver(
-    ordinal: usize,
-    class: usize,
-    capturing: bool,
-    dtype: DType,
-    bytes: usize,
-) -> Result<CudaSlice<u8>> {
+fn from_driver(ordinal: usize, class: usize, capturing: bool) -> Result<CudaSlice<u8>> {
     let out_of_memory = |e: &DriverError| e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY;
-    let elements = bytes / dtype.size_in_bytes().max(1);
     let block = if capturing {
         driver_allocate_during_capture(ordinal, class)?.map_err(|e| {
             if out_of_memory(&e) {
-                TensorError::CaptureOutOfMemory {
+                CudaError::OutOfMemory {
                     ordinal,
-                    dtype,
-                    elements,
                     bytes: class as u64,
-                    cached_bytes: lock(ordinal).stats.cached_bytes,
+                    during_capture: Some(lock(ordinal).stats.cached_bytes),
                 }
             } else {
                 driver_error(ordinal, "alloc")(e)
@@ -205,10 +188,10 @@ fn from_driver(
                 empty_cache(ordinal)?;
                 driver_allocate(ordinal, class)?.map_err(|e| {
                     if out_of_memory(&e) {
-                        TensorError::AllocationFailed {
-                            device: Device::Cuda(ordinal),
-                            dtype,
-                            elements,
+                        CudaError::OutOfMemory {
+                            ordinal,
+                            bytes: class as u64,
+                            during_capture: None,
                         }
                     } else {
                         driver_error(ordinal, "alloc")(e)
@@ -268,8 +251,8 @@ fn driver_allocate_during_capture(
 /// it was made before (or for a graph now gone): the region may have written it (an older tensor it overwrote and
 /// dropped), and every replay would write it again, so nothing outside the graph may
 /// get it while the graph lives.
-pub(crate) fn release(ordinal: usize, block: CudaSlice<u8>, graph_pool: Option<u64>) {
-    let capture_pool = super::capture_state::active().get(&ordinal).map(|a| a.pool);
+pub fn release(ordinal: usize, block: CudaSlice<u8>, graph_pool: Option<u64>) {
+    let capture_pool = crate::capture_state::active().get(&ordinal).map(|a| a.pool);
     let class = block.len();
     let mut pool = lock(ordinal);
     pool.stats.allocated_bytes = pool.stats.allocated_bytes.saturating_sub(class as u64);
@@ -306,16 +289,16 @@ pub(crate) fn close_pool(ordinal: usize, id: u64) {
 /// (`torch.cuda.empty_cache`). Live buffers are untouched. The frees are queued on the
 /// device's stream, after the work that may still use the blocks.
 ///
-/// Refused (a [`TensorError::Capture`] error, nothing freed) while the device is being
+/// Refused (a [`CudaError::Capture`] error, nothing freed) while the device is being
 /// captured, from any thread: the frees would be stream-ordered frees on the captured
 /// stream, which the driver refuses there, invalidating the capture, and the blocks
 /// would stay allocated while the statistics counted them as given back.
 pub fn empty_cache(ordinal: usize) -> Result<()> {
     // Held until the frees are queued, so no capture of the device begins meanwhile and
     // records them.
-    let captures = super::capture_state::active();
+    let captures = crate::capture_state::active();
     if captures.contains_key(&ordinal) {
-        return Err(super::capture_state::capture_error(
+        return Err(crate::capture_state::capture_error(
             ordinal,
             "empty_cache",
             "was called during a capture of the device: its frees would be recorded \

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::{CudaFunction, CudaModule};
 
-use super::registry::guarded;
-use super::{context, driver_error, nvrtc};
-use crate::{Result, TensorError};
+use crate::registry::guarded;
+use crate::{context, driver_error, nvrtc};
+use crate::{CudaError, Result};
 
 /// A CUDA translation unit that ditto compiles at run time.
 #[derive(Debug)]
@@ -66,7 +66,7 @@ fn ensure_launchable(ordinal: usize) -> Result<()> {
     if present {
         Ok(())
     } else {
-        Err(TensorError::CudaUnavailable {
+        Err(CudaError::Unavailable {
             ordinal,
             reason: "the CUDA driver library has no cuLaunchKernel (half-installed?)".into(),
         })
@@ -92,7 +92,7 @@ pub fn function(ordinal: usize, source: &CudaSource, name: &str) -> Result<CudaF
     let module = module(ordinal, source)?;
     ensure_launchable(ordinal)?;
     let loaded = guarded(ordinal, || {
-        module.load_function(name).map_err(|e| TensorError::Cuda {
+        module.load_function(name).map_err(|e| CudaError::Driver {
             ordinal,
             op: "load kernel",
             message: format!("{name}: {e}"),

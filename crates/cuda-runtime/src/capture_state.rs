@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::thread::ThreadId;
 
-use crate::{Result, TensorError};
+use crate::{CudaError, Result};
 
 /// The capture in progress on one device.
 #[derive(Clone, Copy, Debug)]
@@ -32,8 +32,8 @@ pub(crate) fn capture_error(
     ordinal: usize,
     op: &'static str,
     reason: impl Into<String>,
-) -> TensorError {
-    TensorError::Capture {
+) -> CudaError {
+    CudaError::Capture {
         ordinal,
         op,
         reason: reason.into(),
