@@ -156,7 +156,8 @@ impl NcclGroup {
             ));
         }
         require_library()?;
-        let stream = tensor_core::cuda::default_stream(ordinal)?;
+        let stream =
+            tensor_core::cuda::default_stream(ordinal).map_err(tensor_core::TensorError::from)?;
         let unique = sys::ncclUniqueId {
             internal: id.map(|b| b as std::ffi::c_char),
         };
