@@ -18,6 +18,7 @@ use ditto::tensor_core::cudarc::cublas::sys::{cublasOperation_t, cublasStatus_t}
 use ditto::tensor_core::cudarc::cublas::{result::CublasError, CudaBlas, Gemm, GemmConfig};
 use ditto::tensor_core::cudarc::driver::sys::{self, CUresult};
 use ditto::tensor_core::cudarc::driver::{DevicePtr, DriverError, LaunchConfig, PushKernelArg};
+use ditto::tensor_core::CudaError;
 use support::{gpu, gpus, on_standin, run_test_in_child, STANDIN_LABEL};
 
 /// True when this stand-in-only test can run; prints why not otherwise.
@@ -342,8 +343,8 @@ fn half_installed_checks() {
     use ditto::rng_gen;
     use ditto::tensor_core::{DType, Device, Tensor, TensorError};
     let unavailable = |what: &str, r: Result<Tensor, TensorError>| match r {
-        Err(TensorError::CudaUnavailable { .. }) => {}
-        other => panic!("{what}: expected CudaUnavailable, got {other:?}"),
+        Err(TensorError::Cuda(CudaError::Unavailable { .. })) => {}
+        other => panic!("{what}: expected CudaError::Unavailable, got {other:?}"),
     };
     assert!(cuda::is_available());
     // Device 0 has memory pools: cudarc allocates with the missing cuMemAllocAsync.
@@ -358,8 +359,8 @@ fn half_installed_checks() {
     // Kernels compile and load, but cannot be launched.
     unavailable("add on cuda:1", zeros.add(&zeros));
     match rng_gen::rand(&[4], DType::F32, Device::Cuda(1), None) {
-        Err(rng_gen::RngError::Tensor(TensorError::CudaUnavailable { .. })) => {}
-        other => panic!("rand on cuda:1: expected CudaUnavailable, got {other:?}"),
+        Err(rng_gen::RngError::Tensor(TensorError::Cuda(CudaError::Unavailable { .. }))) => {}
+        other => panic!("rand on cuda:1: expected CudaError::Unavailable, got {other:?}"),
     }
     assert_eq!(zeros.to_vec::<f32>().unwrap(), vec![0.0; 4]);
 }

@@ -15,19 +15,19 @@ use ditto::tensor_core::cuda;
 use ditto::tensor_core::cudarc::driver::sys::CUresult;
 use ditto::tensor_core::cudarc::driver::CudaContext;
 use ditto::tensor_core::cudarc::nvrtc::Ptx;
-use ditto::tensor_core::{DType, Device, Tensor, TensorError};
+use ditto::tensor_core::{CudaError, DType, Device, Tensor, TensorError};
 use support::{gpu, on_standin, run_test_in_child};
 
 const CHILD: &str = "DITTO_CUDA_STANDIN_DRIVER_VERSION";
 
 fn too_old(what: &str, error: &TensorError) {
     match error {
-        TensorError::CudaDriverTooOld {
+        TensorError::Cuda(CudaError::DriverTooOld {
             ordinal: 0,
             found: 12040,
             needed: 13000,
-        } => {}
-        other => panic!("{what}: expected CudaDriverTooOld(12040 < 13000), got {other:?}"),
+        }) => {}
+        other => panic!("{what}: expected CudaError::DriverTooOld(12040 < 13000), got {other:?}"),
     }
     let text = error.to_string();
     assert!(

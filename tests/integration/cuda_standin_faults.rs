@@ -20,7 +20,7 @@ use ditto::tensor_core::cudarc::driver::sys::CUresult;
 use ditto::tensor_core::cudarc::driver::{
     DevicePtr, DeviceRepr, DriverError, LaunchConfig, PushKernelArg,
 };
-use ditto::tensor_core::{DType, Device, Tensor, TensorError};
+use ditto::tensor_core::{CudaError, DType, Device, Tensor, TensorError};
 use support::{gpu, on_standin, STANDIN_LABEL};
 
 /// Devices: one per fault test, plus device 0 which stays healthy.
@@ -85,7 +85,7 @@ fn assert_sticky(ordinal: usize, code: CUresult) {
     );
     let result = Tensor::ones(&[4], DType::F32, Device::Cuda(ordinal));
     assert!(
-        matches!(result, Err(TensorError::Cuda { .. })),
+        matches!(result, Err(TensorError::Cuda(CudaError::Driver { .. }))),
         "{result:?}"
     );
     let healthy = Tensor::ones(&[4], DType::F32, Device::Cuda(0)).unwrap();

@@ -7,7 +7,7 @@ use crate::support;
 
 use ditto::rng_gen::graph::Graph;
 use ditto::rng_gen::{self, dropout_with_mask, DropoutState, Generator, RngError};
-use ditto::tensor_core::{DType, Device, Tensor, TensorError};
+use ditto::tensor_core::{CudaError, DType, Device, Tensor, TensorError};
 use support::{assert_same, cpu_tensor, gpu};
 
 const GPU: Device = Device::Cuda(0);
@@ -35,7 +35,7 @@ fn drop(x: &Tensor, g: &Generator) -> Result<(Tensor, Vec<u32>), RngError> {
 fn is_capture_error(e: &RngError) -> bool {
     matches!(
         e,
-        RngError::Capture { .. } | RngError::Tensor(TensorError::Capture { .. })
+        RngError::Capture { .. } | RngError::Tensor(TensorError::Cuda(CudaError::Capture { .. }))
     )
 }
 

@@ -6,7 +6,7 @@
 use crate::support;
 
 use ditto::tensor_core::cuda::{self, CudaGraph};
-use ditto::tensor_core::{DType, Device, Tensor, TensorError};
+use ditto::tensor_core::{CudaError, DType, Device, Tensor, TensorError};
 use support::{assert_same, cpu_tensor, gpu};
 
 const GPU: Device = Device::Cuda(0);
@@ -28,7 +28,7 @@ fn region(x: &Tensor) -> Result<(Tensor, Tensor), TensorError> {
 }
 
 fn is_capture_error(e: &TensorError) -> bool {
-    matches!(e, TensorError::Capture { ordinal: 0, .. })
+    matches!(e, TensorError::Cuda(CudaError::Capture { ordinal: 0, .. }))
 }
 
 #[test]

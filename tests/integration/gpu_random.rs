@@ -14,7 +14,7 @@ use crate::support;
 use ditto::kernels::{launch, Grid, Launch};
 use ditto::rng_gen::{self, Generator, Key, RngError};
 use ditto::tensor_core::cuda::{self, CudaStorage};
-use ditto::tensor_core::{bf16, f16, DType, Device, Storage, Tensor, TensorError};
+use ditto::tensor_core::{bf16, f16, CudaError, DType, Device, Storage, Tensor, TensorError};
 use support::{assert_same, gpu};
 
 const SIZES: [usize; 6] = [1, 3, 4, 5, 1000, (1 << 20) + 3];
@@ -392,7 +392,7 @@ fn a_missing_device_is_a_typed_error_not_a_panic() {
         match result {
             Err(
                 RngError::NoSuchDevice { .. }
-                | RngError::Tensor(TensorError::CudaUnavailable { .. }),
+                | RngError::Tensor(TensorError::Cuda(CudaError::Unavailable { .. })),
             ) => {}
             other => panic!("expected a typed no-device error for {missing}, got {other:?}"),
         }

@@ -1,6 +1,5 @@
-//! The runtime's error type. tensor-core turns each into the `TensorError` variant of the
-//! same meaning and message (`From<CudaError> for TensorError`), so a user matches the
-//! tensor error whichever layer failed.
+//! The runtime's error type. tensor-core's `TensorError::Cuda` holds it as it is, so a
+//! user matches the same value whichever layer failed.
 
 /// Shorthand for results in cuda-runtime.
 pub type Result<T, E = CudaError> = std::result::Result<T, E>;
@@ -16,9 +15,15 @@ pub enum CudaError {
         /// Why: no driver, no library, or how many devices there are.
         reason: String,
     },
-    /// The NVIDIA driver is older than the CUDA libraries ditto loads need
-    /// (`cuDriverGetVersion` numbers: 1000 x major + 10 x minor).
-    #[error("CUDA device {ordinal}: the driver supports CUDA {found}, ditto needs {needed}")]
+    /// The NVIDIA driver is older than the CUDA libraries ditto loads need: found and
+    /// needed are `cuDriverGetVersion` numbers (1000 x major + 10 x minor, 12040 = 12.4).
+    #[error(
+        "CUDA device {ordinal}: the NVIDIA driver supports CUDA {}.{}, but ditto's CUDA \
+         libraries (NVRTC, cuBLAS and NCCL of CUDA 13) need a driver for CUDA {}.{} or later \
+         (driver 580 or newer); upgrade the driver, or install CUDA's forward-compatibility \
+         package (cuda-compat) where the data centre driver line allows it",
+        found / 1000, found % 1000 / 10, needed / 1000, needed % 1000 / 10
+    )]
     DriverTooOld {
         /// The ordinal asked for.
         ordinal: usize,

@@ -152,7 +152,7 @@ fn entry(ordinal: usize) -> Result<Entry> {
 }
 
 /// The shared context of CUDA device `ordinal`, created once on first use. Errors with
-/// `CudaUnavailable` when there is no driver or no such device.
+/// `CudaError::Unavailable` when there is no driver or no such device.
 pub fn context(ordinal: usize) -> Result<Arc<CudaContext>> {
     Ok(entry(ordinal)?.context)
 }

@@ -1,6 +1,6 @@
 //! The one error type of kernels.
 
-use tensor_core::{NvrtcError, TensorError};
+use tensor_core::{CudaError, NvrtcError, TensorError};
 
 /// Everything that can go wrong between "run this random op on the GPU" and the kernel
 /// having been queued: no NVRTC to compile with, a compile failure, a failed launch, or
@@ -42,7 +42,7 @@ pub enum KernelError {
 impl From<TensorError> for KernelError {
     fn from(e: TensorError) -> Self {
         match e {
-            TensorError::Nvrtc(n) => n.into(),
+            TensorError::Cuda(CudaError::Nvrtc(n)) => n.into(),
             other => KernelError::Tensor(other),
         }
     }
@@ -50,8 +50,8 @@ impl From<TensorError> for KernelError {
 
 /// The runtime's errors (module cache, NVRTC, device queries) as tensor-core reports
 /// them, NVRTC's kept apart as above.
-impl From<cuda_runtime::CudaError> for KernelError {
-    fn from(e: cuda_runtime::CudaError) -> Self {
+impl From<CudaError> for KernelError {
+    fn from(e: CudaError) -> Self {
         TensorError::from(e).into()
     }
 }
@@ -61,21 +61,21 @@ pub type Result<T, E = KernelError> = std::result::Result<T, E>;
 
 impl KernelError {
     /// This error as a tensor-core error for device `ordinal`, for crates above (rng-gen)
-    /// that report `TensorError`s: a missing NVRTC becomes `CudaUnavailable` (the device
-    /// cannot run ditto's kernels), compile and launch failures become `Cuda` errors,
+    /// that report `TensorError`s: a missing NVRTC becomes `CudaError::Unavailable` (the device
+    /// cannot run ditto's kernels), compile and launch failures become `CudaError::Driver` errors,
     /// each keeping its message.
     #[must_use]
     pub fn into_tensor_error(self, ordinal: usize) -> TensorError {
-        match self {
-            KernelError::Tensor(t) => t,
+        let cuda = match self {
+            KernelError::Tensor(t) => return t,
             KernelError::InvalidArgument { op, message } => {
-                TensorError::InvalidArgument { op, message }
+                return TensorError::InvalidArgument { op, message }
             }
-            e @ KernelError::Nvrtc(NvrtcError::Unavailable(_)) => TensorError::CudaUnavailable {
+            e @ KernelError::Nvrtc(NvrtcError::Unavailable(_)) => CudaError::Unavailable {
                 ordinal,
                 reason: e.to_string(),
             },
-            KernelError::Nvrtc(e) => TensorError::Cuda {
+            KernelError::Nvrtc(e) => CudaError::Driver {
                 ordinal,
                 op: "kernel compile",
                 message: e.to_string(),
@@ -84,11 +84,12 @@ impl KernelError {
                 ordinal,
                 kernel,
                 message,
-            } => TensorError::Cuda {
+            } => CudaError::Driver {
                 ordinal,
                 op: "kernel launch",
                 message: format!("{kernel}: {message}"),
             },
-        }
+        };
+        TensorError::Cuda(cuda)
     }
 }

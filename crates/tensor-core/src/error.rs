@@ -95,44 +95,12 @@ pub enum TensorError {
         /// The text given.
         given: String,
     },
-    /// The requested CUDA device does not exist (or no driver is present).
-    #[error("CUDA device {ordinal} is not available: {reason}")]
-    CudaUnavailable {
-        /// The ordinal asked for.
-        ordinal: usize,
-        /// Why: no driver, or how many devices there are.
-        reason: String,
-    },
-    /// The NVIDIA driver is older than the CUDA libraries ditto loads need: found and
-    /// needed are `cuDriverGetVersion` numbers (1000 x major + 10 x minor, 12040 = 12.4).
-    #[error(
-        "CUDA device {ordinal}: the NVIDIA driver supports CUDA {}.{}, but ditto's CUDA \
-         libraries (NVRTC, cuBLAS and NCCL of CUDA 13) need a driver for CUDA {}.{} or later \
-         (driver 580 or newer); upgrade the driver, or install CUDA's forward-compatibility \
-         package (cuda-compat) where the data centre driver line allows it",
-        found / 1000, found % 1000 / 10, needed / 1000, needed % 1000 / 10
-    )]
-    CudaDriverTooOld {
-        /// The ordinal asked for.
-        ordinal: usize,
-        /// The CUDA version the installed driver supports.
-        found: i32,
-        /// The oldest driver CUDA version ditto's libraries run on.
-        needed: i32,
-    },
-    /// A CUDA driver / cuBLAS call failed.
-    #[error("CUDA error on device {ordinal} in {op}: {message}")]
-    Cuda {
-        /// The device.
-        ordinal: usize,
-        /// What was being done.
-        op: &'static str,
-        /// The driver's message.
-        message: String,
-    },
-    /// Compiling CUDA sources at run time failed (no NVRTC, or the sources were rejected).
+    /// The CUDA runtime failed: no such device or driver, a driver too old, a failed
+    /// driver or cuBLAS call, a broken graph-capture rule, or NVRTC. One variant holds
+    /// the runtime's own error, so a caller matches the same value whichever layer
+    /// failed (`TensorError::Cuda(CudaError::Capture { .. })`).
     #[error(transparent)]
-    Nvrtc(#[from] NvrtcError),
+    Cuda(#[from] CudaError),
     /// An operation that is not (yet) implemented for a device.
     #[error("{op} is not implemented on {device}")]
     NotImplementedOnDevice {
@@ -233,18 +201,6 @@ pub enum TensorError {
         /// What failed, with the file and the system's reason.
         message: String,
     },
-    /// A CUDA graph capture rule was broken: work the graph cannot hold (a copy to or
-    /// from the host, waiting for the device) inside a capture, a second capture of one
-    /// device, work from another thread during a capture, or a replay during one.
-    #[error("CUDA graph capture on cuda:{ordinal}: {op} {reason}")]
-    Capture {
-        /// The device being captured.
-        ordinal: usize,
-        /// What was attempted.
-        op: &'static str,
-        /// Why that is not allowed, and what to do instead.
-        reason: String,
-    },
     /// The device ran out of memory during a CUDA graph capture of it. Unlike eager
     /// code, a capture cannot give the allocator's cache back to make room (the frees
     /// would be recorded into the graph), so the cache is kept, as the statistics say.
@@ -278,49 +234,8 @@ pub enum TensorError {
     },
 }
 
-impl From<CudaError> for TensorError {
-    /// The runtime's errors as the tensor errors of the same meaning and message, so a
-    /// caller matches one type whichever layer failed. An out-of-memory error reaches
-    /// here only where no tensor was being allocated (`CudaStorage` names the dtype and
-    /// the element count itself).
-    fn from(e: CudaError) -> Self {
-        match e {
-            CudaError::Unavailable { ordinal, reason } => {
-                TensorError::CudaUnavailable { ordinal, reason }
-            }
-            CudaError::DriverTooOld {
-                ordinal,
-                found,
-                needed,
-            } => TensorError::CudaDriverTooOld {
-                ordinal,
-                found,
-                needed,
-            },
-            CudaError::Driver {
-                ordinal,
-                op,
-                message,
-            } => TensorError::Cuda {
-                ordinal,
-                op,
-                message,
-            },
-            CudaError::Capture {
-                ordinal,
-                op,
-                reason,
-            } => TensorError::Capture {
-                ordinal,
-                op,
-                reason,
-            },
-            CudaError::Nvrtc(e) => TensorError::Nvrtc(e),
-            oom @ CudaError::OutOfMemory { ordinal, .. } => TensorError::Cuda {
-                ordinal,
-                op: "alloc",
-                message: oom.to_string(),
-            },
-        }
+impl From<NvrtcError> for TensorError {
+    fn from(e: NvrtcError) -> Self {
+        TensorError::Cuda(CudaError::Nvrtc(e))
     }
 }

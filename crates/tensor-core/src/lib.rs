@@ -66,7 +66,7 @@ pub mod cuda;
 pub use cuda_runtime::cudarc;
 
 pub use creation::try_zeroed_vec;
-pub use cuda_runtime::NvrtcError;
+pub use cuda_runtime::{CudaError, NvrtcError};
 pub use determinism::{
     are_deterministic_algorithms_enabled, deterministic_mode,
     is_deterministic_algorithms_warn_only_enabled, use_deterministic_algorithms, Algorithm,

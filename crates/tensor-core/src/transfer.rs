@@ -10,7 +10,7 @@ use crate::{DType, Device, Result, Tensor};
 
 impl Tensor {
     /// Moves the tensor to `device` (a shared clone when it is already there). Errors
-    /// with `CudaUnavailable` when the CUDA device does not exist, there is no driver, or
+    /// with `CudaError::Unavailable` when the CUDA device does not exist, there is no driver, or
     /// ditto was built without the `cuda` feature.
     #[track_caller]
     pub fn to_device(&self, device: Device) -> Result<Tensor> {

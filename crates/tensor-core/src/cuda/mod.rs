@@ -3,7 +3,7 @@
 //! (contexts, streams, the allocator, graphs, NVRTC, the module cache, cuBLAS) is the
 //! `cuda-runtime` crate, re-exported here under the names it always had, so
 //! `tensor_core::cuda::device_count()` and `tensor_core::cuda::CudaGraph` still work.
-//! Its errors become [`TensorError`](crate::TensorError)s (`From<CudaError>`).
+//! Its errors reach users inside [`TensorError::Cuda`](crate::TensorError::Cuda).
 
 mod copy;
 mod graph;

@@ -1,7 +1,7 @@
 //! CUDA storage tests. Without a GPU the typed-error tests run and the GPU tests print
 //! why they skipped; with `REQUIRE_GPU=1` a skip is a failure.
 
-use tensor_core::{bf16, cuda, f16, DType, Device, Element, Tensor, TensorError};
+use tensor_core::{bf16, cuda, f16, CudaError, DType, Device, Element, Tensor, TensorError};
 
 /// True when a GPU is usable; otherwise prints the reason (or fails under REQUIRE_GPU=1).
 fn gpu_or_skip() -> bool {
@@ -25,7 +25,7 @@ fn gpu_or_skip() -> bool {
 fn is_unavailable<T: std::fmt::Debug, E: Into<TensorError>>(r: Result<T, E>) -> bool {
     matches!(
         r.map_err(Into::into),
-        Err(TensorError::CudaUnavailable { .. })
+        Err(TensorError::Cuda(CudaError::Unavailable { .. }))
     )
 }
 
@@ -162,11 +162,11 @@ fn gpu_bad_ordinal_is_a_typed_error() {
     let n = cuda::device_count();
     let err = Tensor::zeros(&[1], DType::F32, Device::Cuda(n)).unwrap_err();
     match err {
-        TensorError::CudaUnavailable { ordinal, reason } => {
+        TensorError::Cuda(CudaError::Unavailable { ordinal, reason }) => {
             assert_eq!(ordinal, n);
             assert!(reason.contains("devices present"), "{reason}");
         }
-        other => panic!("expected CudaUnavailable, got {other:?}"),
+        other => panic!("expected CudaError::Unavailable, got {other:?}"),
     }
     if n >= 2 {
         let a = Tensor::from_vec(vec![1i64, 2, 3], &[3], Device::Cuda(0)).unwrap();

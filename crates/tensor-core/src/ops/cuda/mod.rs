@@ -29,6 +29,7 @@ pub(crate) use crate::ops::optimizers::cuda::{adamw_step_, sgd_momentum_step_};
 pub(crate) use crate::ops::reduce::cuda::{log_softmax, max_dim, sum_dim, SumKind};
 pub(crate) use layout::{contiguous, write_into};
 
+use cuda_runtime::CudaError;
 use cudarc::driver::{CudaFunction, CudaStream, CudaView, LaunchArgs, LaunchConfig};
 
 use crate::cuda::{module_cache, CudaStorage, TENSOR_OPS};
@@ -98,10 +99,13 @@ pub(crate) fn launch_failed(
     ordinal: usize,
     kernel: &str,
 ) -> impl FnOnce(cudarc::driver::DriverError) -> TensorError + '_ {
-    move |e| TensorError::Cuda {
-        ordinal,
-        op: "tensor kernel launch",
-        message: format!("{kernel}: {e}"),
+    move |e| {
+        CudaError::Driver {
+            ordinal,
+            op: "tensor kernel launch",
+            message: format!("{kernel}: {e}"),
+        }
+        .into()
     }
 }
 

@@ -15,6 +15,7 @@
 //! as [`Tensor::t`] views) with `CUBLAS_OP_T`. Other strided views are gathered first.
 
 use cuda_runtime::cublas::handle;
+use cuda_runtime::CudaError;
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaView, DeviceRepr};
@@ -89,10 +90,13 @@ impl GemmPlan {
 }
 
 fn cublas_error(ordinal: usize, op: &'static str) -> impl FnOnce(String) -> TensorError {
-    move |message| TensorError::Cuda {
-        ordinal,
-        op,
-        message,
+    move |message| {
+        CudaError::Driver {
+            ordinal,
+            op,
+            message,
+        }
+        .into()
     }
 }
 
@@ -113,10 +117,8 @@ fn typed_view<T>(t: &Tensor) -> Result<CudaView<'_, T>> {
     let len = bytes.len() / size;
     // SAFETY: the storage holds elements of `T` (the caller matched T to the dtype), so
     // reinterpreting whole elements from an element boundary is sound.
-    unsafe { bytes.transmute::<T>(len) }.ok_or_else(|| TensorError::Cuda {
-        ordinal,
-        op: "matmul",
-        message: "device buffer shorter than the tensor's view".into(),
+    unsafe { bytes.transmute::<T>(len) }.ok_or_else(|| {
+        cublas_error(ordinal, "matmul")("device buffer shorter than the tensor's view".into())
     })
 }
 
@@ -204,19 +206,11 @@ where
     let mut c_bytes = dst
         .bytes_mut()
         .try_slice_mut(start..)
-        .ok_or_else(|| TensorError::Cuda {
-            ordinal,
-            op: "matmul",
-            message: "output buffer too short".into(),
-        })?;
+        .ok_or_else(|| cublas_error(ordinal, "matmul")("output buffer too short".into()))?;
     // SAFETY: the output holds elements of T; `transmute_mut` checks that `len` of them
     // fit from `out_start` on.
-    let mut c_view =
-        unsafe { c_bytes.transmute_mut::<T>(len) }.ok_or_else(|| TensorError::Cuda {
-            ordinal,
-            op: "matmul",
-            message: "output buffer too short".into(),
-        })?;
+    let mut c_view = unsafe { c_bytes.transmute_mut::<T>(len) }
+        .ok_or_else(|| cublas_error(ordinal, "matmul")("output buffer too short".into()))?;
     // SAFETY: the config describes views that lie inside their buffers: each operand's
     // leading dimension and extent come from a valid row- or column-major view of its
     // storage (see `blas_operand`), and C is a dense n x m column-major (m x n row-major)
