@@ -22,6 +22,8 @@ mod distributed_sampler;
 mod embedding;
 #[path = "integration/global_rows.rs"]
 mod global_rows;
+#[path = "integration/gpt_eval.rs"]
+mod gpt_eval;
 #[path = "integration/gpt_torch_parity.rs"]
 mod gpt_torch_parity;
 #[path = "integration/gpt_train.rs"]

@@ -28,7 +28,7 @@ pub struct Batch {
 /// Loads the samples `indices` of batch `index` of `epoch` and stacks them. A pure
 /// function of its arguments: workers and the main thread call it alike, so where a
 /// batch is loaded never changes what it contains.
-fn load_batch(
+pub(crate) fn load_batch(
     dataset: &dyn Dataset,
     loader_key: Key,
     epoch: u64,

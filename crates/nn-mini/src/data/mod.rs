@@ -69,6 +69,7 @@ mod settings;
 mod state;
 mod workers;
 
+pub(crate) use batch::load_batch;
 pub use batch::Batch;
 pub use builder::{DataLoaderBuilder, IN_ORDER_FALSE, MAX_IN_FLIGHT};
 pub use dataset::{Dataset, Sample, SampleRng};

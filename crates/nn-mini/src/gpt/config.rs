@@ -22,6 +22,21 @@ pub struct GptConfig {
     /// Dropout probability after the embeddings, on the attention probabilities, and on
     /// every residual branch.
     pub dropout: f64,
+    /// Biases in the linear layers and layer norms (GPT-2's layers). `false` is
+    /// nanoGPT's `bias=False`: the checkpoint then has no `.bias` entries, as nanoGPT's
+    /// state dict has none. Missing from the configurations of earlier builds, which
+    /// always had biases, and left out of the JSON when true, so their checkpoints
+    /// keep their bytes.
+    #[serde(default = "with_biases", skip_serializing_if = "has_biases")]
+    pub bias: bool,
+}
+
+fn with_biases() -> bool {
+    true
+}
+
+fn has_biases(bias: &bool) -> bool {
+    *bias
 }
 
 impl Default for GptConfig {
@@ -36,6 +51,7 @@ impl Default for GptConfig {
             n_head: 4,
             n_embd: 128,
             dropout: 0.1,
+            bias: true,
         }
     }
 }
@@ -98,25 +114,32 @@ impl GptConfig {
                 vec![self.block_size, c],
             ),
         ];
+        let mut push = |name: String, dims: Vec<usize>| {
+            if self.bias || !name.ends_with(".bias") {
+                shapes.push((name, dims));
+            }
+        };
         for layer in 0..self.n_layer {
             let block = |name: &str| format!("transformer.h.{layer}.{name}");
-            shapes.extend([
-                (block("ln_1.weight"), vec![c]),
-                (block("ln_1.bias"), vec![c]),
-                (block("attn.c_attn.weight"), vec![3 * c, c]),
-                (block("attn.c_attn.bias"), vec![3 * c]),
-                (block("attn.c_proj.weight"), vec![c, c]),
-                (block("attn.c_proj.bias"), vec![c]),
-                (block("ln_2.weight"), vec![c]),
-                (block("ln_2.bias"), vec![c]),
-                (block("mlp.c_fc.weight"), vec![hidden, c]),
-                (block("mlp.c_fc.bias"), vec![hidden]),
-                (block("mlp.c_proj.weight"), vec![c, hidden]),
-                (block("mlp.c_proj.bias"), vec![c]),
-            ]);
+            for (name, dims) in [
+                ("ln_1.weight", vec![c]),
+                ("ln_1.bias", vec![c]),
+                ("attn.c_attn.weight", vec![3 * c, c]),
+                ("attn.c_attn.bias", vec![3 * c]),
+                ("attn.c_proj.weight", vec![c, c]),
+                ("attn.c_proj.bias", vec![c]),
+                ("ln_2.weight", vec![c]),
+                ("ln_2.bias", vec![c]),
+                ("mlp.c_fc.weight", vec![hidden, c]),
+                ("mlp.c_fc.bias", vec![hidden]),
+                ("mlp.c_proj.weight", vec![c, hidden]),
+                ("mlp.c_proj.bias", vec![c]),
+            ] {
+                push(block(name), dims);
+            }
         }
-        shapes.push(("transformer.ln_f.weight".to_string(), vec![c]));
-        shapes.push(("transformer.ln_f.bias".to_string(), vec![c]));
+        push("transformer.ln_f.weight".to_string(), vec![c]);
+        push("transformer.ln_f.bias".to_string(), vec![c]);
         shapes
     }
 
@@ -129,15 +152,17 @@ impl GptConfig {
             self.n_layer as u64,
             self.n_embd as u64,
         );
-        // Per block: two layer norms, c_attn, c_proj, c_fc, the MLP's c_proj.
+        // Per block: the weight matrices (12 c^2) and the vectors: two layer norm
+        // weights, and with biases their two biases and the linear layers' 9 c.
+        let (vectors, final_norm) = if self.bias { (13, 2) } else { (2, 1) };
         let per_block = c
             .checked_mul(c)?
             .checked_mul(12)?
-            .checked_add(c.checked_mul(13)?)?;
+            .checked_add(c.checked_mul(vectors)?)?;
         v.checked_add(t)?
             .checked_mul(c)?
             .checked_add(l.checked_mul(per_block)?)?
-            .checked_add(c.checked_mul(2)?)
+            .checked_add(c.checked_mul(final_norm)?)
     }
 }
 

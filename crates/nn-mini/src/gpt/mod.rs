@@ -11,6 +11,8 @@
 //! * [`GptTrainConfig`] / [`GptTrainer`]: the run of `examples/train_gpt.rs`, AdamW with
 //!   a warm-up and cosine schedule and gradient clipping; it saves, resumes and runs
 //!   data parallel like the MLP run, through the same [`crate::train`] code.
+//! * [`estimate_loss`]: nanoGPT's held-out evaluation over a train / val [`Split`] of
+//!   the text, from its own key tree (`EVAL_DOMAIN`).
 //!
 //! Where each random number comes from is the MLP run's tree ([`crate::train`]): the
 //! initialisation from `INIT_DOMAIN`, every dropout mask (embeddings, attention
@@ -20,6 +22,7 @@
 mod attention;
 mod block;
 mod config;
+mod evaluate;
 mod generate;
 mod model;
 mod run;
@@ -29,7 +32,8 @@ mod train_config;
 pub use attention::CausalSelfAttention;
 pub use block::{Block, Mlp};
 pub use config::GptConfig;
+pub use evaluate::{estimate_loss, Split, EVAL_DOMAIN};
 pub use model::Gpt;
-pub use run::{token_cross_entropy, GptTrainer};
+pub use run::{read_text, token_cross_entropy, GptTrainer};
 pub use text::{Text, TextWindows};
 pub use train_config::{DataSpec, GptTrainConfig};

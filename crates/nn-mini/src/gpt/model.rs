@@ -73,6 +73,7 @@ impl Gpt {
             Ok(z.mul_scalar(std)?.to_dtype(dtype)?)
         };
         let zeros = |n: usize| Tensor::zeros(&[n], dtype, device);
+        let bias = config.bias;
         let (c, p) = (config.n_embd, config.dropout);
         let projection_std = INIT_STD / ((2 * config.n_layer) as f64).sqrt();
         let wte = Embedding::from_weight(normal(&[config.vocab_size, c], INIT_STD)?)?;
@@ -80,7 +81,8 @@ impl Gpt {
         let mut blocks = Vec::with_capacity(config.n_layer);
         for _ in 0..config.n_layer {
             let linear = |out: usize, inp: usize, std: f64| -> Result<Linear> {
-                Linear::from_tensors(normal(&[out, inp], std)?, Some(zeros(out)?))
+                let b = if bias { Some(zeros(out)?) } else { None };
+                Linear::from_tensors(normal(&[out, inp], std)?, b)
             };
             let c_attn = linear(3 * c, c, INIT_STD)?;
             let attn_proj = linear(c, c, projection_std)?;
@@ -89,7 +91,7 @@ impl Gpt {
             let attn =
                 CausalSelfAttention::new(c_attn, attn_proj, config.n_head, p, dropout_generator)?;
             let mlp = Mlp::new(c_fc, mlp_proj, p, dropout_generator)?;
-            let layer_norm = || LayerNorm::with_options(c, true, 1e-5, dtype, device);
+            let layer_norm = || LayerNorm::with_options(c, bias, 1e-5, dtype, device);
             blocks.push(Block::new(layer_norm()?, attn, layer_norm()?, mlp));
         }
         Ok(Gpt {
@@ -98,7 +100,7 @@ impl Gpt {
             wpe,
             drop: Dropout::new(p, dropout_generator)?,
             blocks,
-            ln_f: LayerNorm::with_options(c, true, 1e-5, dtype, device)?,
+            ln_f: LayerNorm::with_options(c, bias, 1e-5, dtype, device)?,
             saved: None,
         })
     }

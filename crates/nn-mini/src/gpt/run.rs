@@ -9,7 +9,7 @@ use std::sync::Arc;
 use rng_gen::{fold_in, Generator, Key};
 use tensor_core::Tensor;
 
-use super::{Gpt, GptTrainConfig, Text, TextWindows};
+use super::{Gpt, GptTrainConfig, Split, Text, TextWindows};
 use crate::data::RankShare;
 use crate::train::{
     run_settings, sharded_loader, FreshRun, RunConfig, RunState, TrainLoop, TrainingRun,
@@ -42,7 +42,7 @@ pub fn token_cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<(Tensor,
 }
 
 /// Reads the text of `config.data`, checking it is the recorded one.
-fn read_text(config: &GptTrainConfig) -> Result<Text> {
+pub fn read_text(config: &GptTrainConfig) -> Result<Text> {
     let text = Text::read(&config.data.path)?;
     if text.bytes().len() as u64 != config.data.len || text.sha256() != config.data.sha256 {
         return Err(NnError::invalid(
@@ -89,7 +89,13 @@ impl RunConfig for GptTrainConfig {
         let dropout_generator = Generator::from_key(self.device, fold_in(run, DROPOUT_DOMAIN));
         let model = Gpt::new(&self.model, &init, &dropout_generator)?;
         let optimizer = AdamW::new(self.optimizer)?.without_decay(model.no_decay_names());
-        let windows = TextWindows::new(read_text(&self)?, self.context, self.samples_per_epoch())?;
+        let train = self.split_range(Split::Train);
+        let windows = TextWindows::within(
+            read_text(&self)?,
+            train,
+            self.context,
+            self.samples_per_epoch(),
+        )?;
         let loader = sharded_loader(Arc::new(windows), &self, shard, false, run)?;
         Ok(FreshRun {
             model,

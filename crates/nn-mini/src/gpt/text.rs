@@ -1,5 +1,6 @@
 //! `TextWindows`: a byte-level language-modelling dataset, random windows of a text.
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -81,6 +82,8 @@ impl Text {
 #[derive(Clone, Debug)]
 pub struct TextWindows {
     text: Text,
+    /// The bytes the windows lie in (all of the text, or its training part).
+    range: Range<usize>,
     context: usize,
     windows: usize,
 }
@@ -91,6 +94,22 @@ impl TextWindows {
     /// `windows` is 0.
     pub fn new(text: Text, context: usize, windows: usize) -> Result<Self> {
         let len = text.bytes.len();
+        TextWindows::within(text, 0..len, context, windows)
+    }
+
+    /// [`new`](Self::new) over the bytes `range` of `text` only (a training split: no
+    /// window reaches past `range.end`), without copying the text.
+    pub fn within(text: Text, range: Range<usize>, context: usize, windows: usize) -> Result<Self> {
+        if range.start > range.end || range.end > text.bytes.len() {
+            return Err(NnError::invalid(
+                "TextWindows::within",
+                format!(
+                    "bytes {range:?} of a text of {} bytes; expected a range inside it",
+                    text.bytes.len()
+                ),
+            ));
+        }
+        let len = range.len();
         if windows == 0 {
             return Err(NnError::invalid(
                 "TextWindows::new",
@@ -109,6 +128,7 @@ impl TextWindows {
         }
         Ok(TextWindows {
             text,
+            range,
             context,
             windows,
         })
@@ -129,6 +149,7 @@ impl TextWindows {
     /// The window of `context + 1` bytes starting at `offset`, as `(input, target)` i64
     /// tensors `[context]`.
     fn window(&self, offset: usize) -> Result<Sample> {
+        let offset = self.range.start + offset;
         let bytes = &self.text.bytes[offset..offset + self.context + 1];
         let tokens = |range: std::ops::Range<usize>| {
             let values = bytes[range].iter().map(|&b| i64::from(b)).collect();
@@ -153,7 +174,7 @@ impl Dataset for TextWindows {
                 format!("index {index} is out of range for {} windows", self.len()),
             ));
         }
-        let starts = (self.text.bytes.len() - self.context) as u64;
+        let starts = (self.range.len() - self.context) as u64;
         let offset = below(rng.next_u32(), rng.next_u32(), starts) as usize;
         self.window(offset)
     }

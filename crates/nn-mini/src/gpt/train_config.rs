@@ -71,11 +71,21 @@ pub struct GptTrainConfig {
     pub grad_clip: f64,
     /// The text.
     pub data: DataSpec,
+    /// The fraction of the text held out for validation, at its end (nanoGPT's 0.1);
+    /// the run trains on the rest ([`train_bytes`](Self::train_bytes)). 0 in the
+    /// configurations of earlier builds, which trained on the whole text; left out of
+    /// the JSON when 0, so their checkpoints keep their bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub val_fraction: f64,
     /// Loader worker threads (does not change results).
     pub num_workers: usize,
     /// Where the model runs.
     #[serde(with = "as_string")]
     pub device: Device,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 impl GptTrainConfig {
@@ -96,6 +106,7 @@ impl GptTrainConfig {
             decay_steps: 2000,
             grad_clip: 1.0,
             data,
+            val_fraction: 0.0,
             num_workers: 0,
             device: Device::Cpu,
         }
@@ -115,6 +126,7 @@ impl GptTrainConfig {
                 n_head: 2,
                 n_embd: 16,
                 dropout: 0.1,
+                bias: true,
             },
             context: 8,
             batch_size: 4,
@@ -136,13 +148,14 @@ impl GptTrainConfig {
     }
 
     /// Windows (samples) per epoch: as many whole batches as `(len - 1) / context`
-    /// windows fill (the windows that cover the text about once), at least one batch.
+    /// windows fill (the windows that cover the training bytes about once), at least
+    /// one batch.
     /// Whole batches, so every epoch divides among any world size that divides the
     /// batch, as data parallel runs need.
     #[must_use]
     pub fn windows(&self) -> u64 {
         let batch = self.batch_size.max(1) as u64;
-        let cover = self.data.len.saturating_sub(1) / self.context.max(1) as u64;
+        let cover = self.train_bytes().saturating_sub(1) / self.context.max(1) as u64;
         (cover / batch).max(1) * batch
     }
 
@@ -163,14 +176,32 @@ impl GptTrainConfig {
                 self.context, self.model.block_size, self.model.block_size
             ));
         }
-        if self.data.len < self.context as u64 + 1 {
+        if !(0.0..1.0).contains(&self.val_fraction) {
             return bad(format!(
-                "the text {} has {} bytes, shorter than a context of {} plus the next byte: \
-                 expected at least {} bytes",
+                "val_fraction must be in [0, 1) (the held-out fraction; the rest trains), got {}",
+                self.val_fraction
+            ));
+        }
+        if self.train_bytes() < self.context as u64 + 1 {
+            return bad(format!(
+                "the text {} has {} bytes to train on ({} with val_fraction {}), shorter than \
+                 a context of {} plus the next byte: expected at least {} bytes",
                 self.data.path,
+                self.train_bytes(),
                 self.data.len,
+                self.val_fraction,
                 self.context,
                 self.context + 1
+            ));
+        }
+        let held_out = self.data.len - self.train_bytes();
+        let one_batch = (self.batch_size.saturating_mul(self.context) as u64).saturating_add(1);
+        if self.val_fraction > 0.0 && held_out < one_batch {
+            return bad(format!(
+                "the validation split of {} holds {held_out} bytes (val_fraction {}), fewer than \
+                 one batch of {} windows of {} bytes: expected at least {one_batch} bytes, a \
+                 larger val_fraction or val_fraction 0",
+                self.data.path, self.val_fraction, self.batch_size, self.context
             ));
         }
         if self.batch_size == 0 {
@@ -236,6 +267,18 @@ mod tests {
                 r#""num_workers":0,"seed":"7","warmup":100,"weight_decay":0.1}"#
             )
         );
+        let split = GptTrainConfig {
+            val_fraction: 0.1,
+            model: GptConfig {
+                bias: false,
+                ..config.model
+            },
+            data: data(20_000),
+            ..config.clone()
+        };
+        let json = split.to_json();
+        assert!(json.contains(r#""bias":false"#) && json.contains(r#""val_fraction":0.1"#));
+        assert_eq!(GptTrainConfig::from_json(&json).unwrap(), split);
         let bad_sha = config.to_json().replace("abab", "zzzz");
         let err = GptTrainConfig::from_json(&bad_sha).unwrap_err().to_string();
         assert!(err.contains("data.sha256 must be 64 hex digits"), "{err}");
@@ -255,7 +298,9 @@ mod tests {
         let short = GptTrainConfig::new(data(64));
         let err = short.validate().unwrap_err().to_string();
         assert!(
-            err.contains("64 bytes, shorter than a context of 64"),
+            err.contains(
+                "64 bytes to train on (64 with val_fraction 0), shorter than a context of 64"
+            ),
             "{err}"
         );
         assert!(GptTrainConfig::new(data(65)).validate().is_ok());

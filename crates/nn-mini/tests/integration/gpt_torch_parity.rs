@@ -61,6 +61,7 @@ fn one_step_and_the_loss_match_pytorch() {
             n_head: 2,
             n_embd: 32,
             dropout: 0.0,
+            bias: true,
         },
         context: 16,
         batch_size: 4,

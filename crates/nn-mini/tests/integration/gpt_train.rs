@@ -108,7 +108,7 @@ fn bad_text_and_shapes_are_typed_errors() {
     let short = tiny(write_text(dir.path(), "short.txt", 8));
     let err = GptTrainer::new(short).unwrap_err().to_string();
     assert!(
-        err.contains("8 bytes, shorter than a context of 8"),
+        err.contains("8 bytes to train on (8 with val_fraction 0), shorter than a context of 8"),
         "{err}"
     );
 

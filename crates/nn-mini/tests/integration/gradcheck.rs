@@ -515,6 +515,7 @@ fn gpt_backward_matches_finite_differences_with_the_head_tied() {
         n_head: 2,
         n_embd: 4,
         dropout: 0.2,
+        bias: true,
     };
     let drop = generator(47);
     let start = drop.key();
