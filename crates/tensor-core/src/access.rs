@@ -61,7 +61,9 @@ impl Tensor {
         if host.is_contiguous() {
             return Ok(values[host.offset..host.offset + host.elem_count()].to_vec());
         }
-        Ok(host.storage_indices().map(|i| values[i]).collect())
+        let mut out = Vec::with_capacity(host.elem_count());
+        crate::layout::gather_strided(values, host.dims(), &host.strides, host.offset, &mut out);
+        Ok(out)
     }
 
     /// The elements' bit patterns in row-major order, copied to the host: floats as

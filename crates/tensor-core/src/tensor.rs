@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::layout::{is_contiguous, StridedIndex};
+use crate::layout::is_contiguous;
 use crate::{CpuStorage, DType, Device, Element, Result, Shape, Storage, TensorError};
 
 /// An n-dimensional array on a [`Device`].
@@ -126,11 +126,6 @@ impl Tensor {
     #[must_use]
     pub fn is_contiguous(&self) -> bool {
         is_contiguous(self.dims(), &self.strides)
-    }
-
-    /// Storage index of every element, in row-major order of the logical shape.
-    pub(crate) fn storage_indices(&self) -> StridedIndex<'_> {
-        StridedIndex::new(self.dims(), &self.strides, self.offset)
     }
 
     /// Mutable access to the storage, copying it first if another tensor shares it

@@ -140,7 +140,13 @@ impl Tensor {
 /// The elements of `view` (whose storage holds `values`) in row-major order.
 fn gather<T: Element>(values: &[T], view: &Tensor) -> Result<CpuStorage> {
     let mut out = try_with_capacity(view.elem_count(), T::DTYPE)?;
-    out.extend(view.storage_indices().map(|i| values[i]));
+    crate::layout::gather_strided(
+        values,
+        view.dims(),
+        view.strides(),
+        view.storage_offset(),
+        &mut out,
+    );
     Ok(T::into_storage(out))
 }
 

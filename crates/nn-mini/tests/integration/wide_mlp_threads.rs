@@ -4,7 +4,8 @@
 //! threads, with default and with portable arithmetic. The demo of `thread_counts.rs`
 //! is too small for any op to leave the calling thread; here every fan-out runs: the
 //! matmuls' blocks and tiles, dropout's fill and mask pass (2^18 elements), the
-//! elementwise ops and SGD (parameters of 2^18 elements and more).
+//! elementwise ops and SGD (parameters of 2^18 elements and more). The GPT gets the
+//! same check at 1, 2, 3 and 8 threads.
 
 use nn_mini::train::build_mlp;
 use nn_mini::{cross_entropy_with, ClassTargets, Module};
@@ -67,4 +68,64 @@ fn wide_mlp_steps_do_not_depend_on_the_thread_count_portable() {
     test_support::own_process!(wide_mlp_steps_do_not_depend_on_the_thread_count_portable);
     use_portable_arithmetic(true);
     assert_same_on_1_2_and_3_threads("portable arithmetic");
+}
+
+/// The GPT at a size where its ops fan out (issue 42): batches of 16 sequences of 64
+/// tokens at width 128 make the MLP's hidden activations `[1024, 512]` (2^19 elements),
+/// past every parallel threshold, with dropout on. Loss bits and parameter bits of
+/// four steps, on pools of 1, 2, 3 and 8 threads.
+fn assert_gpt_same_on_1_2_3_and_8_threads(what: &str) {
+    use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
+    use nn_mini::train::{Run, TrainingRun};
+    let dir = tempfile::tempdir().unwrap();
+    let words = b"it is a truth universally acknowledged, that a single man in possession ";
+    let bytes: Vec<u8> = words.iter().copied().cycle().take(20_000).collect();
+    let path = dir.path().join("text.txt");
+    std::fs::write(&path, &bytes).unwrap();
+    let config = GptTrainConfig {
+        model: GptConfig {
+            n_layer: 1,
+            ..GptConfig::default()
+        },
+        ..GptTrainConfig::new(DataSpec::of(&path, &Text::from_bytes(bytes)))
+    };
+    let train = || {
+        let mut trainer = GptTrainer::new(config.clone()).unwrap();
+        while trainer.step_count() < 4 {
+            trainer.step().unwrap();
+        }
+        let losses: Vec<u32> = trainer.losses().iter().map(|l| l.to_bits()).collect();
+        let params: Vec<Vec<u32>> = trainer
+            .model()
+            .parameters()
+            .iter()
+            .map(|p| {
+                p.value
+                    .to_vec::<f32>()
+                    .unwrap()
+                    .into_iter()
+                    .map(f32::to_bits)
+                    .collect()
+            })
+            .collect();
+        (losses, params)
+    };
+    let one = on_threads(1, train);
+    for threads in [2, 3, 8] {
+        let run = on_threads(threads, train);
+        assert_eq!(run.0, one.0, "{what}: losses, {threads} threads");
+        assert!(run.1 == one.1, "{what}: parameters, {threads} threads");
+    }
+}
+
+#[test]
+fn gpt_steps_do_not_depend_on_the_thread_count() {
+    assert_gpt_same_on_1_2_3_and_8_threads("default arithmetic");
+}
+
+#[test]
+fn gpt_steps_do_not_depend_on_the_thread_count_portable() {
+    test_support::own_process!(gpt_steps_do_not_depend_on_the_thread_count_portable);
+    use_portable_arithmetic(true);
+    assert_gpt_same_on_1_2_3_and_8_threads("portable arithmetic");
 }

@@ -25,7 +25,8 @@ pub trait Float:
     fn portable_exp(self) -> Self;
     /// ln(x) under portable arithmetic, as [`Float::portable_exp`].
     fn portable_ln(self) -> Self;
-    /// tanh(x) (libm).
+    /// tanh(x): libm's for f64; for f32 the vectorisable
+    /// [`tanh_f32`](crate::ops::elementwise::gelu::tanh_f32), GELU's only use.
     fn tanh(self) -> Self;
     /// tanh(x) under portable arithmetic, as [`Float::portable_exp`].
     fn portable_tanh(self) -> Self;
@@ -57,6 +58,15 @@ macro_rules! portable {
     };
 }
 
+macro_rules! fast_tanh {
+    (f32, $x:expr) => {
+        crate::ops::elementwise::gelu::tanh_f32($x)
+    };
+    (f64, $x:expr) => {
+        f64::tanh($x)
+    };
+}
+
 macro_rules! float {
     ($t:ident) => {
         impl Float for $t {
@@ -71,7 +81,7 @@ macro_rules! float {
                 portable!($t, log, self)
             }
             fn tanh(self) -> Self {
-                <$t>::tanh(self)
+                fast_tanh!($t, self)
             }
             fn portable_tanh(self) -> Self {
                 portable!($t, tanh, self)

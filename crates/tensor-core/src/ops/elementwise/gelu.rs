@@ -3,9 +3,16 @@
 //!
 //! Each output element is a function of its own input element (and gradient), so the
 //! parallel split cannot change a value. The arithmetic is PyTorch's CPU kernel's,
-//! operation for operation, in the tensor's dtype; `tanh` is libm's, or ditto's own
-//! ([`crate::portable::math::tanh`]) for f32 under portable arithmetic, the same bits
-//! on every device (docs/contract.md §14).
+//! operation for operation, in the tensor's dtype. `tanh` is, for f32, [`tanh_f32`]
+//! below, or ditto's own ([`crate::portable::math::tanh`]) under portable arithmetic,
+//! the same bits on every device (docs/contract.md §14); for f64, libm's.
+//!
+//! Why not libm's `tanhf` in default mode? It is a scalar call that branches on its
+//! input, so the loop cannot be vectorised: it was a third of a GPT step on the CPU
+//! (`tanhf` and the `expm1f` it calls). PyTorch's CPU kernel uses a vectorised `tanh`
+//! (Sleef) for the same reason. [`tanh_f32`] is branch-free add, mul, div and bit
+//! operations, which the compiler vectorises; Rust never fuses a multiply-add on its
+//! own, so every SIMD width gives the same bits.
 
 use crate::ops::{build, Float, PAR_MIN_LEN};
 use crate::{Element, Result, Tensor};
@@ -15,7 +22,10 @@ pub(crate) const GELU_BETA: f64 = std::f64::consts::SQRT_2 * std::f64::consts::F
 /// The cubic term's coefficient.
 pub(crate) const GELU_KAPPA: f64 = 0.044715;
 
-/// `tanh`: libm's, or ditto's own under portable arithmetic.
+/// `tanh`: [`tanh_f32`] (libm's for f64), or ditto's own under portable arithmetic.
+/// Inlined, like the element functions below, so that a loop over a constant
+/// `portable = false` is straight-line arithmetic the compiler vectorises.
+#[inline(always)]
 fn tanh_of<T: Float>(x: T, portable: bool) -> T {
     if portable {
         x.portable_tanh()
@@ -24,7 +34,42 @@ fn tanh_of<T: Float>(x: T, portable: bool) -> T {
     }
 }
 
+/// `tanh(x)` for f32 within 2^-23 of the exact value, absolutely (not relatively: near
+/// 0 the result has fewer correct bits than `x`, which GELU never sees, because it only
+/// uses `1 + tanh` and `1 - tanh^2`, whose errors are absolute too).
+///
+/// `tanh |x| = 1 - 2 / (e^(2|x|) + 1)`, with the sign put back. `e^y` for `y` in
+/// `[0, 20]` (from 10 on, `tanh` rounds to 1 in f32) reduces `y = n ln 2 + r`, `|r| <=
+/// ln(2) / 2`, rounds `n` with the add-and-subtract trick (`1.5 * 2^23` forces the
+/// rounding), sums e^r's Taylor series to the r^7 term (relative error below 2^-24 on
+/// that interval) and scales by `2^n` through the exponent bits.
+#[must_use]
+#[inline(always)]
+pub fn tanh_f32(x: f32) -> f32 {
+    const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23
+    const LN2_HI: f32 = 0.693_145_75; // ln 2's high 17 bits: n * LN2_HI is exact
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    let y = 2.0 * x.abs().min(10.0);
+    let n = (y * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    let r = (y - n * LN2_HI) - n * LN2_LO;
+    let p = 1.0
+        + r * (1.0
+            + r * (1.0 / 2.0
+                + r * (1.0 / 6.0
+                    + r * (1.0 / 24.0
+                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+    let e = p * f32::from_bits(((n as i32 + 127) as u32) << 23);
+    let t = (1.0 - 2.0 / (e + 1.0)).copysign(x);
+    // `min` dropped a NaN; give it back (a select, which vectorises like the rest).
+    if x.is_nan() {
+        x
+    } else {
+        t
+    }
+}
+
 /// One element of the forward pass: `0.5 x (1 + tanh(beta (x + kappa x^3)))`.
+#[inline(always)]
 fn forward<T: Float>(x: T, portable: bool) -> T {
     let (beta, kappa) = (T::from_f64(GELU_BETA), T::from_f64(GELU_KAPPA));
     let (half, one) = (T::from_f64(0.5), T::from_f64(1.0));
@@ -35,6 +80,7 @@ fn forward<T: Float>(x: T, portable: bool) -> T {
 
 /// One element of the backward pass: `grad * d gelu / dx`, as PyTorch's
 /// `GeluBackwardKernel` writes it for the tanh approximation.
+#[inline(always)]
 fn backward<T: Float>(grad: T, x: T, portable: bool) -> T {
     let (beta, kappa) = (T::from_f64(GELU_BETA), T::from_f64(GELU_KAPPA));
     let (half, one, three) = (T::from_f64(0.5), T::from_f64(1.0), T::from_f64(3.0));
@@ -65,7 +111,12 @@ impl Tensor {
             self.require_cpu(OP)?;
             with_float_dtype!(self.dtype(), OP, T => {
                 let x = self.values::<T>()?;
-                let out = crate::ops::par_map(&x, |x: T| forward(x, portable))?;
+                // One loop per setting, each with a constant `portable` (see `tanh_of`).
+                let out = if portable {
+                    crate::ops::par_map(&x, |x: T| forward(x, true))?
+                } else {
+                    crate::ops::par_map(&x, |x: T| forward(x, false))?
+                };
                 Tensor::from_cpu_storage(T::into_storage(out), self.dims())
             })
         })
@@ -86,8 +137,13 @@ impl Tensor {
             with_float_dtype!(grad.dtype(), OP, T => {
                 let (g, x) = (grad.values::<T>()?, input.values::<T>()?);
                 let out = build(g.len(), 1, PAR_MIN_LEN, |start, dst| {
-                    for ((d, &g), &x) in dst.iter_mut().zip(&g[start..]).zip(&x[start..]) {
-                        d.write(backward(g, x, portable));
+                    let pairs = dst.iter_mut().zip(&g[start..]).zip(&x[start..]);
+                    if portable {
+                        pairs.for_each(|((d, &g), &x)| _ = d.write(backward(g, x, true)));
+                    } else {
+                        crate::ops::widest_simd(|| {
+                            pairs.for_each(|((d, &g), &x)| _ = d.write(backward(g, x, false)))
+                        });
                     }
                 })?;
                 Tensor::from_cpu_storage(T::into_storage(out), grad.dims())
@@ -123,6 +179,52 @@ mod tests {
             assert!(
                 (d - numeric).abs() < 1e-8,
                 "gelu'({x}) = {d}, numeric {numeric}"
+            );
+        }
+    }
+
+    #[test]
+    fn tanh_f32_is_within_2_pow_minus_23_of_tanh() {
+        let mut worst = 0.0f64;
+        for i in -2_000_000..=2_000_000 {
+            let x = i as f32 * 1e-5; // [-20, 20]
+            let t = super::tanh_f32(x);
+            worst = worst.max((f64::from(t) - f64::from(x).tanh()).abs());
+            assert_eq!(
+                t.to_bits() >> 31,
+                x.to_bits() >> 31,
+                "the sign of tanh({x})"
+            );
+        }
+        assert!(worst < 2f64.powi(-23), "worst absolute error {worst:e}");
+        assert_eq!(super::tanh_f32(f32::INFINITY), 1.0);
+        assert_eq!(super::tanh_f32(f32::NEG_INFINITY), -1.0);
+        assert!(super::tanh_f32(f32::NAN).is_nan());
+    }
+
+    /// The vectorised loops (every SIMD width) give the bits of one element at a time.
+    #[test]
+    fn vectorised_loops_round_as_the_scalar_code() {
+        let xs: Vec<f32> = (0..100_000)
+            .map(|i| (i as f32 - 50_000.0) * 3.1e-4)
+            .collect();
+        let x = Tensor::from_vec(xs.clone(), &[xs.len()], Device::Cpu).unwrap();
+        let y = x.gelu_tanh().unwrap().to_vec::<f32>().unwrap();
+        let dy = Tensor::gelu_tanh_backward(&x, &x)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        for (i, &v) in xs.iter().enumerate() {
+            let v = std::hint::black_box(v);
+            assert_eq!(
+                y[i].to_bits(),
+                super::forward(v, false).to_bits(),
+                "gelu({v})"
+            );
+            assert_eq!(
+                dy[i].to_bits(),
+                super::backward(v, v, false).to_bits(),
+                "gelu'({v})"
             );
         }
     }

@@ -5,6 +5,6 @@
 pub mod binary;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
-pub(crate) mod gelu;
+pub mod gelu;
 pub(crate) mod inplace;
 pub mod unary;
