@@ -5,6 +5,10 @@ byte windows. Prints the median time per step over several timed rounds after a
 warm-up, at the thread count given (torch.set_num_threads).
 
     python benches/compare_torch_gpt.py --threads 1 [--rounds 7] [--steps-per-round 20]
+    python benches/compare_torch_gpt.py --threads 2 --layers 6 --heads 6 --width 384 \
+        --block 256 --batch 8 --dropout 0.2 --no-bias --beta2 0.99   # a recipe's shape
+
+Shape flags default to train_gpt's defaults (`--recipe` prints the values a recipe uses).
 
 The module is scripts/gpt_torch_parity.py's nanoGPT-style GPT, the one the parity test
 loads ditto's checkpoints into; compare with `train_gpt`'s steps/s at the same thread
@@ -31,12 +35,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps-per-round", type=int, default=20)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (rounds end synchronised)")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--width", type=int, default=128)
+    parser.add_argument("--block", type=int, default=64, help="block size and context")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--no-bias", action="store_true", help="nanoGPT's bias=False")
+    parser.add_argument("--beta2", type=float, default=0.95)
     args = parser.parse_args()
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    config = dict(vocab_size=256, block_size=64, n_layer=4, n_head=4, n_embd=128, dropout=0.1)
+    config = dict(vocab_size=256, block_size=args.block, n_layer=args.layers, n_head=args.heads,
+                  n_embd=args.width, dropout=args.dropout, bias=not args.no_bias)
+    t, batch = args.block, args.batch
     model = GPT(config).to(device)
     model.train()
     named = list(model.named_parameters())
@@ -44,13 +58,13 @@ def main() -> None:
         {"params": [p for n, p in named if decays(n)], "weight_decay": 0.1},
         {"params": [p for n, p in named if not decays(n)], "weight_decay": 0.0},
     ]
-    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, args.beta2))
     data = torch.randint(0, 256, (100_000,), device=device)
 
     def step() -> None:
-        starts = torch.randint(0, len(data) - 65, (16,)).tolist()
-        x = torch.stack([data[s : s + 64] for s in starts])
-        y = torch.stack([data[s + 1 : s + 65] for s in starts])
+        starts = torch.randint(0, len(data) - t - 1, (batch,)).tolist()
+        x = torch.stack([data[s : s + t] for s in starts])
+        y = torch.stack([data[s + 1 : s + t + 1] for s in starts])
         opt.zero_grad(set_to_none=True)
         loss = model(x, y)
         loss.backward()
@@ -67,7 +81,8 @@ def main() -> None:
             step()
         sync()
         times.append((time.perf_counter() - start) / args.steps_per_round)
-    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}")
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
+          f"model {config}, batch {batch}")
     print(f"time per step: median {1e3 * statistics.median(times):.2f} ms "
           f"(min {1e3 * min(times):.2f}, max {1e3 * max(times):.2f}, {args.rounds} rounds)")
 

@@ -78,15 +78,20 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
     let steps = Steps {
         read_every: 1,
         cuda_graph: false,
+        val_column: false,
     };
-    let (_, code) = train::<DdpTrainer, Args>(started, flags, &steps, |run| {
-        let c = run.config();
-        // Fast mode deals batch / W rows to each rank; the invariant mode whole micro-shards.
-        let share = match run.mode() {
-            ReduceMode::Fast => format!("{} per rank x {world}", c.batch_size / world),
-            ReduceMode::Invariant { .. } => format!("whole micro-shards per rank x {world}"),
-        };
-        format!(
+    let (_, code) = train::<DdpTrainer, Args>(
+        started,
+        flags,
+        &steps,
+        |run| {
+            let c = run.config();
+            // Fast mode deals batch / W rows to each rank; the invariant mode whole micro-shards.
+            let share = match run.mode() {
+                ReduceMode::Fast => format!("{} per rank x {world}", c.batch_size / world),
+                ReduceMode::Invariant { .. } => format!("whole micro-shards per rank x {world}"),
+            };
+            format!(
             "seed {} | MLP {:?} | dropout {} | SGD lr {} momentum {} | batch {} ({share}) | {} | {}",
             c.seed,
             c.layers,
@@ -97,6 +102,8 @@ fn run_rank(args: &Args, group: Arc<dyn ProcessGroup>) -> Result<ExitCode, Box<d
             run.group().backend(),
             run.mode()
         )
-    })?;
+        },
+        &mut |_, _| Ok(None),
+    )?;
     Ok(code)
 }

@@ -38,6 +38,8 @@ mod common;
 mod demo;
 #[path = "train_gpt_support/finish.rs"]
 mod finish;
+#[path = "train_gpt_support/recipe.rs"]
+mod recipe;
 
 use std::error::Error;
 use std::process::ExitCode;
@@ -50,6 +52,7 @@ use tensor_core::Device;
 use args::Args;
 use common::ddp::launch;
 use common::run::{main_of, start, train, Place, Steps};
+use finish::Evaluator;
 
 fn main() -> ExitCode {
     let args = Args::parse_or_exit();
@@ -96,22 +99,41 @@ where
         }
     };
     let started = start::<R, Args>(flags, place, fresh, adjust)?;
+    let resumed = started.resumed_from.is_some();
+    let mut evaluator = Evaluator::new(args, started.run.config(), resumed)?;
+
+    // --eval-only: the checkpoint's train and val losses (and a sample), no training.
+    if args.nano.eval_only {
+        let mut run = started.run;
+        let step = run.step_count();
+        evaluator.evaluate(&mut run, step)?;
+        if run.rank() == 0 {
+            let config = run.config().clone();
+            finish::evaluate_and_sample(args, &config, run.model_mut(), 0)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
 
     // 2. Train: each step is the loader's next windows, forward with dropout,
     //    next-token cross-entropy, backward, gradients summed across ranks (data
     //    parallel), clipping, the scheduled learning rate, AdamW (read it in
     //    crates/nn-mini/src/gpt/run.rs). A NaN loss or gradient norm stops the run with
-    //    the step it appeared at.
+    //    the step it appeared at. Every --eval-interval steps, the held-out loss
+    //    (train_gpt_support/finish.rs), which draws from no stream of the run.
     let steps = Steps {
         read_every: 1,
         cuda_graph: false,
+        val_column: evaluator.is_on(),
     };
-    let (mut run, code) = train::<R, Args>(started, flags, &steps, describe)?;
+    let (mut run, code) = train::<R, Args>(started, flags, &steps, describe, &mut |run, step| {
+        evaluator.evaluate_due(run, step, flags.last_step())
+    })?;
 
-    // 3. Rank 0, at the run's end: the held-out loss and a sample of generated text.
+    // 3. Rank 0, at the run's end: the loss of --eval-text and a sample of generated
+    //    text.
     if run.rank() == 0 && run.step_count() == flags.last_step() {
         let config = run.config().clone();
-        finish::evaluate_and_sample(args, &config, run.model_mut())?;
+        finish::evaluate_and_sample(args, &config, run.model_mut(), 200)?;
     }
     Ok(code)
 }
@@ -121,12 +143,13 @@ fn describe<R: Run<Config = GptTrainConfig>>(run: &R) -> String {
     let (c, placement) = (run.config(), run.placement());
     let m = &c.model;
     format!(
-        "seed {} | GPT {} layers x {} heads x width {}, context {} | dropout {} | AdamW lr {} betas ({}, {}) wd {} | warm-up {} then cosine to {} after {} steps | clip {} | batch {} | {} ({} bytes) | {placement}",
+        "seed {} | GPT {} layers x {} heads x width {}, context {}, bias {} | dropout {} | AdamW lr {} betas ({}, {}) wd {} | warm-up {} then cosine to {} after {} steps | clip {} | batch {} | {} ({} bytes, {} held out) | {placement}",
         c.seed,
         m.n_layer,
         m.n_head,
         m.n_embd,
         c.context,
+        m.bias,
         m.dropout,
         c.optimizer.lr,
         c.optimizer.betas.0,
@@ -139,5 +162,6 @@ fn describe<R: Run<Config = GptTrainConfig>>(run: &R) -> String {
         c.batch_size,
         c.data.path,
         c.data.len,
+        c.data.len - c.train_bytes(),
     )
 }

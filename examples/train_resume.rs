@@ -65,18 +65,25 @@ fn run(args: &Args) -> Result<ExitCode, Box<dyn Error>> {
     let steps = Steps {
         read_every: args.log_every.unwrap_or(LOG_EVERY),
         cuda_graph: args.cuda_graph,
+        val_column: false,
     };
-    let (_, code) = train::<Trainer, Args>(started, flags, &steps, |run| {
-        let c = run.config();
-        let mut line = format!(
+    let (_, code) = train::<Trainer, Args>(
+        started,
+        flags,
+        &steps,
+        |run| {
+            let c = run.config();
+            let mut line = format!(
             "seed {} | MLP {:?} | dropout {} | SGD lr {} momentum {} | batch {} | workers {} | {}",
             c.seed, c.layers, c.dropout, c.lr, c.momentum, c.batch_size, c.num_workers, c.device
         );
-        if c.device.is_cuda() {
-            line += &format!("\n{}", run.placement());
-        }
-        line
-    })?;
+            if c.device.is_cuda() {
+                line += &format!("\n{}", run.placement());
+            }
+            line
+        },
+        &mut |_, _| Ok(None),
+    )?;
 
     // 3. `train` compared the curve with --compare and drew --plot: its status is ours.
     Ok(code)

@@ -35,8 +35,9 @@ from torch.nn import functional as F
 class CausalSelfAttention(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.c_attn = nn.Linear(c["n_embd"], 3 * c["n_embd"])
-        self.c_proj = nn.Linear(c["n_embd"], c["n_embd"])
+        bias = c.get("bias", True)
+        self.c_attn = nn.Linear(c["n_embd"], 3 * c["n_embd"], bias=bias)
+        self.c_proj = nn.Linear(c["n_embd"], c["n_embd"], bias=bias)
         self.attn_dropout = nn.Dropout(c["dropout"])
         self.resid_dropout = nn.Dropout(c["dropout"])
         self.n_head, self.n_embd = c["n_head"], c["n_embd"]
@@ -59,9 +60,10 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.c_fc = nn.Linear(c["n_embd"], 4 * c["n_embd"])
+        bias = c.get("bias", True)
+        self.c_fc = nn.Linear(c["n_embd"], 4 * c["n_embd"], bias=bias)
         self.gelu = nn.GELU(approximate="tanh")
-        self.c_proj = nn.Linear(4 * c["n_embd"], c["n_embd"])
+        self.c_proj = nn.Linear(4 * c["n_embd"], c["n_embd"], bias=bias)
         self.dropout = nn.Dropout(c["dropout"])
 
     def forward(self, x):
@@ -71,9 +73,9 @@ class MLP(nn.Module):
 class Block(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(c["n_embd"])
+        self.ln_1 = nn.LayerNorm(c["n_embd"], bias=c.get("bias", True))
         self.attn = CausalSelfAttention(c)
-        self.ln_2 = nn.LayerNorm(c["n_embd"])
+        self.ln_2 = nn.LayerNorm(c["n_embd"], bias=c.get("bias", True))
         self.mlp = MLP(c)
 
     def forward(self, x):
@@ -82,7 +84,8 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """nanoGPT's GPT (bias=True, GELU with the tanh approximation, as GPT-2)."""
+    """nanoGPT's GPT (GELU with the tanh approximation, as GPT-2; `bias` as nanoGPT's,
+    true when the configuration does not say)."""
 
     def __init__(self, c):
         super().__init__()
@@ -91,7 +94,7 @@ class GPT(nn.Module):
             wpe=nn.Embedding(c["block_size"], c["n_embd"]),
             drop=nn.Dropout(c["dropout"]),
             h=nn.ModuleList([Block(c) for _ in range(c["n_layer"])]),
-            ln_f=nn.LayerNorm(c["n_embd"]),
+            ln_f=nn.LayerNorm(c["n_embd"], bias=c.get("bias", True)),
         ))
         self.lm_head = nn.Linear(c["n_embd"], c["vocab_size"], bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying

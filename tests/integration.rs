@@ -79,3 +79,5 @@ mod support;
 mod thread_counts;
 #[path = "integration/tour.rs"]
 mod tour;
+#[path = "integration/train_gpt_eval.rs"]
+mod train_gpt_eval;

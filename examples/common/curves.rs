@@ -1,4 +1,5 @@
-//! Loss curves as CSV (`step,loss`), and the side-by-side comparison of two of them.
+//! Loss curves as CSV (`step,loss`, or `step,loss,val_loss` for a run that evaluates
+//! on held-out data), and the side-by-side comparison of two of them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,17 +37,20 @@ impl std::error::Error for CsvError {}
 /// A loss curve written as the run goes: the header and any earlier rows at once, then
 /// each row as it comes, flushed to the file, so that the file on disk is the curve so
 /// far (a killed run keeps its rows; a path that cannot be written fails before the
-/// first step, when the header is written). Rows are `step,loss`; `{:?}` prints the
+/// first step, when the header is written). Rows are `step,loss`, with a third column
+/// `val_loss` (empty where the run did not evaluate) when asked for; `{:?}` prints the
 /// shortest decimal that parses back to the same f32, so the file round-trips bit for
 /// bit.
 pub struct CurveWriter {
     path: PathBuf,
     file: BufWriter<File>,
+    val_column: bool,
 }
 
 impl CurveWriter {
-    /// Creates (or truncates) `path` and writes the header and `earlier` rows.
-    pub fn create(path: &Path, earlier: &[(u64, f32)]) -> Result<Self, CsvError> {
+    /// Creates (or truncates) `path` and writes the header and `earlier` rows (with an
+    /// empty `val_loss` when `val_column`).
+    pub fn create(path: &Path, earlier: &[(u64, f32)], val_column: bool) -> Result<Self, CsvError> {
         let file = File::create(path).map_err(|source| CsvError::Io {
             path: path.to_path_buf(),
             source,
@@ -54,18 +58,28 @@ impl CurveWriter {
         let mut writer = CurveWriter {
             path: path.to_path_buf(),
             file: BufWriter::new(file),
+            val_column,
         };
-        writer.write(|file| file.write_all(b"step,loss\n"))?;
-        writer.append(earlier)?;
+        let header: &[u8] = match val_column {
+            true => b"step,loss,val_loss\n",
+            false => b"step,loss\n",
+        };
+        writer.write(|file| file.write_all(header))?;
+        for &(step, loss) in earlier {
+            writer.append(step, loss, None)?;
+        }
         Ok(writer)
     }
 
-    /// Appends `rows` and flushes them to the file.
-    pub fn append(&mut self, rows: &[(u64, f32)]) -> Result<(), CsvError> {
-        self.write(|file| {
-            rows.iter()
-                .try_for_each(|(step, loss)| writeln!(file, "{step},{loss:?}"))
-        })
+    /// Appends one row and flushes it to the file; `val` goes in the `val_loss` column
+    /// (which a file created without one does not have).
+    pub fn append(&mut self, step: u64, loss: f32, val: Option<f32>) -> Result<(), CsvError> {
+        let val = match (self.val_column, val) {
+            (false, _) => String::new(),
+            (true, None) => ",".to_string(),
+            (true, Some(v)) => format!(",{v:?}"),
+        };
+        self.write(|file| writeln!(file, "{step},{loss:?}{val}"))
     }
 
     fn write(
@@ -81,7 +95,8 @@ impl CurveWriter {
     }
 }
 
-/// Reads a file written by a [`CurveWriter`].
+/// Reads the training losses of a file written by a [`CurveWriter`] (a `val_loss`
+/// column is checked to be empty or a number, and left out).
 pub fn read_csv(path: &Path) -> Result<BTreeMap<u64, f32>, CsvError> {
     let text = std::fs::read_to_string(path).map_err(|source| CsvError::Io {
         path: path.to_path_buf(),
@@ -93,15 +108,35 @@ pub fn read_csv(path: &Path) -> Result<BTreeMap<u64, f32>, CsvError> {
         reason,
     };
     let mut lines = text.lines().enumerate();
-    match lines.next() {
-        Some((_, "step,loss")) => {}
-        _ => return Err(bad(1, "expected the header `step,loss`".into())),
-    }
+    let columns = match lines.next() {
+        Some((_, "step,loss")) => 2,
+        Some((_, "step,loss,val_loss")) => 3,
+        _ => {
+            return Err(bad(
+                1,
+                "expected the header `step,loss` or `step,loss,val_loss`".into(),
+            ))
+        }
+    };
     let mut rows = BTreeMap::new();
     for (i, line) in lines {
-        let (step, loss) = line
-            .split_once(',')
-            .ok_or_else(|| bad(i + 1, format!("expected `step,loss`, got {line:?}")))?;
+        let fields: Vec<&str> = line.split(',').collect();
+        let [step, loss, ref rest @ ..] = fields[..] else {
+            return Err(bad(
+                i + 1,
+                format!("expected {columns} columns, got {line:?}"),
+            ));
+        };
+        if fields.len() != columns
+            || rest
+                .iter()
+                .any(|v| !v.is_empty() && v.parse::<f32>().is_err())
+        {
+            return Err(bad(
+                i + 1,
+                format!("expected {columns} columns, got {line:?}"),
+            ));
+        }
         let step: u64 = step
             .parse()
             .map_err(|_| bad(i + 1, format!("bad step {step:?}")))?;
@@ -171,8 +206,10 @@ mod tests {
         let rows: Vec<(u64, f32)> = (1..=50u64)
             .map(|s| (s, f32::from_bits(0x3e00_0000 + s as u32 * 7919)))
             .collect();
-        let mut writer = CurveWriter::create(&path, &rows[..20]).unwrap();
-        writer.append(&rows[20..]).unwrap();
+        let mut writer = CurveWriter::create(&path, &rows[..20], false).unwrap();
+        for &(step, loss) in &rows[20..] {
+            writer.append(step, loss, None).unwrap();
+        }
         let back = read_csv(&path).unwrap();
         assert!(rows.iter().all(|(s, l)| back[s].to_bits() == l.to_bits()));
         assert!(compare(&rows, &back, "same"));
@@ -182,6 +219,15 @@ mod tests {
         assert!(!compare(&rows, &BTreeMap::new(), "empty"));
         std::fs::write(&path, "step,loss\n1,0.5\n2,zero\n").unwrap();
         assert!(read_csv(&path).unwrap_err().to_string().contains(":3:"));
+        // With a val_loss column: the same training losses, whatever it holds.
+        let mut writer = CurveWriter::create(&path, &rows[..2], true).unwrap();
+        writer.append(3, rows[2].1, Some(1.25)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("step,loss,val_loss\n1,") && text.ends_with(",1.25\n"));
+        let back = read_csv(&path).unwrap();
+        assert!(compare(&rows[..3], &back, "with val"));
+        std::fs::write(&path, "step,loss,val_loss\n1,0.5\n").unwrap();
+        assert!(read_csv(&path).unwrap_err().to_string().contains(":2:"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

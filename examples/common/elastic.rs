@@ -79,7 +79,12 @@ pub fn rows_of(history: &[f32]) -> Vec<(u64, f32)> {
 /// `--resume-latest`, where it starts with the whole `history` restored from the
 /// checkpoint (steps 1..=resumed), so that the file is the run's curve whichever
 /// restart finishes it. A path that cannot be written fails here, before any training.
-pub fn open_csv(flags: &RunFlags, history: &[f32]) -> Result<Option<CurveWriter>, CsvError> {
+/// `val_column` adds the `val_loss` column of a run that evaluates.
+pub fn open_csv(
+    flags: &RunFlags,
+    history: &[f32],
+    val_column: bool,
+) -> Result<Option<CurveWriter>, CsvError> {
     let Some(out) = &flags.out else {
         return Ok(None);
     };
@@ -87,7 +92,7 @@ pub fn open_csv(flags: &RunFlags, history: &[f32]) -> Result<Option<CurveWriter>
         true => rows_of(history),
         false => Vec::new(),
     };
-    CurveWriter::create(out, &earlier).map(Some)
+    CurveWriter::create(out, &earlier, val_column).map(Some)
 }
 
 /// The rows the run's report compares and plots as "this run": the steps this process

@@ -1,7 +1,8 @@
 //! The loss-curve PNG a demo ends with: the reference run drawn wide, the resumed run
 //! thin on top of it (where they agree bit for bit, the thin line sits exactly in the
-//! middle of the wide one), and the steps the resumed process ran shaded, starting at
-//! the resume point. plotters' bitmap backend draws it.
+//! middle of the wide one), the held-out (validation) losses of a run that evaluates
+//! as dots joined by a line, and the steps the resumed process ran shaded, starting
+//! at the resume point. plotters' bitmap backend draws it.
 //!
 //! Text needs a font. Rather than linking fontconfig / freetype (absent on a fresh CI
 //! machine), the font is loaded at run time from a few usual places; without one the
@@ -26,6 +27,8 @@ const FONT_PATHS: &[&str] = &[
 /// The wide reference line, and the thin line of this run drawn over it.
 const REFERENCE: RGBColor = RGBColor(140, 180, 240);
 const THIS_RUN: RGBColor = RGBColor(200, 30, 30);
+/// The validation losses.
+const VALIDATION: RGBColor = RGBColor(30, 120, 40);
 /// The shading of the steps a resumed process ran.
 const RESUMED: RGBColor = RGBColor(255, 200, 80);
 
@@ -49,6 +52,8 @@ pub struct Curves<'a> {
     pub name: &'a str,
     /// Every step of this run, restored ones included.
     pub history: &'a [(u64, f32)],
+    /// The validation losses of the steps this process evaluated (may be empty).
+    pub validation: &'a [(u64, f32)],
     /// The compared run (`--compare`) and its name.
     pub reference: Option<(&'a str, &'a BTreeMap<u64, f32>)>,
     /// The last step restored from the checkpoint, when this run was resumed.
@@ -59,12 +64,17 @@ pub struct Curves<'a> {
 /// every loss is positive, so the end of training, where the curves are compared,
 /// is not squashed against the axis.
 pub fn draw(path: &Path, curves: &Curves<'_>) -> Result<(), Box<dyn std::error::Error>> {
-    let all = curves.history.iter().copied().chain(
-        curves
-            .reference
-            .iter()
-            .flat_map(|(_, r)| r.iter().map(|(&s, &l)| (s, l))),
-    );
+    let all = curves
+        .history
+        .iter()
+        .chain(curves.validation)
+        .copied()
+        .chain(
+            curves
+                .reference
+                .iter()
+                .flat_map(|(_, r)| r.iter().map(|(&s, &l)| (s, l))),
+        );
     let (mut max_step, mut lo, mut hi) = (1u64, f32::INFINITY, f32::NEG_INFINITY);
     for (step, loss) in all.filter(|(_, l)| l.is_finite()) {
         max_step = max_step.max(step);
@@ -156,6 +166,15 @@ where
             series.label(format!("{name} (compared)")).legend(|(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], REFERENCE.stroke_width(7))
             });
+        }
+    }
+    if !curves.validation.is_empty() {
+        let points = curves.validation.iter().copied();
+        chart.draw_series(LineSeries::new(points.clone(), VALIDATION.stroke_width(2)))?;
+        let dots = chart.draw_series(points.map(|p| Circle::new(p, 4, VALIDATION.filled())))?;
+        if text {
+            dots.label("validation loss (held out)")
+                .legend(|(x, y)| Circle::new((x + 10, y), 4, VALIDATION.filled()));
         }
     }
     let series = chart.draw_series(LineSeries::new(

@@ -30,12 +30,14 @@ impl<'a> Report<'a> {
     }
 
     /// Compares and plots. `rows` are the steps the run's CSV holds, `losses` the whole
-    /// history (a resumed run's restored steps first), `resumed_after` the step a
-    /// resumed run started from. Exit code 1 when the comparison found a difference.
+    /// history (a resumed run's restored steps first), `val` the validation losses of
+    /// the steps evaluated, `resumed_after` the step a resumed run started from. Exit
+    /// code 1 when the comparison found a difference.
     pub fn finish(
         &self,
         rows: &[(u64, f32)],
         losses: &[f32],
+        val: &[(u64, f32)],
         resumed_after: Option<u64>,
     ) -> Result<ExitCode, Box<dyn Error>> {
         let mut identical = None;
@@ -58,6 +60,7 @@ impl<'a> Report<'a> {
                 title: &title,
                 name: &name,
                 history: &history,
+                validation: val,
                 reference: reference.as_ref().map(|(n, r)| (n.as_str(), r)),
                 resumed_after,
             };

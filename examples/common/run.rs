@@ -95,10 +95,19 @@ pub struct Steps {
     pub read_every: u64,
     /// Replay each step as a CUDA graph.
     pub cuda_graph: bool,
+    /// The CSV has a `val_loss` column (a run that evaluates on held-out data).
+    pub val_column: bool,
 }
 
-/// Trains `started` to `--steps`: prints `describe`'s line, then steps, reading the
-/// losses every `steps.read_every` steps into the CSV (`--out`) and the progress lines;
+/// What a binary does after each step besides training, given the run and the step:
+/// `train_gpt` evaluates on held-out data every `--eval-interval` steps and returns
+/// the validation loss for the CSV; the others do nothing (`&mut |_, _| Ok(None)`).
+/// It must not draw from the run's streams, so that it never changes the curve.
+pub type Evaluate<'a, R> = dyn FnMut(&mut R, u64) -> Result<Option<f32>, Box<dyn Error>> + 'a;
+
+/// Trains `started` to `--steps`: prints `describe`'s line, then steps (each followed
+/// by `evaluate`), reading the losses every `steps.read_every` steps into the CSV
+/// (`--out`) and the progress lines;
 /// saves in `--checkpoint-dir` every `--save-every` steps and at the last, and at
 /// `--save-at` writes `--checkpoint` and stops, as a killed job would. Rank 0 prints,
 /// writes and finally compares with `--compare` and plots. Returns the run and the
@@ -108,6 +117,7 @@ pub fn train<R: Run, A: CommandFactory>(
     flags: &RunFlags,
     steps: &Steps,
     describe: impl FnOnce(&R) -> String,
+    evaluate: &mut Evaluate<'_, R>,
 ) -> Result<(R, ExitCode), Box<dyn Error>> {
     let Started {
         mut run,
@@ -127,17 +137,19 @@ pub fn train<R: Run, A: CommandFactory>(
     say(describe(&run));
 
     let csv = match rank {
-        0 => elastic::open_csv(flags, run.losses())?,
+        0 => elastic::open_csv(flags, run.losses(), steps.val_column)?,
         _ => None,
     };
     let mut progress = Progress::new(flags, last, csv);
     while run.step_count() < last {
         run.step_deferred()?;
         let step = run.step_count();
+        let val = evaluate(&mut run, step)?;
         if step.is_multiple_of(steps.read_every) || step == last || Some(step) == flags.save_at {
             let first = step + 1 - run.unread_losses() as u64;
             for (k, &loss) in (first..).zip(run.read_losses()?) {
-                if let Some(line) = progress.record(k, loss)? {
+                let val = val.filter(|_| k == step);
+                if let Some(line) = progress.record(k, loss, val)? {
                     say(line);
                 }
             }
@@ -168,7 +180,12 @@ pub fn train<R: Run, A: CommandFactory>(
     // The comparison with another run, step for step and bit for bit, and the plot of
     // the whole history (restored steps included) over it.
     let rows = elastic::report_rows(flags, &progress.rows, run.losses());
-    let code = Report::of(flags).finish(&rows, run.losses(), resumed_from.map(|_| done))?;
+    let code = Report::of(flags).finish(
+        &rows,
+        run.losses(),
+        &progress.val,
+        resumed_from.map(|_| done),
+    )?;
     Ok((run, code))
 }
 
@@ -203,18 +220,19 @@ pub fn exit_code(result: Result<ExitCode, Box<dyn Error>>) -> ExitCode {
     }
 }
 
-/// The last step of the run (`--steps`, 200 by default), checked to lie after the
-/// `done` steps a resumed run starts from, as `--save-at` must. With `--resume-latest`
-/// it may also be `done`: a restart of a run that had finished has nothing left to do.
+/// The last step of the run (`--steps`, 200 by default), checked not to lie before
+/// the `done` steps a resumed run starts from, and `--save-at` after them. `--steps`
+/// equal to `done` trains nothing: a restart of a run that had finished, or a
+/// checkpoint resumed only to evaluate it and sample from it.
 pub fn checked_last_step<C: CommandFactory>(
     flags: &RunFlags,
     done: u64,
 ) -> Result<u64, clap::Error> {
     let steps = flags.last_step();
-    let finished = steps == done && flags.resume_latest;
-    if (steps <= done && !finished) || flags.save_at.is_some_and(|k| k <= done) {
+    if steps < done || flags.save_at.is_some_and(|k| k <= done) {
         return Err(conflict::<C>(format!(
-            "the run is already at step {done}: --steps ({steps}) and --save-at must be later"
+            "the run is already at step {done}: --steps ({steps}) must not be earlier and \
+             --save-at must be later"
         )));
     }
     Ok(steps)
@@ -237,6 +255,8 @@ pub struct Progress {
     started: Instant,
     /// `(step, loss)` of every step run here (not the restored ones).
     pub rows: Vec<(u64, f32)>,
+    /// `(step, validation loss)` of the steps evaluated here.
+    pub val: Vec<(u64, f32)>,
     csv: Option<CurveWriter>,
 }
 
@@ -248,16 +268,23 @@ impl Progress {
             save_at: flags.save_at,
             started: Instant::now(),
             rows: Vec::new(),
+            val: Vec::new(),
             csv,
         }
     }
 
-    /// Records `step`'s loss (and writes its CSV row); the progress line, if one is due
-    /// (`None` otherwise).
-    pub fn record(&mut self, step: u64, loss: f32) -> Result<Option<String>, CsvError> {
+    /// Records `step`'s loss and validation loss, if it was evaluated (and writes its
+    /// CSV row); the progress line, if one is due (`None` otherwise).
+    pub fn record(
+        &mut self,
+        step: u64,
+        loss: f32,
+        val: Option<f32>,
+    ) -> Result<Option<String>, CsvError> {
         self.rows.push((step, loss));
+        self.val.extend(val.map(|v| (step, v)));
         if let Some(csv) = &mut self.csv {
-            csv.append(&[(step, loss)])?;
+            csv.append(step, loss, val)?;
         }
         let steps = self.steps;
         if !step.is_multiple_of(LOG_EVERY) && step != steps && Some(step) != self.save_at {

@@ -1,7 +1,8 @@
 //! Command-line flags of `train_gpt`: the run's flags it shares with `train_resume`
 //! (`examples/common/flags.rs`), the data parallel ones it shares with `ddp_train`
 //! (`examples/common/ddp.rs`), and its own: the model, the optimiser and schedule, the
-//! text, evaluation and sampling. Parsed by clap (derive).
+//! text, evaluation and sampling, and nanoGPT's recipes (`recipe.rs`). Parsed by clap
+//! (derive).
 
 use std::path::PathBuf;
 
@@ -11,6 +12,7 @@ use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig};
 use nn_mini::AdamWConfig;
 use tensor_core::Device;
 
+use super::recipe::{NanoFlags, EVAL_ITERS};
 use crate::common::ddp::{BackendFlag, DdpFlags};
 use crate::common::flags::{conflict, RunFlags};
 
@@ -21,7 +23,7 @@ pub const MAX_DIM: u64 = 4096;
 pub const MAX_SAMPLE: u64 = 100_000;
 
 /// A finite f64 in `[low, high]`, for the optimiser's flags.
-fn float_in(low: f64, high: f64) -> ValueParser {
+pub fn float_in(low: f64, high: f64) -> ValueParser {
     ValueParser::new(move |value: &str| -> Result<f64, String> {
         match value.parse::<f64>() {
             Ok(x) if x.is_finite() && (low..=high).contains(&x) => Ok(x),
@@ -53,6 +55,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub ddp: DdpFlags,
+
+    #[command(flatten)]
+    pub nano: NanoFlags,
 
     /// cpu or cuda:N [default: cpu]; one process only (data parallel ranks take the
     /// backend's device); on --resume, the device to continue on
@@ -126,6 +131,13 @@ pub struct Args {
     pub demo: bool,
 }
 
+/// A text shipped in the repository's `data/`.
+fn data_file(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("data")
+        .join(name)
+}
+
 impl Args {
     /// Parses the process's command line; prints the error and exits with status 2 on
     /// bad flags (and prints `--help` and exits with 0).
@@ -136,9 +148,30 @@ impl Args {
         }
     }
 
-    /// The checks clap's attributes cannot state.
-    pub fn validated(self) -> Result<Self, clap::Error> {
+    /// The checks clap's attributes cannot state, after `--recipe` filled in the flags
+    /// not given.
+    pub fn validated(mut self) -> Result<Self, clap::Error> {
+        self.apply_recipe();
         self.run.validate::<Args>()?;
+        let nano = &self.nano;
+        if nano.eval_only && self.run.resume.is_none() && !self.run.resume_latest {
+            return Err(conflict::<Args>(
+                "--eval-only evaluates a checkpoint: expected --resume CK (or --resume-latest)"
+                    .into(),
+            ));
+        }
+        if nano.eval_only && (self.demo || self.run.save_at.is_some()) {
+            return Err(conflict::<Args>(
+                "--eval-only trains nothing: it cannot be used with --demo or --save-at".into(),
+            ));
+        }
+        if nano.save_best && (self.run.checkpoint_dir.is_none() || nano.eval_interval.is_none()) {
+            return Err(conflict::<Args>(
+                "--save-best keeps best.safetensors in --checkpoint-dir at each --eval-interval: \
+                 expected both"
+                    .into(),
+            ));
+        }
         if let Some(backend) = self.ddp.backend {
             self.ddp.validate::<Args>(backend)?;
             if self.device.is_some() {
@@ -161,13 +194,50 @@ impl Args {
         Ok(self)
     }
 
+    /// Fills every flag not given with `--recipe`'s value (nanoGPT's; see
+    /// `recipe.rs`), the text and the checkpoint folder included.
+    fn apply_recipe(&mut self) {
+        let Some(recipe) = self.nano.recipe else {
+            return;
+        };
+        let v = recipe.values();
+        let nano = &mut self.nano;
+        self.run.steps.get_or_insert(v.steps);
+        self.layers.get_or_insert(v.layers);
+        self.heads.get_or_insert(v.heads);
+        self.width.get_or_insert(v.width);
+        self.block_size.get_or_insert(v.block);
+        self.context.get_or_insert(v.block);
+        self.dropout.get_or_insert(v.dropout);
+        self.run.batch_size.get_or_insert(v.batch);
+        self.lr.get_or_insert(1e-3);
+        self.weight_decay.get_or_insert(0.1);
+        self.warmup.get_or_insert(100);
+        self.grad_clip.get_or_insert(1.0);
+        nano.min_lr.get_or_insert(1e-4);
+        nano.decay_steps.get_or_insert(v.steps);
+        nano.beta2.get_or_insert(0.99);
+        nano.bias.get_or_insert(false);
+        nano.eval_interval.get_or_insert(250);
+        nano.eval_iters.get_or_insert(v.eval_iters);
+        self.data
+            .get_or_insert_with(|| data_file("tinyshakespeare.txt"));
+        if self.run.resume.is_none() && !nano.eval_only {
+            self.run
+                .checkpoint_dir
+                .get_or_insert_with(|| recipe.out_dir().into());
+            nano.save_best = true;
+        }
+    }
+
+    /// Batches per evaluation.
+    pub fn eval_iters(&self) -> usize {
+        self.nano.eval_iters.unwrap_or(EVAL_ITERS)
+    }
+
     /// The text to train on.
     pub fn data_path(&self) -> PathBuf {
-        self.data.clone().unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("data")
-                .join("emma.txt")
-        })
+        self.data.clone().unwrap_or_else(|| data_file("emma.txt"))
     }
 
     /// The configuration of a fresh run over `data`, on `device`, ending its schedule
@@ -180,11 +250,14 @@ impl Args {
             n_embd: self.width.unwrap_or(defaults.model.n_embd),
             block_size: self.block_size.unwrap_or(defaults.model.block_size),
             dropout: self.dropout.unwrap_or(defaults.model.dropout),
+            bias: self.nano.bias.unwrap_or(defaults.model.bias),
             ..defaults.model
         };
         let lr = self.lr.unwrap_or(defaults.optimizer.lr);
+        let (beta1, beta2) = defaults.optimizer.betas;
         let optimizer = AdamWConfig {
             lr,
+            betas: (beta1, self.nano.beta2.unwrap_or(beta2)),
             weight_decay: self.weight_decay.unwrap_or(defaults.optimizer.weight_decay),
             ..defaults.optimizer
         };
@@ -195,9 +268,10 @@ impl Args {
             context: self.context.unwrap_or(defaults.context),
             batch_size: self.run.batch_size.unwrap_or(defaults.batch_size),
             optimizer,
-            min_lr: lr / 10.0,
+            min_lr: self.nano.min_lr.unwrap_or(lr / 10.0),
             warmup,
-            decay_steps: steps.max(warmup + 1),
+            decay_steps: self.nano.decay_steps.unwrap_or(steps).max(warmup + 1),
+            val_fraction: self.nano.val_fraction.unwrap_or(0.1),
             grad_clip: self.grad_clip.unwrap_or(defaults.grad_clip),
             num_workers: self.run.workers.unwrap_or(0),
             device,
