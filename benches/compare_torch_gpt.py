@@ -9,6 +9,13 @@ warm-up, at the thread count given (torch.set_num_threads).
         --block 256 --batch 8 --dropout 0.2 --no-bias --beta2 0.99   # a recipe's shape
 
 Shape flags default to train_gpt's defaults (`--recipe` prints the values a recipe uses).
+With --train-steps N it trains instead of timing: nanoGPT's loop (its initialisation,
+random windows of the first 90% of --data, warm-up and cosine schedule, clipping) for N
+steps, then prints the mean train and val loss over --eval-iters batches of each split,
+dropout off (nanoGPT's estimate_loss), to set beside `train_gpt --recipe`'s.
+
+    python benches/compare_torch_gpt.py --threads 2 --train-steps 2000 --eval-iters 20 \
+        --batch 12 --dropout 0 --no-bias --beta2 0.99 --decay-steps 2000   # the CPU recipe
 
 The module is scripts/gpt_torch_parity.py's nanoGPT-style GPT, the one the parity test
 loads ditto's checkpoints into; compare with `train_gpt`'s steps/s at the same thread
@@ -16,6 +23,7 @@ count (RAYON_NUM_THREADS), interleaved on the same machine (benches/RESULTS.md).
 """
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -26,7 +34,7 @@ import torch
 # The repository keeps the module in scripts/; the GPU bundle puts it beside this file.
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_torch_parity import GPT, decays  # noqa: E402
+from gpt_torch_parity import GPT, decays, lr_at  # noqa: E402
 
 
 def main() -> None:
@@ -43,6 +51,14 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--no-bias", action="store_true", help="nanoGPT's bias=False")
     parser.add_argument("--beta2", type=float, default=0.95)
+    parser.add_argument("--train-steps", type=int, default=0, help="train, then evaluate")
+    parser.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "data", "tinyshakespeare.txt"))
+    parser.add_argument("--val-fraction", type=float, default=0.1)
+    parser.add_argument("--eval-iters", type=int, default=200)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--min-lr", type=float, default=1e-4)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--decay-steps", type=int, default=5000)
     args = parser.parse_args()
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -60,6 +76,8 @@ def main() -> None:
     ]
     opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, args.beta2))
     data = torch.randint(0, 256, (100_000,), device=device)
+    if args.train_steps:
+        return train(args, model, opt, device)
 
     def step() -> None:
         starts = torch.randint(0, len(data) - t - 1, (batch,)).tolist()
@@ -85,6 +103,44 @@ def main() -> None:
           f"model {config}, batch {batch}")
     print(f"time per step: median {1e3 * statistics.median(times):.2f} ms "
           f"(min {1e3 * min(times):.2f}, max {1e3 * max(times):.2f}, {args.rounds} rounds)")
+
+
+def train(args, model, opt, device) -> None:
+    """nanoGPT's train.py loop on the text's first (1 - val_fraction), then its
+    estimate_loss on both splits."""
+    for name, p in model.named_parameters():  # nanoGPT's _init_weights
+        if name.endswith("bias"):
+            torch.nn.init.zeros_(p)
+        elif p.dim() == 2:
+            std = 0.02 / math.sqrt(2 * args.layers) if name.endswith("c_proj.weight") else 0.02
+            torch.nn.init.normal_(p, mean=0.0, std=std)
+    with open(args.data, "rb") as f:
+        text = torch.tensor(list(f.read()), dtype=torch.long, device=device)
+    n = len(text)
+    splits = {"train": text[: int(n * (1 - args.val_fraction))], "val": text[int(n * (1 - args.val_fraction)) :]}
+    t, batch = args.block, args.batch
+
+    def get_batch(split):
+        data = splits[split]
+        starts = torch.randint(len(data) - t, (batch,)).tolist()
+        return (torch.stack([data[s : s + t] for s in starts]), torch.stack([data[s + 1 : s + t + 1] for s in starts]))
+
+    schedule = dict(lr=args.lr, min_lr=args.min_lr, warmup=args.warmup, decay_steps=args.decay_steps)
+    start = time.perf_counter()
+    for it in range(args.train_steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(schedule, it)
+        x, y = get_batch("train")
+        opt.zero_grad(set_to_none=True)
+        model(x, y).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    minutes = (time.perf_counter() - start) / 60
+    model.eval()
+    with torch.no_grad():
+        losses = {s: sum(model(*get_batch(s)).item() for _ in range(args.eval_iters)) / args.eval_iters for s in splits}
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}: after {args.train_steps} steps "
+          f"({minutes:.1f} min of training): train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,12 @@
 //! cargo bench --bench train_step -- --threads 2 --widths 784,1024,1024,10 --batch 256
 //! cargo bench --bench train_step -- --portable --rounds 3
 //! cargo bench --bench train_step -- --device cuda:0 --cuda-graph
+//! cargo bench --bench train_step -- --gpt 4,4,128,64 --batch 12 --dropout 0 --no-bias
 //! ```
+//!
+//! `--gpt LAYERS,HEADS,WIDTH,BLOCK` times `GptTrainer::step` instead (random windows of
+//! `data/tinyshakespeare.txt` from the loader, forward, backward, clipping, AdamW), the
+//! step `benches/compare_torch_gpt.py` times in PyTorch with the same shape flags.
 //!
 //! Why not criterion: the comparison is with another process (PyTorch), so both sides
 //! print the same line (median steps/s of timed rounds after a warm-up) and the driver
@@ -79,6 +84,16 @@ struct Args {
     /// and sleeps until they are done; from inside, the caller runs pieces itself.
     #[arg(long)]
     on_pool: bool,
+    /// Time a GPT step of LAYERS,HEADS,WIDTH,BLOCK (context = block) instead, with
+    /// `--batch` sequences (train_gpt's defaults otherwise).
+    #[arg(long, value_delimiter = ',', num_args = 1, conflicts_with_all = ["widths", "with_loader", "cuda_graph"])]
+    gpt: Option<Vec<usize>>,
+    /// With --gpt: the dropout probability.
+    #[arg(long, default_value_t = 0.1, requires = "gpt")]
+    dropout: f64,
+    /// With --gpt: no biases (nanoGPT's bias=False).
+    #[arg(long, requires = "gpt")]
+    no_bias: bool,
     /// `cargo bench` passes `--bench`; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -148,6 +163,7 @@ fn graphed_step(
 }
 
 fn main() {
+    allocator::keep_freed_memory();
     let args = Args::parse();
     if args.widths.len() < 2 || args.widths.contains(&0) || args.rounds == 0 || args.threads == 0 {
         Args::command()
@@ -182,7 +198,12 @@ fn run(args: &Args) {
     let device = args.device;
     let init = Generator::from_key(device, Key::new(1));
     let dropout = Generator::from_key(device, Key::new(2));
-    let rates = if args.with_loader {
+    let rates = if let Some(shape) = &args.gpt {
+        let mut trainer = gpt_trainer(args, shape);
+        rates(args.rounds, args.seconds, device, || {
+            trainer.step().unwrap();
+        })
+    } else if args.with_loader {
         let mut trainer = Trainer::new(TrainConfig {
             seed: 7,
             device,
@@ -217,13 +238,47 @@ fn run(args: &Args) {
     report(args, &rates);
 }
 
+/// The GPT run of `--gpt`: train_gpt's defaults with the shape, batch, dropout and
+/// bias given, on tiny Shakespeare.
+fn gpt_trainer(args: &Args, shape: &[usize]) -> nn_mini::gpt::GptTrainer {
+    use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
+    let [layers, heads, width, block] = shape[..] else {
+        Args::command()
+            .error(
+                ErrorKind::ValueValidation,
+                "--gpt takes LAYERS,HEADS,WIDTH,BLOCK",
+            )
+            .exit();
+    };
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/tinyshakespeare.txt");
+    let data = DataSpec::of(path, &Text::read(path).unwrap());
+    let config = GptTrainConfig {
+        model: GptConfig {
+            n_layer: layers,
+            n_head: heads,
+            n_embd: width,
+            block_size: block,
+            dropout: args.dropout,
+            bias: !args.no_bias,
+            ..GptConfig::default()
+        },
+        context: block,
+        batch_size: args.batch,
+        device: args.device,
+        ..GptTrainConfig::new(data)
+    };
+    GptTrainer::new(config).unwrap()
+}
+
 /// Prints the line `benches/compare_torch_train.py` prints for the same flags.
 fn report(args: &Args, rates: &[f64]) {
-    let what = match (args.with_loader, args.portable) {
-        (true, false) => "ditto-with-loader",
-        (true, true) => "ditto-with-loader-portable",
-        (false, false) => "ditto-default",
-        (false, true) => "ditto-portable",
+    let what = match (args.gpt.is_some(), args.with_loader, args.portable) {
+        (true, _, false) => "ditto-gpt-default",
+        (true, _, true) => "ditto-gpt-portable",
+        (_, true, false) => "ditto-with-loader",
+        (_, true, true) => "ditto-with-loader-portable",
+        (_, false, false) => "ditto-default",
+        (_, false, true) => "ditto-portable",
     };
     let place = match args.device {
         Device::Cpu => String::new(),
@@ -232,9 +287,10 @@ fn report(args: &Args, rates: &[f64]) {
             if args.cuda_graph { " graphed" } else { "" }
         ),
     };
-    let widths: Vec<String> = args.widths.iter().map(usize::to_string).collect();
+    let shape = args.gpt.as_ref().unwrap_or(&args.widths);
+    let widths: Vec<String> = shape.iter().map(usize::to_string).collect();
     println!(
-        "{what}{place} threads={} widths={} batch={}: {:.1} steps/s (median of {} rounds: {:?})",
+        "{what}{place} threads={} widths={} batch={}: {:.2} steps/s (median of {} rounds: {:?})",
         args.threads,
         widths.join("-"),
         args.batch,

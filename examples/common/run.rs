@@ -202,6 +202,7 @@ pub fn main_of(
     run: impl FnOnce() -> Result<ExitCode, Box<dyn Error>>,
 ) -> ExitCode {
     flags.apply_switches();
+    super::allocator::keep_freed_memory();
     exit_code(if demo { run_demo() } else { run() })
 }
 

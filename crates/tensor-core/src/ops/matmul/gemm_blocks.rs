@@ -30,10 +30,13 @@ use crate::portable::matmul::{blocks, Operand};
 use crate::{Element, Result, TensorError};
 
 /// A block is halved only while each half keeps at least this many multiply-adds
-/// (`rows * cols * k`, about 0.75 ms on one core of the AVX-512 Xeon above), so the fixed
+/// (`rows * cols * k`, about 0.4 ms on one core of the AVX-512 Xeon above), so the fixed
 /// cost of a gemm call stays a few percent of its work. Every product of the demo MLP
-/// (at most 128 x 256 x 256) is one block.
-pub(crate) const MIN_BLOCK_WORK: usize = 1 << 25;
+/// (at most 128 x 256 x 256) is one block. It was 2^25 until the GPT of nanoGPT's CPU
+/// recipe (batch 12 x 64 tokens, width 128) showed that none of its products, 25 to 50
+/// M multiply-adds each, then reached a second thread: 2 threads ran 1.0x one, and run
+/// 1.4x with 2^24 (`train_step --gpt 4,4,128,64 --batch 12`, benches/RESULTS.md).
+pub(crate) const MIN_BLOCK_WORK: usize = 1 << 24;
 /// Rows or columns of a block are never halved below this: gemm packs the other
 /// operand once per block and fills its register tiles (up to 48 rows on AVX-512) best
 /// when a block has many of them.
@@ -86,9 +89,8 @@ pub(crate) fn gemm_into<T: Element>(a: Operand<'_, T>, b: Operand<'_, T>) -> Res
         op: "matmul",
         message: format!("{m} x {n} output elements overflow usize"),
     })?;
-    // Uninitialised: each task zeroes its own block before gemm writes it, so the zeroing
-    // (4% of the large MLP's step on 2 threads when the calling thread did all of it)
-    // runs on the pool too.
+    // Uninitialised: gemm writes every element (each task zeroes its own block when k is
+    // 0, where gemm has nothing to write).
     let mut dst = crate::creation::try_with_capacity::<T>(count, <T as Element>::DTYPE)?;
     if m == 0 || n == 0 {
         return Ok(dst);
@@ -116,7 +118,8 @@ pub(crate) fn gemm_into<T: Element>(a: Operand<'_, T>, b: Operand<'_, T>) -> Res
         tasks.iter().for_each(task);
     }
     // SAFETY: the blocks tile C (`blocks` covers `0..m` and `0..n`), and every task
-    // zeroed, then wrote, each element of its block: all `count` elements are written.
+    // wrote each element of its block (gemm, or the zeroing when k = 0): all `count`
+    // elements are written.
     unsafe { dst.set_len(count) };
     Ok(dst)
 }
@@ -140,12 +143,15 @@ unsafe fn gemm_block<T: Element>(
     // in isize (a Vec never exceeds isize::MAX bytes).
     let stride = |s: usize| s as isize;
     let (one, zero) = (T::from_f64(1.0), T::from_f64(0.0));
-    // Zero the block first (gemm overwrites it, since `read_dst` is false below, but
-    // this way no element is left unwritten whatever gemm does with k = 0). All-zero
-    // bits are +0.0 for every float element.
-    for r in rows.clone() {
-        // SAFETY: row `r`'s columns `cols` lie inside C and belong to this block.
-        unsafe { std::ptr::write_bytes(out.0.add(r * ldc + cols.start), 0, cols.len()) };
+    // gemm overwrites every element of the block (`read_dst` is false below) when
+    // there is anything to sum; with k = 0 the block is the empty sum, zero, written
+    // here (all-zero bits are +0.0 for every float element). Zeroing always was a
+    // twentieth of a small GPT's CPU step: a second pass over every output.
+    if a.cols == 0 {
+        for r in rows.clone() {
+            // SAFETY: row `r`'s columns `cols` lie inside C and belong to this block.
+            unsafe { std::ptr::write_bytes(out.0.add(r * ldc + cols.start), 0, cols.len()) };
+        }
     }
     // SAFETY: every index gemm forms is `offset + i * row_stride + j * col_stride` with
     // `i`, `j` inside the block, which the operands' views keep inside their buffers;
@@ -206,6 +212,7 @@ mod tests {
             (1024, 784, 256),
             (4096, 4096, 4096),
             (1, 1 << 20, 4096),
+            (768, 384, 128), // the CPU recipe GPT's c_attn: batch 12 x 64 tokens
         ] {
             let (r, c) = output_blocks(m, n, k);
             let count = m.div_ceil(r) * n.div_ceil(c);
@@ -217,7 +224,7 @@ mod tests {
                 "{m}x{n}x{k}"
             );
         }
-        // The large MLP's first layer: 256 x 1024 in four 256 x 256 blocks.
-        assert_eq!(output_blocks(256, 1024, 784), (256, 256));
+        // The large MLP's first layer: 256 x 1024 in eight 128 x 256 blocks.
+        assert_eq!(output_blocks(256, 1024, 784), (128, 256));
     }
 }
