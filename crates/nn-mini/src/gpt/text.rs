@@ -1,8 +1,9 @@
 //! `TextWindows`: a byte-level language-modelling dataset, random windows of a text.
 
 use std::ops::Range;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::SystemTime;
 
 use rand_core::RngCore;
 use rng_gen::stream::convert::below;
@@ -20,15 +21,44 @@ pub struct Text {
     sha256: String,
 }
 
+/// A text read from a file, while some [`Text`] still holds its bytes: the file's path,
+/// length and modification time when it was read, and the text.
+struct Live {
+    path: PathBuf,
+    stamp: (u64, Option<SystemTime>),
+    bytes: Weak<[u8]>,
+    sha256: String,
+}
+
+/// The texts read and still alive in this process. Reading an unchanged file again (a
+/// run's loader, then its evaluation; every rank of a job on the threads backend) shares
+/// the bytes instead of holding another copy, so a 1 GB text costs 1 GB per process
+/// however many readers and loader workers it has.
+static LIVE: Mutex<Vec<Live>> = Mutex::new(Vec::new());
+
 impl Text {
     /// The bytes of `path` (any file: the tokens are its bytes, vocabulary 256). Errors
-    /// when it cannot be read or is empty.
+    /// when it cannot be read or is empty. A file already read by a [`Text`] that is
+    /// still alive, with the same length and modification time, shares its bytes.
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| NnError::Io {
+        let io = |source| NnError::Io {
             context: format!("reading the training text {}", path.display()),
             source,
-        })?;
+        };
+        let meta = std::fs::metadata(path).map_err(io)?;
+        let stamp = (meta.len(), meta.modified().ok());
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|l| l.bytes.strong_count() > 0);
+        if let Some(l) = live.iter().find(|l| l.path == path && l.stamp == stamp) {
+            if let Some(bytes) = l.bytes.upgrade() {
+                return Ok(Text {
+                    bytes,
+                    sha256: l.sha256.clone(),
+                });
+            }
+        }
+        let bytes = std::fs::read(path).map_err(io)?;
         if bytes.is_empty() {
             return Err(NnError::invalid(
                 "Text::read",
@@ -38,7 +68,14 @@ impl Text {
                 ),
             ));
         }
-        Ok(Text::from_bytes(bytes))
+        let text = Text::from_bytes(bytes);
+        live.push(Live {
+            path: path.to_path_buf(),
+            stamp,
+            bytes: Arc::downgrade(&text.bytes),
+            sha256: text.sha256.clone(),
+        });
+        Ok(text)
     }
 
     /// A text from bytes in memory.
@@ -219,6 +256,16 @@ mod tests {
         let empty = dir.path().join("empty.txt");
         std::fs::write(&empty, b"").unwrap();
         let err = Text::read(&empty).unwrap_err().to_string();
+        // A second read of a live, unchanged text shares its bytes; a changed file is
+        // read again.
+        let file = dir.path().join("text.txt");
+        std::fs::write(&file, b"some words").unwrap();
+        let (a, b) = (Text::read(&file).unwrap(), Text::read(&file).unwrap());
+        assert!(Arc::ptr_eq(&a.bytes, &b.bytes));
+        std::fs::write(&file, b"other words, longer").unwrap();
+        let c = Text::read(&file).unwrap();
+        assert_eq!(c.bytes(), b"other words, longer");
+        assert_ne!(c.sha256(), a.sha256());
         assert!(err.contains("is empty"), "{err}");
     }
 }
