@@ -222,7 +222,7 @@ impl Args {
         nano.eval_iters.get_or_insert(v.eval_iters);
         self.data
             .get_or_insert_with(|| data_file("tinyshakespeare.txt"));
-        if self.run.resume.is_none() && !nano.eval_only {
+        if self.run.resume.is_none() && !nano.eval_only && !self.demo {
             self.run
                 .checkpoint_dir
                 .get_or_insert_with(|| recipe.out_dir().into());

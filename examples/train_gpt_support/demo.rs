@@ -13,7 +13,7 @@ use crate::common::demo::{fresh_flags, push_flag, save_at, shared_flags, Demo};
 pub const DEMO_STEPS: u64 = 100;
 
 /// The flags of every run that are `train_gpt`'s own and that a resume repeats
-/// (`--device`, the data parallel flags, `--data`).
+/// (`--device`, the data parallel flags, `--data`, evaluation).
 fn own_flags(args: &Args) -> Vec<String> {
     let mut out = Vec::new();
     push_flag(&mut out, "--device", args.device);
@@ -21,6 +21,8 @@ fn own_flags(args: &Args) -> Vec<String> {
     push_flag(&mut out, "--world-size", args.ddp.world_size);
     push_flag(&mut out, "--micro-shards", args.ddp.micro_shards);
     push_flag(&mut out, "--data", args.data.as_ref().map(|p| p.display()));
+    push_flag(&mut out, "--eval-interval", args.nano.eval_interval);
+    push_flag(&mut out, "--eval-iters", args.nano.eval_iters);
     if args.ddp.invariant {
         out.push("--invariant".into());
     }
@@ -55,6 +57,11 @@ fn model_flags(args: &Args) -> Vec<String> {
     push_flag(&mut out, "--weight-decay", args.weight_decay);
     push_flag(&mut out, "--warmup", args.warmup);
     push_flag(&mut out, "--grad-clip", args.grad_clip);
+    push_flag(&mut out, "--beta2", args.nano.beta2);
+    push_flag(&mut out, "--min-lr", args.nano.min_lr);
+    push_flag(&mut out, "--decay-steps", args.nano.decay_steps);
+    push_flag(&mut out, "--bias", args.nano.bias);
+    push_flag(&mut out, "--val-fraction", args.nano.val_fraction);
     out
 }
 
