@@ -75,7 +75,7 @@ for shape in $shapes; do
     key="${shape}:${t}"
     d=$(median "$work/default-$key"); p=$(median "$work/portable-$key")
     if [ -f "$work/torch-$key" ]; then
-      pt=$(median "$work/torch-$key"); ratio=$(awk -v a="$d" -v b="$pt" 'BEGIN {printf "%.2fx", a / b}')
+      pt=$(printf '%.2f' "$(median "$work/torch-$key")"); ratio=$(awk -v a="$d" -v b="$pt" 'BEGIN {printf "%.2fx", a / b}')
     else
       pt="n/a"; ratio="n/a"
     fi

@@ -39,6 +39,7 @@ const ROUNDS: usize = 9;
 const STEPS_PER_ROUND: usize = 10;
 
 fn main() {
+    allocator::keep_freed_memory();
     let _ = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build_global();

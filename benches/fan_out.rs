@@ -109,6 +109,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    allocator::keep_freed_memory();
     let args = Args::parse();
     let pools = [1, args.threads].map(|n| {
         rayon::ThreadPoolBuilder::new()

@@ -109,7 +109,7 @@ where
         evaluator.evaluate(&mut run, step)?;
         if run.rank() == 0 {
             let config = run.config().clone();
-            finish::evaluate_and_sample(args, &config, run.model_mut(), 0)?;
+            finish::sample(args, &config, run.model_mut(), 0)?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -129,11 +129,10 @@ where
         evaluator.evaluate_due(run, step, flags.last_step())
     })?;
 
-    // 3. Rank 0, at the run's end: the loss of --eval-text and a sample of generated
-    //    text.
+    // 3. Rank 0, at the run's end: a sample of generated text.
     if run.rank() == 0 && run.step_count() == flags.last_step() {
         let config = run.config().clone();
-        finish::evaluate_and_sample(args, &config, run.model_mut(), 200)?;
+        finish::sample(args, &config, run.model_mut(), 200)?;
     }
     Ok(code)
 }

@@ -33,6 +33,8 @@ mod determinism_docs;
 #[path = "integration/elastic_restarts.rs"]
 mod elastic_restarts;
 #[cfg(feature = "cuda")]
+#[path = "integration/generate_command.rs"]
+mod generate_command;
 #[path = "integration/gpu_custom_op.rs"]
 mod gpu_custom_op;
 #[cfg(feature = "cuda")]

@@ -111,11 +111,6 @@ pub struct Args {
     #[arg(long, value_name = "NORM", value_parser = float_in(0.0, 1000.0))]
     pub grad_clip: Option<f64>,
 
-    /// Print `eval loss: X`, the loss of the first context + 1 bytes of FILE with
-    /// dropout off, at the end of the run
-    #[arg(long, value_name = "FILE")]
-    pub eval_text: Option<PathBuf>,
-
     /// Bytes of text to generate at the end of a run that reaches --steps, 0..=100000
     /// (0: none), seeded from --seed [default: 200]
     #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_SAMPLE))]

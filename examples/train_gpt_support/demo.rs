@@ -29,15 +29,10 @@ fn own_flags(args: &Args) -> Vec<String> {
     out
 }
 
-/// What the last run does at its end (`--eval-text`, the sample's flags); the first two
-/// runs generate nothing (`--sample 0`).
+/// What the last run does at its end (the sample's flags); the first two runs generate
+/// nothing (`--sample 0`).
 fn finish_flags(args: &Args) -> Vec<String> {
     let mut out = Vec::new();
-    push_flag(
-        &mut out,
-        "--eval-text",
-        args.eval_text.as_ref().map(|p| p.display()),
-    );
     push_flag(&mut out, "--sample", args.sample);
     push_flag(&mut out, "--prompt", args.prompt.as_ref());
     out

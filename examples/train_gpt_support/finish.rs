@@ -1,15 +1,16 @@
-//! What `train_gpt` measures besides the training loss, with dropout off: nanoGPT's
-//! held-out evaluation every `--eval-interval` steps (and the best checkpoint), and at
-//! the end of a run the loss of `--eval-text` and a sample of generated text.
+//! What `train_gpt` does besides training, with dropout off: nanoGPT's held-out
+//! evaluation every `--eval-interval` steps (and the best checkpoint), and at the end of
+//! a run a sample of generated text.
 
 use std::error::Error;
 use std::path::PathBuf;
 
-use nn_mini::gpt::{estimate_loss, read_text, Gpt, GptTrainConfig, Split, Text};
-use nn_mini::train::{Run, DROPOUT_DOMAIN};
+use nn_mini::gpt::{
+    estimate_loss, generate_batch, read_text, GenerationRequest, Gpt, GptTrainConfig,
+    SamplingParams, Split, Text,
+};
+use nn_mini::train::Run;
 use nn_mini::Checkpoint;
-use rng_gen::{fold_in, Generator, Key};
-use tensor_core::Device;
 
 use super::args::Args;
 
@@ -158,45 +159,32 @@ fn best_val_of(path: &std::path::Path) -> Result<f32, Box<dyn Error>> {
     })
 }
 
-/// Sub-key of the run key for the sample's generator: after the run's own domains
-/// (`nn_mini::train`'s `INIT_DOMAIN` .. `DATA_DOMAIN`), so sampling never shares a
-/// stream with training.
-const SAMPLE_DOMAIN: u64 = DROPOUT_DOMAIN + 3;
-
-/// Prints `eval loss: X` for `--eval-text` and the sample `--sample` asks for
-/// (`default_sample` bytes when it is not given).
-pub fn evaluate_and_sample(
+/// Prints the sample `--sample` asks for (`default_sample` bytes when it is not given):
+/// a request seeded with the run's seed, temperature 1 (`nn_mini::gpt::generate_batch`).
+pub fn sample(
     args: &Args,
     config: &GptTrainConfig,
     model: &mut Gpt,
     default_sample: usize,
 ) -> Result<(), Box<dyn Error>> {
-    let (seed, context) = (config.seed, config.context);
-    if let Some(path) = &args.eval_text {
-        let text =
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        if text.len() < context + 1 {
-            return Err(format!(
-                "--eval-text {} has {} bytes; the eval loss needs context + 1 = {} bytes",
-                path.display(),
-                text.len(),
-                context + 1
-            )
-            .into());
-        }
-        let loss = model.eval_loss(&text[..context + 1])?;
-        println!("eval loss: {loss}");
+    let (seed, count) = (config.seed, args.sample.unwrap_or(default_sample));
+    if count == 0 {
+        return Ok(());
     }
-    let count = args.sample.unwrap_or(default_sample);
-    if count > 0 {
-        let prompt = args.prompt.clone().unwrap_or_else(|| "\n".into());
-        let generator = Generator::from_key(Device::Cpu, fold_in(Key::new(seed), SAMPLE_DOMAIN));
-        let text = model.generate(prompt.as_bytes(), count, &generator)?;
+    let prompt = args.prompt.clone().unwrap_or_else(|| "\n".into());
+    let request = GenerationRequest {
+        prompt: prompt.clone().into_bytes(),
+        seed,
+        sampling: SamplingParams::default(),
+        max_tokens: count,
+        stop: None,
+    };
+    generate_batch(model, vec![request], 1, |_, text| {
         println!(
-            "sample ({count} bytes after {prompt:?}, seed {seed}):\n{}{}",
-            prompt,
+            "sample ({count} bytes after {prompt:?}, seed {seed}):\n{prompt}{}",
             String::from_utf8_lossy(&text)
         );
-    }
+        Ok(())
+    })?;
     Ok(())
 }

@@ -24,6 +24,8 @@ mod embedding;
 mod global_rows;
 #[path = "integration/gpt_eval.rs"]
 mod gpt_eval;
+#[path = "integration/gpt_generate.rs"]
+mod gpt_generate;
 #[path = "integration/gpt_torch_parity.rs"]
 mod gpt_torch_parity;
 #[path = "integration/gpt_train.rs"]

@@ -36,11 +36,11 @@ struct Saved {
 /// copies of the transposes) and [`Tensor::causal_softmax_backward`].
 #[derive(Debug)]
 pub struct CausalSelfAttention {
-    c_attn: Linear,
-    c_proj: Linear,
+    pub(super) c_attn: Linear,
+    pub(super) c_proj: Linear,
     attn_dropout: Dropout,
     resid_dropout: Dropout,
-    heads: usize,
+    pub(super) heads: usize,
     saved: Option<Saved>,
 }
 

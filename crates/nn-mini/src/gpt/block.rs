@@ -99,10 +99,10 @@ pub(super) fn three_dims(op: &'static str, x: &Tensor) -> Result<[usize; 3]> {
 /// `x + attn(ln_1(x))`, then `h + mlp(ln_2(h))`: a pre-LayerNorm residual block.
 #[derive(Debug)]
 pub struct Block {
-    ln_1: LayerNorm,
-    attn: CausalSelfAttention,
-    ln_2: LayerNorm,
-    mlp: Mlp,
+    pub(super) ln_1: LayerNorm,
+    pub(super) attn: CausalSelfAttention,
+    pub(super) ln_2: LayerNorm,
+    pub(super) mlp: Mlp,
 }
 
 impl Block {

@@ -13,6 +13,9 @@
 //!   data parallel like the MLP run, through the same [`crate::train`] code.
 //! * [`estimate_loss`]: nanoGPT's held-out evaluation over a train / val [`Split`] of
 //!   the text, from its own key tree (`EVAL_DOMAIN`).
+//! * [`generate_batch`] / [`Generation`]: requests generated with a key-value cache
+//!   ([`KvCache`]), each with its own seed and [`SamplingParams`], whose text does not
+//!   depend on the batch, the thread count or (portable) the device.
 //!
 //! Where each random number comes from is the MLP run's tree ([`crate::train`]): the
 //! initialisation from `INIT_DOMAIN`, every dropout mask (embeddings, attention
@@ -24,8 +27,10 @@ mod block;
 mod config;
 mod evaluate;
 mod generate;
+mod kv_cache;
 mod model;
 mod run;
+pub mod sampling;
 mod text;
 mod train_config;
 
@@ -33,7 +38,10 @@ pub use attention::CausalSelfAttention;
 pub use block::{Block, Mlp};
 pub use config::GptConfig;
 pub use evaluate::{estimate_loss, Split, EVAL_DOMAIN};
+pub use generate::{generate_batch, Generation, GenerationRequest};
+pub use kv_cache::KvCache;
 pub use model::Gpt;
 pub use run::{read_text, token_cross_entropy, GptTrainer};
+pub use sampling::SamplingParams;
 pub use text::{Text, TextWindows};
 pub use train_config::{DataSpec, GptTrainConfig};

@@ -38,11 +38,11 @@ struct SavedHead {
 #[derive(Debug)]
 pub struct Gpt {
     config: GptConfig,
-    wte: Embedding,
-    wpe: Parameter,
+    pub(super) wte: Embedding,
+    pub(super) wpe: Parameter,
     drop: Dropout,
-    blocks: Vec<Block>,
-    ln_f: LayerNorm,
+    pub(super) blocks: Vec<Block>,
+    pub(super) ln_f: LayerNorm,
     saved: Option<SavedHead>,
 }
 
