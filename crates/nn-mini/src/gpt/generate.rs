@@ -52,7 +52,7 @@ pub struct GenerationRequest {
 pub struct Generation {
     request: GenerationRequest,
     cache: KvCache,
-    /// Tokens to feed before the next choice: the prompt first, then each choice.
+    /// Tokens to step through before the next choice (after the prompt's prefill).
     pending: Vec<u8>,
     generated: Vec<u8>,
     done: bool,
@@ -65,8 +65,8 @@ impl Generation {
     }
 
     /// A request continued after `generated` bytes (what an interrupted one had
-    /// produced): it re-feeds the prompt and those bytes through the same steps, so it
-    /// goes on as the uninterrupted one would.
+    /// produced): it prefills the prompt and steps through those bytes as the
+    /// uninterrupted one did, so it goes on as that one would.
     pub fn resume(request: GenerationRequest, generated: Vec<u8>) -> Result<Self> {
         if request.prompt.is_empty() {
             return Err(NnError::invalid(
@@ -75,7 +75,7 @@ impl Generation {
             ));
         }
         request.sampling.validate()?;
-        let pending = [&request.prompt[..], &generated].concat();
+        let pending = generated.clone();
         let done = generated.len() >= request.max_tokens;
         Ok(Generation {
             request,
@@ -104,10 +104,19 @@ impl Generation {
             return Ok(());
         }
         let mut logits = None;
+        if self.cache.tokens().is_empty() {
+            // nanoGPT's crop: the last block of the prompt.
+            let prompt = &self.request.prompt;
+            let block = model.config().block_size;
+            logits = Some(model.prefill(
+                &prompt[prompt.len().saturating_sub(block)..],
+                &mut self.cache,
+            )?);
+        }
         for token in std::mem::take(&mut self.pending) {
             logits = Some(model.forward_cached(token, &mut self.cache)?);
         }
-        let logits = logits.expect("a prompt or a previous choice is always pending");
+        let logits = logits.expect("the prompt's prefill or a previous choice gives logits");
         let logits = logits.to_dtype(tensor_core::DType::F32)?.to_vec::<f32>()?;
         let position = self.generated.len() as u64;
         let token = choose(

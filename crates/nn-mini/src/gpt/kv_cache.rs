@@ -2,19 +2,18 @@
 //! model on its own row, reusing the keys and values every earlier position left in
 //! the cache, instead of running the whole context again (nanoGPT's `generate`).
 //!
-//! Every token, the prompt's included, goes through the same single-row step, so what
-//! a sequence computes depends on its tokens alone: not on a batch it shares (there is
-//! none: rows of different requests never meet in one op), not on the thread count
-//! (single-row products are one block of gemm, see `ops/matmul/gemm_blocks.rs`), not on
-//! where a generation was interrupted and continued (continuing re-feeds the tokens
-//! through the same steps). The step is not bit-identical to the full forward of the
-//! same tokens: its attention is a `[1, T]` softmax (log-softmax, then exp) where the
-//! full forward runs a causal `[t, t]` one, and its products have other shapes; the
-//! two agree to float rounding (tests hold them within 1e-4).
-//!
-//! Past the position table (`block_size` tokens) the context slides as nanoGPT's
-//! `generate` crops it: the cache is rebuilt from the last `block_size - 1` tokens, by
-//! the same steps, before the next one is fed.
+//! A sequence's computation is fixed by its tokens alone: the prompt is one
+//! [`prefill`](Gpt::prefill) (the full forward's ops on those rows, keeping keys and
+//! values), then each token one single-row step; past the position table
+//! (`block_size` tokens) the context slides as nanoGPT's `generate` crops it: the cache
+//! is prefilled again from the last `block_size - 1` tokens before the next one. So
+//! nothing depends on a batch it shares (rows of different requests never meet in one
+//! op), on the thread count (each op's bits are thread-independent), or on where a
+//! generation was interrupted (continuing prefills the prompt and steps through the
+//! same tokens). A single-row step is not bit-identical to the full forward of the same
+//! tokens: its attention is a `[1, T]` softmax (log-softmax, then exp) where the full
+//! forward runs a causal `[t, t]` one, and its products have other shapes; the two
+//! agree to float rounding (tests hold them within 1e-4).
 
 use tensor_core::{Device, Tensor};
 
@@ -51,82 +50,122 @@ impl KvCache {
 }
 
 impl CausalSelfAttention {
-    /// Attention of one new row `x` (`[1, width]`, already layer-normed) over itself
-    /// and every row in `cache`, which it then joins.
+    /// Attention of the new rows `x` (`[n, width]`, already layer-normed) over
+    /// themselves and every row in `cache`, which they then join. An empty cache takes
+    /// any number of rows, causally masked as the full forward masks them (its
+    /// `causal_softmax`); a filled one takes one row, which sees every cached row.
     fn forward_cached(&mut self, x: &Tensor, cache: &mut LayerCache) -> Result<Tensor> {
-        let c = x.dims()[1];
+        let [n, c] = x.dims()[..] else {
+            return Err(NnError::invalid(
+                "CausalSelfAttention::forward_cached",
+                "expected [n, width] rows",
+            ));
+        };
         let (h, d) = (self.heads, c / self.heads);
         let qkv = self.c_attn.forward(x, false)?;
         let head = |i: usize| -> Result<Tensor> {
             Ok(qkv
                 .narrow(1, i * c, c)?
-                .reshape(&[1, h, d])?
-                .transpose(0, 1)?)
+                .reshape(&[n, h, d])?
+                .transpose(0, 1)?
+                .contiguous()?)
         };
         let (q, k, v) = (head(0)?, head(1)?, head(2)?);
-        let append = |old: &Option<Tensor>, new: Tensor| -> Result<Tensor> {
-            Ok(match old {
-                Some(old) => Tensor::cat(&[old.clone(), new], 1)?,
-                None => new.contiguous()?,
-            })
-        };
-        let k = append(&cache.k, k)?;
-        let v = append(&cache.v, v)?;
         let scale = 1.0 / (d as f64).sqrt();
-        let scores = q.matmul(&k.transpose(1, 2)?)?.mul_scalar(scale)?;
-        let probs = scores.log_softmax(2)?.exp()?;
-        let y = probs.matmul(&v)?.transpose(0, 1)?.reshape(&[1, c])?;
+        let (k, v, probs) = match (&cache.k, &cache.v) {
+            (Some(old_k), Some(old_v)) if n == 1 => {
+                let k = Tensor::cat(&[old_k.clone(), k], 1)?;
+                let v = Tensor::cat(&[old_v.clone(), v], 1)?;
+                let scores = q.matmul(&k.transpose(1, 2)?)?.mul_scalar(scale)?;
+                let probs = scores.log_softmax(2)?.exp()?;
+                (k, v, probs)
+            }
+            (None, None) => {
+                let probs = q.matmul(&k.transpose(1, 2)?)?.causal_softmax(scale)?;
+                (k, v, probs)
+            }
+            _ => {
+                return Err(NnError::invalid(
+                    "CausalSelfAttention::forward_cached",
+                    format!("{n} rows after cached ones; expected one row, or an empty cache"),
+                ))
+            }
+        };
+        let y = probs.matmul(&v)?.transpose(0, 1)?.reshape(&[n, c])?;
         (cache.k, cache.v) = (Some(k), Some(v));
         self.c_proj.forward(&y, false)
     }
 }
 
 impl Gpt {
+    /// Runs `tokens` (at most `block_size`) from the start of an emptied `cache`, as
+    /// the full forward of those tokens would, keeping every block's keys and values,
+    /// and returns the logits of the token after the last (`[vocab]`). A request's
+    /// prompt starts here, and so does every slide of its context.
+    pub fn prefill(&mut self, tokens: &[u8], cache: &mut KvCache) -> Result<Tensor> {
+        *cache = KvCache::new();
+        if tokens.is_empty() || tokens.len() > self.config().block_size {
+            return Err(NnError::invalid(
+                "Gpt::prefill",
+                format!(
+                    "{} tokens; expected 1 ..= {} (the position table)",
+                    tokens.len(),
+                    self.config().block_size
+                ),
+            ));
+        }
+        self.rows(tokens, cache)
+    }
+
     /// Feeds `token` after the tokens in `cache` and returns the logits of the next
     /// token (`[vocab]`), dropout off. When the cache already holds `block_size`
-    /// tokens it first slides: rebuilt from the last `block_size - 1` (see the module
-    /// docs).
+    /// tokens it first slides: rebuilt by [`prefill`](Self::prefill) from the last
+    /// `block_size - 1` (see the module docs).
     pub fn forward_cached(&mut self, token: u8, cache: &mut KvCache) -> Result<Tensor> {
-        let (block, vocab) = (self.config().block_size, self.config().vocab_size);
-        if usize::from(token) >= vocab {
-            return Err(NnError::invalid(
-                "Gpt::forward_cached",
-                format!("token {token} is outside the vocabulary of {vocab}"),
-            ));
+        let block = self.config().block_size;
+        if cache.tokens.is_empty() {
+            return self.prefill(&[token], cache);
         }
         if cache.tokens.len() >= block {
             let keep = cache.tokens[cache.tokens.len() + 1 - block..].to_vec();
-            *cache = KvCache::new();
-            for &t in &keep {
-                self.step(t, cache)?;
+            if keep.is_empty() {
+                return self.prefill(&[token], cache);
             }
+            self.prefill(&keep, cache)?;
         }
-        self.step(token, cache)
+        self.rows(&[token], cache)
     }
 
-    /// One row through the model at the next position of `cache`.
-    fn step(&mut self, token: u8, cache: &mut KvCache) -> Result<Tensor> {
-        let c = self.config().n_embd;
+    /// `tokens` through the model at the next positions of `cache` (all of them when
+    /// it is empty, else one).
+    fn rows(&mut self, tokens: &[u8], cache: &mut KvCache) -> Result<Tensor> {
+        let (c, vocab, n) = (self.config().n_embd, self.config().vocab_size, tokens.len());
+        if let Some(&bad) = tokens.iter().find(|&&t| usize::from(t) >= vocab) {
+            return Err(NnError::invalid(
+                "Gpt::forward_cached",
+                format!("token {bad} is outside the vocabulary of {vocab}"),
+            ));
+        }
         let position = cache.tokens.len();
         cache
             .layers
             .resize_with(self.blocks.len(), LayerCache::default);
-        let index = Tensor::from_vec(vec![i64::from(token)], &[1, 1], Device::Cpu)?
-            .to_device(self.device())?;
-        let embedded = self.wte.forward(&index, false)?.reshape(&[1, c])?;
-        let mut x = embedded.add(&self.wpe.value.narrow(0, position, 1)?)?;
+        let index = tokens.iter().map(|&t| i64::from(t)).collect();
+        let index = Tensor::from_vec(index, &[1, n], Device::Cpu)?.to_device(self.device())?;
+        let embedded = self.wte.forward(&index, false)?.reshape(&[n, c])?;
+        let mut x = embedded.add(&self.wpe.value.narrow(0, position, n)?)?;
         for (block, layer) in self.blocks.iter_mut().zip(&mut cache.layers) {
             let a = block
                 .attn
                 .forward_cached(&block.ln_1.forward(&x, false)?, layer)?;
             let h = x.add(&a)?;
-            let normed = block.ln_2.forward(&h, false)?.reshape(&[1, 1, c])?;
-            let m = block.mlp.forward(&normed, false)?.reshape(&[1, c])?;
+            let normed = block.ln_2.forward(&h, false)?.reshape(&[1, n, c])?;
+            let m = block.mlp.forward(&normed, false)?.reshape(&[n, c])?;
             x = h.add(&m)?;
         }
-        cache.tokens.push(token);
-        let hidden = self.ln_f.forward(&x, false)?;
+        cache.tokens.extend_from_slice(tokens);
+        let hidden = self.ln_f.forward(&x.narrow(0, n - 1, 1)?, false)?;
         let logits = hidden.matmul(&self.wte.weight().value.t()?)?;
-        Ok(logits.reshape(&[self.config().vocab_size])?)
+        Ok(logits.reshape(&[vocab])?)
     }
 }
