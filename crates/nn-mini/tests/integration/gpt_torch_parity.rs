@@ -40,6 +40,17 @@ fn torch_python() -> Option<String> {
 
 #[test]
 fn one_step_and_the_loss_match_pytorch() {
+    parity(true);
+}
+
+/// nanoGPT's default `bias=False`: the checkpoint has no `.bias` entries and loads into
+/// the module built without them, by name.
+#[test]
+fn one_step_and_the_loss_match_pytorch_without_biases() {
+    parity(false);
+}
+
+fn parity(bias: bool) {
     let Some(python) = torch_python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let text_path = dir.path().join("text.txt");
@@ -61,7 +72,7 @@ fn one_step_and_the_loss_match_pytorch() {
             n_head: 2,
             n_embd: 32,
             dropout: 0.0,
-            bias: true,
+            bias,
         },
         context: 16,
         batch_size: 4,
