@@ -129,3 +129,56 @@ fn portable_gpt_runs_are_the_same_bytes_on_cpu_and_both_devices_and_across_resum
         );
     }
 }
+
+/// Issue 44 on CUDA: under portable arithmetic, seeded requests generate the same text
+/// with the model on the CPU, on `cuda:0` and on `cuda:1` (the cache's single-row steps
+/// and the prompt's prefill run the transformer kernels), in batches of 1 and 3.
+#[test]
+fn portable_generation_is_the_same_text_on_cpu_and_both_devices() {
+    use ditto::nn_mini::gpt::{generate_batch, GenerationRequest, Gpt, SamplingParams};
+    use ditto::rng_gen::{Generator, Key};
+    test_support::own_process!(portable_generation_is_the_same_text_on_cpu_and_both_devices);
+    if !gpus(2) {
+        return;
+    }
+    use_portable_arithmetic(true);
+    let config = GptConfig {
+        block_size: 8,
+        n_layer: 2,
+        n_head: 2,
+        n_embd: 16,
+        dropout: 0.0,
+        ..GptConfig::default()
+    };
+    let texts = |device: Device, batch: usize| {
+        let init = Generator::from_key(device, Key::new(5));
+        let mut model = Gpt::new(&config, &init, &init).unwrap();
+        let requests = (0..4u64)
+            .map(|i| GenerationRequest {
+                prompt: b"it was the best"[..1 + i as usize * 3].to_vec(),
+                seed: 40 + i,
+                sampling: SamplingParams {
+                    temperature: [0.0, 1.0][(i % 2) as usize],
+                    top_k: Some(50),
+                    top_p: None,
+                },
+                max_tokens: 12, // past the position table of 8
+                stop: None,
+            })
+            .collect();
+        let mut out = vec![Vec::new(); 4];
+        generate_batch(&mut model, requests, batch, |i, text| {
+            out[i] = text;
+            Ok(())
+        })
+        .unwrap();
+        out
+    };
+    let cpu = texts(Device::Cpu, 1);
+    assert!(cpu.iter().all(|t| t.len() == 12));
+    for device in [Device::Cuda(0), Device::Cuda(1)] {
+        for batch in [1, 3] {
+            assert_eq!(texts(device, batch), cpu, "{device}, batches of {batch}");
+        }
+    }
+}
