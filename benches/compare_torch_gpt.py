@@ -5,6 +5,7 @@ byte windows. Prints the median time per step over several timed rounds after a
 warm-up, at the thread count given (torch.set_num_threads).
 
     python benches/compare_torch_gpt.py --threads 1 [--rounds 7] [--steps-per-round 20]
+    bash benches/compare_train_step.sh --gpt          # beside ditto's, interleaved
     python benches/compare_torch_gpt.py --threads 2 --layers 6 --heads 6 --width 384 \
         --block 256 --batch 8 --dropout 0.2 --no-bias --beta2 0.99   # a recipe's shape
 
@@ -101,8 +102,10 @@ def main() -> None:
         times.append((time.perf_counter() - start) / args.steps_per_round)
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
           f"model {config}, batch {batch}")
-    print(f"time per step: median {1e3 * statistics.median(times):.2f} ms "
-          f"(min {1e3 * min(times):.2f}, max {1e3 * max(times):.2f}, {args.rounds} rounds)")
+    median = statistics.median(times)
+    print(f"time per step: median {1e3 * median:.2f} ms "
+          f"(min {1e3 * min(times):.2f}, max {1e3 * max(times):.2f}, {args.rounds} rounds): "
+          f"{1 / median:.2f} steps/s")
 
 
 def train(args, model, opt, device) -> None:
