@@ -18,6 +18,10 @@ dropout off (nanoGPT's estimate_loss), to set beside `train_gpt --recipe`'s.
     python benches/compare_torch_gpt.py --threads 2 --train-steps 2000 --eval-iters 20 \
         --batch 12 --dropout 0 --no-bias --beta2 0.99 --decay-steps 2000   # the CPU recipe
 
+With --generate N it times nanoGPT's sample.py loop instead (no cache: the cropped
+context forward for every new byte, multinomial draws) at --batch requests, printing new
+bytes per second, to set beside benches/generate_bench.rs.
+
 The module is scripts/gpt_torch_parity.py's nanoGPT-style GPT, the one the parity test
 loads ditto's checkpoints into; compare with `train_gpt`'s steps/s at the same thread
 count (RAYON_NUM_THREADS), interleaved on the same machine (benches/RESULTS.md).
@@ -53,6 +57,7 @@ def main() -> None:
     parser.add_argument("--no-bias", action="store_true", help="nanoGPT's bias=False")
     parser.add_argument("--beta2", type=float, default=0.95)
     parser.add_argument("--train-steps", type=int, default=0, help="train, then evaluate")
+    parser.add_argument("--generate", type=int, default=0, help="time N new bytes of nanoGPT's generate")
     parser.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "data", "tinyshakespeare.txt"))
     parser.add_argument("--val-fraction", type=float, default=0.1)
     parser.add_argument("--eval-iters", type=int, default=200)
@@ -79,6 +84,8 @@ def main() -> None:
     data = torch.randint(0, 256, (100_000,), device=device)
     if args.train_steps:
         return train(args, model, opt, device)
+    if args.generate:
+        return generate(args, model, device)
 
     def step() -> None:
         starts = torch.randint(0, len(data) - t - 1, (batch,)).tolist()
@@ -106,6 +113,32 @@ def main() -> None:
     print(f"time per step: median {1e3 * median:.2f} ms "
           f"(min {1e3 * min(times):.2f}, max {1e3 * max(times):.2f}, {args.rounds} rounds): "
           f"{1 / median:.2f} steps/s")
+
+
+@torch.no_grad()
+def generate(args, model, device) -> None:
+    """nanoGPT's generate (sample.py): crop to the block, forward, last row's logits,
+    softmax, multinomial; every new byte runs the whole cropped context."""
+    model.eval()
+    tr = model.transformer
+
+    def logits(idx):
+        pos = torch.arange(0, idx.size(1), dtype=torch.long, device=device)
+        x = tr.drop(tr.wte(idx) + tr.wpe(pos))
+        for block in tr.h:
+            x = block(x)
+        return model.lm_head(tr.ln_f(x[:, -1, :]))
+
+    rates = []
+    for _ in range(args.rounds):
+        idx = torch.full((args.batch, 1), 10, dtype=torch.long, device=device)
+        start = time.perf_counter()
+        for _ in range(args.generate):
+            probs = torch.softmax(logits(idx[:, -args.block :]), dim=-1)
+            idx = torch.cat((idx, torch.multinomial(probs, num_samples=1)), dim=1)
+        rates.append(args.batch * args.generate / (time.perf_counter() - start))
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, nanoGPT generate, "
+          f"batch {args.batch}, {args.generate} new bytes: {statistics.median(rates):.1f} bytes/s")
 
 
 def train(args, model, opt, device) -> None:

@@ -86,8 +86,12 @@ where
 
     // 1. Start fresh from the seed and the text, or pick up a checkpoint: it names its
     //    text by path, length and SHA-256; `--data` says where the same bytes lie now.
+    //    The text read here stays alive until the run has its own, which then shares
+    //    its bytes (`Text::read`): one copy of a large text, not two.
+    let mut text = None;
     let fresh = || {
-        let data = DataSpec::of(args.data_path(), &Text::read(args.data_path())?);
+        let read = text.insert(Text::read(args.data_path())?);
+        let data = DataSpec::of(args.data_path(), read);
         Ok(args.train_config(data, device, flags.last_step()))
     };
     let data = args.data.as_ref().map(|d| d.display().to_string());
@@ -99,6 +103,7 @@ where
         }
     };
     let started = start::<R, Args>(flags, place, fresh, adjust)?;
+    drop(text);
     let resumed = started.resumed_from.is_some();
     let mut evaluator = Evaluator::new(args, started.run.config(), resumed)?;
 

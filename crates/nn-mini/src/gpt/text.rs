@@ -17,7 +17,9 @@ use crate::{NnError, Result};
 /// records of its data, so a resume can check it was given the same text.
 #[derive(Clone, Debug)]
 pub struct Text {
-    bytes: Arc<[u8]>,
+    /// A `Vec` behind the `Arc`, not an `Arc<[u8]>`: turning the `Vec` a file was read
+    /// into into a slice `Arc` would copy it, two copies of a large text at once.
+    bytes: Arc<Vec<u8>>,
     sha256: String,
 }
 
@@ -26,7 +28,7 @@ pub struct Text {
 struct Live {
     path: PathBuf,
     stamp: (u64, Option<SystemTime>),
-    bytes: Weak<[u8]>,
+    bytes: Weak<Vec<u8>>,
     sha256: String,
 }
 
@@ -86,7 +88,7 @@ impl Text {
             .map(|b| format!("{b:02x}"))
             .collect();
         Text {
-            bytes: bytes.into(),
+            bytes: Arc::new(bytes),
             sha256,
         }
     }
