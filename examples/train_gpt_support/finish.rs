@@ -129,11 +129,8 @@ impl Evaluator {
         }
         if let (Some((path, best)), Some(v)) = (&mut self.best, val) {
             if best.is_none_or(|b| v < b) {
-                run.save(&*path)?;
+                run.save_with(&*path, &[(BEST_VAL_KEY, &format!("{v:?}"))])?;
                 if run.rank() == 0 {
-                    let mut ck = Checkpoint::load(&*path)?;
-                    ck.set_metadata(BEST_VAL_KEY, format!("{v:?}"))?;
-                    ck.save(&*path)?;
                     println!(
                         "saved {} (val loss {v:.4}, the lowest so far)",
                         path.display()

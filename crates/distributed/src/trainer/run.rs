@@ -198,11 +198,16 @@ impl<C: RunConfig> Run for DdpLoop<C> {
     }
 
     /// Rank 0 writes, atomically; every rank learns whether that worked. A collective.
-    fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+    fn save_with(&self, path: impl AsRef<Path>, metadata: &[(&str, &str)]) -> Result<()> {
         let path = path.as_ref();
         self.on_rank0(
             || format!("could not write the checkpoint {}", path.display()),
-            |ck| Ok(ck.save(path)?),
+            |mut ck| {
+                for (key, value) in metadata {
+                    ck.set_metadata(*key, *value)?;
+                }
+                Ok(ck.save(path)?)
+            },
         )?;
         Ok(())
     }

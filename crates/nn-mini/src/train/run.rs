@@ -144,7 +144,21 @@ pub trait Run: TrainingRun + Sized {
     /// Writes [`checkpoint`](Self::checkpoint) to `path`, atomically (rank 0 writes,
     /// every rank learns whether that worked).
     fn save(&self, path: impl AsRef<Path>) -> Result<(), Self::Error> {
-        self.checkpoint()?.save(path).map_err(NnError::from)?;
+        self.save_with(path, &[])
+    }
+
+    /// [`save`](Self::save) with `metadata` (key, value) pairs added to the checkpoint,
+    /// for what a binary records beside the run (`train_gpt`'s best validation loss).
+    fn save_with(
+        &self,
+        path: impl AsRef<Path>,
+        metadata: &[(&str, &str)],
+    ) -> Result<(), Self::Error> {
+        let mut ck = self.checkpoint()?;
+        for (key, value) in metadata {
+            ck.set_metadata(*key, *value).map_err(NnError::from)?;
+        }
+        ck.save(path).map_err(NnError::from)?;
         Ok(())
     }
 
