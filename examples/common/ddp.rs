@@ -30,6 +30,9 @@ pub enum BackendFlag {
     /// One process per GPU, launched like torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
     /// MASTER_ADDR, MASTER_PORT); build with --features nccl
     Nccl,
+    /// One process per CPU rank over Gloo, launched like torchrun; build with
+    /// --features gloo (Debian's libgloo-dev)
+    Gloo,
 }
 
 /// The data parallel flags. `backend` is `None` when not given: `ddp_train` then runs
@@ -40,7 +43,7 @@ pub struct DdpFlags {
     #[arg(long, value_enum)]
     pub backend: Option<BackendFlag>,
 
-    /// Ranks of the threads backend, 1..=1024 [default: 1]; mpi and nccl take theirs
+    /// Ranks of the threads backend, 1..=1024 [default: 1]; the others take theirs
     /// from the launcher
     #[arg(long, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_RANKS))]
     pub world_size: Option<usize>,
@@ -57,7 +60,7 @@ pub struct DdpFlags {
 
     /// Seconds one collective may take before every rank ends with an error naming it,
     /// its sequence number and (threads) the ranks that did not arrive: a dead or stuck
-    /// rank. 1..=86400 [default: DITTO_COLLECTIVE_TIMEOUT_S, else 600]. Threads and nccl;
+    /// rank. 1..=86400 [default: DITTO_COLLECTIVE_TIMEOUT_S, else 600]. Not for mpi:
     /// under mpirun the launcher ends the job when a rank dies
     #[arg(long, value_name = "SECONDS", value_parser = RangedU64ValueParser::<u64>::new().range(1..=MAX_COLLECTIVE_TIMEOUT_S))]
     pub collective_timeout: Option<u64>,
@@ -82,12 +85,12 @@ impl DdpFlags {
     pub fn validate<C: CommandFactory>(&self, backend: BackendFlag) -> Result<(), clap::Error> {
         if self.world_size.is_some() && backend != BackendFlag::Threads {
             return Err(conflict::<C>(
-                "--world-size is for the threads backend; mpi and nccl take the world size from their launcher".into(),
+                "--world-size is for the threads backend; mpi, nccl and gloo take the world size from their launcher".into(),
             ));
         }
         if self.collective_timeout.is_some() && backend == BackendFlag::Mpi {
             return Err(conflict::<C>(
-                "--collective-timeout is for threads and nccl; under mpirun a rank that dies ends the whole job (docs/distributed.md, running on a cluster)".into(),
+                "--collective-timeout is for threads, nccl and gloo; under mpirun a rank that dies ends the whole job (docs/distributed.md, running on a cluster)".into(),
             ));
         }
         if self.micro_shards.is_some() && !self.invariant {
@@ -143,12 +146,12 @@ pub fn launch<C: CommandFactory>(
             Ok(codes?.swap_remove(0))
         }
         BackendFlag::Mpi => mpi_group(program).and_then(run_rank),
-        BackendFlag::Nccl => {
+        BackendFlag::Nccl | BackendFlag::Gloo => {
             // torchrun's variables, checked before the rendezvous (typed errors naming
             // the variable and its range).
             let env = distributed::LaunchEnv::from_env()?;
             check_batch_divides::<C>(batch, env.world_size, "WORLD_SIZE")?;
-            nccl_group(timeout, program).and_then(run_rank)
+            torchrun_group(backend, timeout, program).and_then(run_rank)
         }
     }
 }
@@ -203,23 +206,35 @@ fn mpi_group(program: &str) -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
     .into())
 }
 
-/// Joins the NCCL job (rendezvous within 5 minutes), each collective bounded by
-/// `collective_timeout`.
-#[cfg(feature = "nccl")]
-fn nccl_group(
-    collective_timeout: Duration,
-    _program: &str,
-) -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
-    let rendezvous = Duration::from_secs(300);
-    Ok(Arc::new(
-        distributed::NcclGroup::from_env(rendezvous)?.with_timeout(collective_timeout),
-    ))
-}
+/// How long a torchrun-style job may take to form.
+const RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(300);
 
-#[cfg(not(feature = "nccl"))]
-fn nccl_group(_: Duration, program: &str) -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
-    Err(format!(
-        "this binary was built without NCCL: cargo build --release --features nccl --example {program}"
-    )
-    .into())
+/// Joins the NCCL or Gloo job, each collective bounded by `collective_timeout`, or says
+/// which feature this binary lacks.
+#[cfg_attr(not(any(feature = "nccl", feature = "gloo")), allow(unused_variables))]
+fn torchrun_group(
+    backend: BackendFlag,
+    collective_timeout: Duration,
+    program: &str,
+) -> Result<Arc<dyn ProcessGroup>, Box<dyn Error>> {
+    match backend {
+        #[cfg(feature = "nccl")]
+        BackendFlag::Nccl => Ok(Arc::new(
+            distributed::NcclGroup::from_env(RENDEZVOUS_TIMEOUT)?.with_timeout(collective_timeout),
+        )),
+        #[cfg(feature = "gloo")]
+        BackendFlag::Gloo => Ok(Arc::new(
+            distributed::GlooGroup::from_env(RENDEZVOUS_TIMEOUT)?.with_timeout(collective_timeout),
+        )),
+        _ => {
+            let (feature, needs) = match backend {
+                BackendFlag::Gloo => ("gloo", " (Gloo's headers: apt-get install libgloo-dev)"),
+                _ => ("nccl", ""),
+            };
+            Err(format!(
+                "this binary was built without {feature}: cargo build --release --features {feature} --example {program}{needs}"
+            )
+            .into())
+        }
+    }
 }

@@ -104,7 +104,7 @@ mod tests {
             Some(16)
         );
         for (line, want) in [
-            ("--backend gloo", "possible values: threads, mpi, nccl"),
+            ("--backend ucc", "possible values: threads, mpi, nccl, gloo"),
             ("--backend mpi --world-size 2", "threads backend"),
             ("--world-size 0", "0 is not in 1..=1024"),
             ("--world-size 1025", "not in 1..=1024"),

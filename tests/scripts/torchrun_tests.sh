@@ -6,8 +6,8 @@
 #      --invariant ...` at N = 2 and 4 writes the same CSV bytes as one process;
 #   2. no ditto process listens on MASTER_PORT while the job runs (only torchrun's agent
 #      does: its listening socket is sampled throughout the run);
-#   3. with DITTO_RENDEZVOUS_SECRET set, the job forms the same way (the NCCL id travels
-#      sealed through the agent's store);
+#   3. with DITTO_RENDEZVOUS_SECRET set, the job forms the same way (the NCCL id, or the
+#      key prefix of Gloo's addresses, travels sealed through the agent's store);
 #   4. elastic restarts (item 2): under `torchrun --max-restarts 2`, one worker is killed
 #      with SIGKILL at a random step; torchrun restarts the workers (a new attempt, whose
 #      rendezvous keys live under its restart count), they resume from the newest
@@ -16,6 +16,7 @@
 #      uninterrupted run's bytes.
 #
 #   bash tests/scripts/torchrun_tests.sh path/to/ddp_train   # built with --features nccl
+#   DITTO_TEST_BACKEND=gloo bash tests/scripts/torchrun_tests.sh path/to/ddp_train   # --features gloo
 #
 # Needs `torchrun` on PATH (or TORCHRUN=path; CI installs torch in a virtual environment,
 # docs/distributed.md §5). Meant for the CUDA stand-in (host-executed), which it asks for
@@ -38,7 +39,8 @@ work="$(mktemp -d)"
 watcher=
 trap 'kill "$watcher" 2>/dev/null || true; rm -rf "$work"' EXIT
 
-common=(--backend nccl --seed 7 --invariant --steps 60)
+backend="${DITTO_TEST_BACKEND:-nccl}"
+common=(--backend "$backend" --seed 7 --invariant --steps 60)
 
 # The reference: one process, launched by hand.
 mkdir -p "$work/one"
@@ -80,6 +82,7 @@ run() {
 }
 
 run t2 2
+[ "$backend" = gloo ] && run t3 3
 run t4 4
 secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 run t2-secret 2 DITTO_RENDEZVOUS_SECRET="$secret"
@@ -111,4 +114,4 @@ grep -q "^resumed ck/step-" "$work/elastic.log" ||
 cmp "$work/one/curve.csv" "$work/elastic/run.csv" ||
   { echo "elastic: the restarted run's CSV differs from the uninterrupted run's" >&2; exit 1; }
 echo "elastic: torchrun --max-restarts 2 restarted the workers, which resumed; the CSV equals the uninterrupted run's bytes"
-echo "torchrun_tests: ddp_train joined torchrun's agent store at 2 and 4 processes (and with a secret), and survived a restart"
+echo "torchrun_tests: ddp_train --backend $backend joined torchrun's agent store at 2 and 4 processes (and with a secret), and survived a restart"

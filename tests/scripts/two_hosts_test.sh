@@ -17,6 +17,8 @@
 #
 # Needs root (`ip netns`, `unshare --uts`), `torchrun` on PATH (or TORCHRUN=path) and
 # ddp_train built with --features nccl; meant for the CUDA stand-in (host-executed).
+# With DITTO_TEST_BACKEND=gloo (ddp_train built with --features gloo) the workers are
+# CPU ranks over Gloo, whose sockets bind the address towards MASTER_ADDR (the veth's).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 ddp="${1:?usage: bash tests/scripts/two_hosts_test.sh path/to/ddp_train [a|b|all]}"
@@ -69,7 +71,7 @@ on_host() {
 }
 
 # The reference: one process on this machine's loopback.
-common=(--backend nccl --seed 7 --invariant)
+common=(--backend "${DITTO_TEST_BACKEND:-nccl}" --seed 7 --invariant)
 export DITTO_CUDA_STANDIN_DEVICES=4 NCCL_SOCKET_IFNAME=ditto0
 mkdir -p "$work/one"
 (cd "$work/one" && env -u NCCL_SOCKET_IFNAME RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 \
@@ -112,7 +114,7 @@ if [ "$parts" = a ] || [ "$parts" = all ]; then
   wait "$pb" || fail "(a) host B's agent failed"
   cat "$work"/a-host-*.log | grep -q "x 4)" || fail "(a) the job did not run at world size 4"
   cmp "$work/one/curve.csv" "$work/shared/a.csv" || fail "(a) the 2-host CSV differs from the 1-process CSV"
-  echo "(a) 4 workers on 2 hosts (network namespaces, NCCL over the veth) wrote the 1-process CSV's bytes"
+  echo "(a) 4 workers on 2 hosts (network namespaces, ${common[1]} over the veth) wrote the 1-process CSV's bytes"
 fi
 
 if [ "$parts" = b ] || [ "$parts" = all ]; then

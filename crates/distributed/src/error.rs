@@ -152,6 +152,14 @@ pub enum DistError {
         /// NCCL's message.
         message: String,
     },
+    /// A Gloo collective or connection failed (Gloo's own message).
+    #[error("Gloo {op}: {message}")]
+    Gloo {
+        /// The call.
+        op: &'static str,
+        /// Gloo's message.
+        message: String,
+    },
 }
 
 fn describe_missing(missing: &Option<Vec<usize>>) -> String {

@@ -17,6 +17,8 @@ pub enum Backend {
     Mpi,
     /// One process per GPU over NCCL (feature `nccl`).
     Nccl,
+    /// One process per CPU rank over Gloo, PyTorch's CPU backend (feature `gloo`).
+    Gloo,
     /// A backend written outside ditto (an [`Engine`](crate::engine::Engine) of another
     /// crate), by its name.
     Custom(&'static str),
@@ -28,6 +30,7 @@ impl fmt::Display for Backend {
             Backend::Threads => "threads",
             Backend::Mpi => "mpi",
             Backend::Nccl => "nccl",
+            Backend::Gloo => "gloo",
             Backend::Custom(name) => name,
         })
     }
@@ -41,6 +44,7 @@ impl FromStr for Backend {
             "threads" => Ok(Backend::Threads),
             "mpi" => Ok(Backend::Mpi),
             "nccl" => Ok(Backend::Nccl),
+            "gloo" => Ok(Backend::Gloo),
             other => Err(DistError::invalid(
                 "Backend::from_str",
                 format!("unknown backend {other:?}; expected threads, mpi or nccl"),

@@ -1,4 +1,5 @@
-//! Host buffers of any dtype, for the backends that move CPU tensors (threads, MPI).
+//! Host buffers of any dtype, for the backends that move CPU tensors (threads, MPI,
+//! Gloo).
 
 use tensor_core::{Element, Tensor};
 
@@ -88,4 +89,41 @@ pub(crate) fn add_assign<T: Summable>(acc: &mut [T], x: &[T]) {
 /// caller's value).
 pub(crate) fn like<T: Element>(tensor: &Tensor, values: Vec<T>) -> Result<Tensor> {
     Ok(Tensor::from_vec(values, tensor.dims(), tensor.device())?)
+}
+
+/// Plain-old-data view of the element types MPI and Gloo move as bytes (`f16`, `bf16`
+/// and `bool` have no MPI datatype of their own).
+#[cfg(any(feature = "mpi", feature = "gloo"))]
+pub(crate) trait AsBytes: Element {
+    /// The elements' bytes.
+    fn bytes(values: &[Self]) -> &[u8];
+    /// Elements from bytes written by [`bytes`](Self::bytes) on another rank.
+    fn from_bytes(bytes: &[u8]) -> Vec<Self>;
+}
+
+#[cfg(any(feature = "mpi", feature = "gloo"))]
+macro_rules! pod_as_bytes {
+    ($($t:ty),*) => {$(
+        impl AsBytes for $t {
+            fn bytes(values: &[Self]) -> &[u8] {
+                bytemuck::cast_slice(values)
+            }
+            fn from_bytes(bytes: &[u8]) -> Vec<Self> {
+                bytemuck::pod_collect_to_vec(bytes)
+            }
+        }
+    )*};
+}
+#[cfg(any(feature = "mpi", feature = "gloo"))]
+pod_as_bytes!(f32, f64, tensor_core::f16, tensor_core::bf16, i64, u32, u8);
+
+#[cfg(any(feature = "mpi", feature = "gloo"))]
+impl AsBytes for bool {
+    fn bytes(values: &[Self]) -> &[u8] {
+        bytemuck::cast_slice(values)
+    }
+    fn from_bytes(bytes: &[u8]) -> Vec<Self> {
+        // Any byte a peer sends is read as a valid bool (non-zero is true).
+        bytes.iter().map(|&b| b != 0).collect()
+    }
 }

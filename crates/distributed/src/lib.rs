@@ -51,6 +51,8 @@ pub mod ddp;
 pub mod engine;
 mod error;
 mod flag;
+#[cfg(feature = "gloo")]
+mod gloo;
 mod group;
 mod host;
 #[cfg(feature = "mpi")]
@@ -67,6 +69,8 @@ mod trainer;
 pub use ddp::{DdpConfig, DistributedDataParallel, LocalRows, ReduceMode};
 pub use error::{DistError, Result, Straggler};
 pub use flag::broadcast_flag;
+#[cfg(feature = "gloo")]
+pub use gloo::GlooGroup;
 pub use group::{even_counts, offsets, Backend, ProcessGroup, ReduceOp};
 #[cfg(feature = "launch")]
 pub use launch::rendezvous;

@@ -31,45 +31,12 @@ use mpi::environment::Universe;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use mpi::{Count, Threading};
-use tensor_core::{bf16, f16, DType, Device, Element};
+use tensor_core::{DType, Device};
 
 use crate::engine::{AllGather, AllToAll, Broadcast, Engine, GroupInfo, Sum};
 use crate::group::offsets;
-use crate::host::{like, with_element, with_summable};
+use crate::host::{like, with_element, with_summable, AsBytes};
 use crate::{Backend, DistError, Result};
-
-/// Plain-old-data view of the element types MPI moves as bytes (`f16`, `bf16` and
-/// `bool` have no MPI datatype of their own).
-trait AsBytes: Element {
-    /// The elements' bytes.
-    fn bytes(values: &[Self]) -> &[u8];
-    /// Elements from bytes written by [`bytes`](Self::bytes) on another rank.
-    fn from_bytes(bytes: &[u8]) -> Vec<Self>;
-}
-
-macro_rules! pod_as_bytes {
-    ($($t:ty),*) => {$(
-        impl AsBytes for $t {
-            fn bytes(values: &[Self]) -> &[u8] {
-                bytemuck::cast_slice(values)
-            }
-            fn from_bytes(bytes: &[u8]) -> Vec<Self> {
-                bytemuck::pod_collect_to_vec(bytes)
-            }
-        }
-    )*};
-}
-pod_as_bytes!(f32, f64, f16, bf16, i64, u32, u8);
-
-impl AsBytes for bool {
-    fn bytes(values: &[Self]) -> &[u8] {
-        bytemuck::cast_slice(values)
-    }
-    fn from_bytes(bytes: &[u8]) -> Vec<Self> {
-        // Any byte a peer sends is read as a valid bool (non-zero is true).
-        bytes.iter().map(|&b| b != 0).collect()
-    }
-}
 
 /// MPI's handles, owned by one [`MpiGroup`]. Dropping them finalizes MPI.
 struct Handles {

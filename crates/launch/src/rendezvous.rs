@@ -45,7 +45,7 @@ pub use records::{check_in_record, Keys, MAX_PAYLOAD};
 pub use store::Store;
 pub use tcpstore::{Handshake, LocalStore, RunningStore, StoreClient, StoreServer};
 pub use token::{
-    estimated_secret_bits, Claim, JobToken, Side, MAC_LEN, MAX_JOB_ID_LEN, MAX_SECRET_LEN,
+    estimated_secret_bits, nonce, Claim, JobToken, Side, MAC_LEN, MAX_JOB_ID_LEN, MAX_SECRET_LEN,
     MIN_SECRET_BITS, NONCE_LEN,
 };
 

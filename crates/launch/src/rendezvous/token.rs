@@ -270,8 +270,10 @@ fn check_secret(secret: &[u8]) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// A fresh nonce from the operating system's random source.
-pub(crate) fn nonce() -> Result<[u8; NONCE_LEN]> {
+/// A fresh nonce from the operating system's random source (also what a backend hands
+/// its ranks through [`Rendezvous::exchange`](super::Rendezvous::exchange) when the
+/// payload only needs to be unguessable).
+pub fn nonce() -> Result<[u8; NONCE_LEN]> {
     let mut bytes = [0u8; NONCE_LEN];
     getrandom::fill(&mut bytes).map_err(|e| LaunchError::Rendezvous {
         address: String::new(),
