@@ -9,7 +9,7 @@
 //!      ^
 //!      |       launch       torchrun's variables, rendezvous, TCPStore (no tensors)
 //!      |         ^
-//! distributed  <- you are here: ProcessGroup (threads, MPI, NCCL), DDP,
+//! distributed  <- you are here: ProcessGroup (threads, MPI, NCCL, Gloo), DDP,
 //!      ^          DistributedSampler, world-size-invariant gradient sums
 //! ditto        facade: re-exports; examples, tests, benches
 //! ```
