@@ -153,7 +153,7 @@ impl GlooGroup {
     /// it within `timeout` through the rendezvous store, and bounds each collective by
     /// `DITTO_COLLECTIVE_TIMEOUT_S` (default [`crate::DEFAULT_TIMEOUT`]). Gloo listens on
     /// this host's address towards `MASTER_ADDR`, or on the interface `GLOO_SOCKET_IFNAME`
-    /// names (PyTorch's variable).
+    /// (PyTorch's variable) or else `HOROVOD_GLOO_IFACE` (horovodrun's) names.
     pub fn from_env(timeout: Duration) -> Result<GlooGroup> {
         let env = LaunchEnv::from_env()?;
         let token = JobToken::from_env(&env)?;
@@ -165,12 +165,15 @@ impl GlooGroup {
         }
         let hex: String = prefix.iter().map(|b| format!("{b:02x}")).collect();
         let mut bridge = StoreBridge {
-            prefix: format!("{}gloo/{hex}/", rendezvous.keys().base()),
+            prefix: format!("{}/gloo/{hex}/", rendezvous.keys().base()),
             store: rendezvous.store(),
             timeout,
             error: None,
         };
-        let iface = std::env::var("GLOO_SOCKET_IFNAME").unwrap_or_default();
+        // PyTorch's variable, else the interface horovodrun picked for its workers.
+        let iface = std::env::var("GLOO_SOCKET_IFNAME")
+            .or_else(|_| std::env::var("HOROVOD_GLOO_IFACE"))
+            .unwrap_or_default();
         let address = local_address_towards(&env)?;
         let context = connect(
             env.rank,

@@ -47,7 +47,42 @@ pub struct LaunchEnv {
     /// How many times torchrun has restarted the workers (`TORCHELASTIC_RESTART_COUNT`,
     /// default 0); the rendezvous keys of each attempt live under their own prefix.
     pub restart_count: u64,
+    /// horovodrun launched the job (`HOROVOD_RANK` set, `RANK` not): its HTTP rendezvous
+    /// server on `MASTER_ADDR:MASTER_PORT` (from `HOROVOD_GLOO_RENDEZVOUS_ADDR` /
+    /// `_PORT`) hosts the job's store, and every rank joins it as a client.
+    pub horovod_store: bool,
 }
+
+/// The names a launcher gives the variables ditto reads.
+struct Names {
+    rank: &'static str,
+    world_size: &'static str,
+    local_rank: &'static str,
+    local_world_size: &'static str,
+    master_addr: &'static str,
+    master_port: &'static str,
+}
+
+/// torchrun's (and `scripts/launch_local.sh`'s).
+const TORCHRUN: Names = Names {
+    rank: "RANK",
+    world_size: "WORLD_SIZE",
+    local_rank: "LOCAL_RANK",
+    local_world_size: "LOCAL_WORLD_SIZE",
+    master_addr: "MASTER_ADDR",
+    master_port: "MASTER_PORT",
+};
+
+/// horovodrun's in its Gloo mode (`horovod/runner/gloo_run.py`). Its MPI mode sets
+/// MPI's variables instead, which the MPI backend reads.
+const HOROVOD: Names = Names {
+    rank: "HOROVOD_RANK",
+    world_size: "HOROVOD_SIZE",
+    local_rank: "HOROVOD_LOCAL_RANK",
+    local_world_size: "HOROVOD_LOCAL_SIZE",
+    master_addr: "HOROVOD_GLOO_RENDEZVOUS_ADDR",
+    master_port: "HOROVOD_GLOO_RENDEZVOUS_PORT",
+};
 
 /// The largest restart count accepted (torchrun's `--max-restarts` is far below it).
 pub const MAX_RESTART_COUNT: u64 = 1_000_000;
@@ -67,6 +102,8 @@ impl LaunchEnv {
     /// `127.0.0.1:29500` (torchrun's defaults for a single machine). When
     /// `LOCAL_WORLD_SIZE` is set, `LOCAL_RANK` must lie below it.
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let horovod = get("RANK").is_none() && get("HOROVOD_RANK").is_some();
+        let names = if horovod { &HOROVOD } else { &TORCHRUN };
         let required = |name: &'static str| {
             get(name).ok_or_else(|| bad(name, format!("is not set ({LAUNCH_HINT})")))
         };
@@ -75,26 +112,41 @@ impl LaunchEnv {
             get(name).map_or(Ok(default), |v| parse_in(name, &v, range))
         };
         let world_size = parse_in(
-            "WORLD_SIZE",
-            &required("WORLD_SIZE")?,
+            names.world_size,
+            &required(names.world_size)?,
             1..=MAX_WORLD_SIZE as u64,
         )? as usize;
-        let rank = parse_in("RANK", &required("RANK")?, 0..=world_size as u64 - 1)? as usize;
+        let rank = parse_in(
+            names.rank,
+            &required(names.rank)?,
+            0..=world_size as u64 - 1,
+        )? as usize;
         let world = world_size as u64;
-        let local_world = or_default("LOCAL_WORLD_SIZE", 1..=world, world)?;
-        let local_rank = or_default("LOCAL_RANK", 0..=local_world - 1, rank as u64)? as usize;
-        let master_addr = get("MASTER_ADDR").unwrap_or_else(|| "127.0.0.1".into());
+        let local_world = or_default(names.local_world_size, 1..=world, world)?;
+        let local_rank = or_default(names.local_rank, 0..=local_world - 1, rank as u64)? as usize;
+        // horovodrun always says where its rendezvous server is.
+        let master_addr = match horovod {
+            true => Some(required(names.master_addr)?),
+            false => get(names.master_addr),
+        }
+        .unwrap_or_else(|| "127.0.0.1".into());
         if master_addr.trim().is_empty() {
             return Err(bad(
-                "MASTER_ADDR",
+                names.master_addr,
                 "is empty; expected rank 0's host name or IP address".into(),
             ));
         }
         let master_addr = master_addr.trim().to_string();
-        let master_port = or_default("MASTER_PORT", 1..=65535, 29500)? as u16;
+        if horovod {
+            required(names.master_port)?;
+        }
+        let master_port = or_default(names.master_port, 1..=65535, 29500)? as u16;
         let job_id = match (get("DITTO_JOB_ID"), get("TORCHELASTIC_RUN_ID")) {
             (Some(id), _) => non_empty("DITTO_JOB_ID", id)?,
             (None, Some(id)) => non_empty("TORCHELASTIC_RUN_ID", id)?,
+            (None, None) if horovod => {
+                format!("horovod:{master_addr}:{master_port}/world={world_size}")
+            }
             (None, None) => format!("{master_addr}:{master_port}/world={world_size}"),
         };
         let rendezvous_bind = match get("DITTO_RENDEZVOUS_BIND") {
@@ -128,6 +180,7 @@ impl LaunchEnv {
             collective_timeout,
             agent_store,
             restart_count,
+            horovod_store: horovod,
         })
     }
 
@@ -227,6 +280,52 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(e.job_id, "mine", "DITTO_JOB_ID comes first");
+    }
+
+    /// Rank 1's variables under `horovodrun -np 2 -H localhost:2 --gloo` (Horovod
+    /// 0.28.1, recorded 2026-11-29); no RANK, WORLD_SIZE or MASTER_ADDR among them.
+    const HOROVODRUN_RANK1: [(&str, &str); 13] = [
+        ("HOROVOD_CONTROLLER", "gloo"),
+        ("HOROVOD_CPU_OPERATIONS", "gloo"),
+        ("HOROVOD_CROSS_RANK", "0"),
+        ("HOROVOD_CROSS_SIZE", "1"),
+        ("HOROVOD_GLOO_IFACE", "lo"),
+        ("HOROVOD_GLOO_RENDEZVOUS_ADDR", "127.0.0.1"),
+        ("HOROVOD_GLOO_RENDEZVOUS_PORT", "42839"),
+        ("HOROVOD_HOSTNAME", "localhost"),
+        ("HOROVOD_LOCAL_RANK", "1"),
+        ("HOROVOD_LOCAL_SIZE", "2"),
+        ("HOROVOD_RANK", "1"),
+        ("HOROVOD_SIZE", "2"),
+        ("NCCL_SOCKET_IFNAME", "lo"),
+    ];
+
+    #[test]
+    fn horovodruns_variables_are_read_as_torchruns() {
+        let e = env(&HOROVODRUN_RANK1).unwrap();
+        assert_eq!((e.rank, e.world_size, e.local_rank), (1, 2, 1));
+        assert_eq!(e.master(), "127.0.0.1:42839");
+        assert!(e.horovod_store && !e.agent_store);
+        assert_eq!(e.job_id, "horovod:127.0.0.1:42839/world=2");
+        // torchrun's variables win when both are set (a torchrun job inside a Horovod
+        // environment), and without HOROVOD_RANK nothing is Horovod's.
+        let mut both = HOROVODRUN_RANK1.to_vec();
+        both.extend([("RANK", "0"), ("WORLD_SIZE", "1")]);
+        let e = env(&both).unwrap();
+        assert_eq!((e.rank, e.world_size, e.horovod_store), (0, 1, false));
+        // horovodrun always names its server; a launch that does not is refused by name.
+        let without_port: Vec<_> = HOROVODRUN_RANK1
+            .iter()
+            .copied()
+            .filter(|(k, _)| *k != "HOROVOD_GLOO_RENDEZVOUS_PORT")
+            .collect();
+        assert_eq!(refusal(&without_port).0, "HOROVOD_GLOO_RENDEZVOUS_PORT");
+        let mut bad_rank = HOROVODRUN_RANK1.to_vec();
+        bad_rank.retain(|(k, _)| *k != "HOROVOD_RANK");
+        bad_rank.push(("HOROVOD_RANK", "2"));
+        let (name, message) = refusal(&bad_rank);
+        assert_eq!(name, "HOROVOD_RANK");
+        assert!(message.contains("0..=1"), "{message}");
     }
 
     #[test]

@@ -30,6 +30,7 @@
 
 pub mod exchange;
 pub mod gate;
+mod horovod_store;
 mod join;
 mod records;
 mod seal;
@@ -40,6 +41,7 @@ mod token;
 
 pub use exchange::{NoWatch, Watch, VERDICT_GRACE};
 pub use gate::{MAX_REASON, REFUSED_UNPROVEN, WIRE_VERSION};
+pub use horovod_store::HorovodStore;
 pub use join::{check_restart_count, Rendezvous, RESTART_COUNT_KEY};
 pub use records::{check_in_record, Keys, MAX_PAYLOAD};
 pub use store::Store;

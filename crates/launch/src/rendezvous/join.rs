@@ -1,10 +1,12 @@
 //! A rank's way into the job's store, chosen from the launch: torchrun's agent store
 //! when torchrun says it hosts one (`TORCHELASTIC_USE_AGENT_STORE=True`; no rank binds
-//! a port), else ditto's own store on rank 0.
+//! a port), Horovod's rendezvous server under horovodrun, else ditto's own store on
+//! rank 0.
 
 use std::time::{Duration, Instant};
 
 use super::exchange::{self, NoWatch, Watch};
+use super::horovod_store::HorovodStore;
 use super::records::Keys;
 use super::store::Store;
 use super::tcpstore::{Handshake, RunningStore, StoreClient, StoreServer};
@@ -52,7 +54,9 @@ impl Rendezvous {
     /// job token's handshake.
     pub fn join(env: &LaunchEnv, token: &JobToken, timeout: Duration) -> Result<Rendezvous> {
         let world = env.world_size;
-        if env.agent_store {
+        if env.horovod_store {
+            Rendezvous::horovod(&env.master(), token, world, env.rank, timeout)
+        } else if env.agent_store {
             Rendezvous::agent(
                 &env.master(),
                 env.restart_count,
@@ -114,6 +118,34 @@ impl Rendezvous {
         timeout: Duration,
     ) -> Result<Rendezvous> {
         Rendezvous::client(address, Some(restart_count), token, (rank, world), timeout)
+    }
+
+    /// Rank `rank` of `world`, joining Horovod's HTTP rendezvous server at `address`
+    /// (horovodrun's Gloo mode). Like torchrun's agent store, it outlives the ranks.
+    pub fn horovod(
+        address: &str,
+        token: &JobToken,
+        world: usize,
+        rank: usize,
+        timeout: Duration,
+    ) -> Result<Rendezvous> {
+        if rank >= world {
+            return Err(LaunchError::invalid(
+                "Rendezvous::horovod",
+                format!("rank {rank}; expected 0..{world}"),
+            ));
+        }
+        Ok(Rendezvous {
+            store: Box::new(HorovodStore::new(address, timeout)),
+            hosted: None,
+            keys: Keys::own_store(),
+            agent: true,
+            token: token.clone(),
+            rank,
+            world,
+            timeout,
+            deadline: Instant::now() + timeout,
+        })
     }
 
     /// A rank that reaches its store at `address` as a client: torchrun's agent store
@@ -217,7 +249,8 @@ impl Rendezvous {
             .unwrap_or_default()
     }
 
-    /// Whether this rank joined torchrun's agent store (rather than ditto's own).
+    /// Whether this rank joined a launcher's store, torchrun's agent store or Horovod's
+    /// rendezvous server, which outlives the ranks (rather than ditto's own on rank 0).
     #[must_use]
     pub fn uses_agent_store(&self) -> bool {
         self.agent
