@@ -4,20 +4,17 @@
 //! under `GLOO_HOME` (`$GLOO_HOME/include`, `$GLOO_HOME/lib`) for a build of one's own.
 //! Without the feature this script does nothing.
 
-use std::path::PathBuf;
-
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=GLOO_HOME");
-    if std::env::var_os("CARGO_FEATURE_GLOO").is_none() {
-        return;
-    }
     #[cfg(feature = "gloo")]
     build_shim();
 }
 
 #[cfg(feature = "gloo")]
 fn build_shim() {
+    use std::path::PathBuf;
+
     let home = std::env::var_os("GLOO_HOME").map(PathBuf::from);
     let (include, lib) = match &home {
         Some(home) => (home.join("include"), Some(home.join("lib"))),
