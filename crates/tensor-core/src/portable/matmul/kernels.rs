@@ -21,13 +21,16 @@ pub(super) trait Microkernel<T> {
     const NR: usize;
     /// `c[r * ldc + j] = fma(a[r * a_row + p * a_col], b[p * NR + j], c[r * ldc + j])`
     /// for `p` in `0..kc` ascending, for every `r < MR`, `j < NR`. A is read in place
-    /// through its strides (or from a packed panel: `a_row = 1`, `a_col = MR`).
+    /// through its strides (or from a packed panel: `a_row = 1`, `a_col = MR`). With
+    /// `fresh` the tile starts at +0.0 instead of its stored values, without reading
+    /// them: the first `k`-block, whose output would otherwise be zeroed first (the
+    /// same bits: the first fma adds to +0.0 either way).
     ///
     /// # Safety
     /// `a[r * a_row + p * a_col]` is readable for `r < MR`, `p < kc`; `b` holds
     /// `kc * NR` elements and `c` an `MR x NR` tile with row stride `ldc`; the CPU has
     /// the kernel's target features.
-    unsafe fn update(kc: usize, a: ARows<T>, b: *const T, c: *mut T, ldc: usize);
+    unsafe fn update(kc: usize, a: ARows<T>, b: *const T, c: *mut T, ldc: usize, fresh: bool);
 }
 
 /// The reference: `mul_add` (a correctly rounded fused multiply-add on every platform;
@@ -38,11 +41,11 @@ impl<T: PortableElement> Microkernel<T> for Scalar {
     const MR: usize = 4;
     const NR: usize = 4;
 
-    unsafe fn update(kc: usize, a: ARows<T>, b: *const T, c: *mut T, ldc: usize) {
+    unsafe fn update(kc: usize, a: ARows<T>, b: *const T, c: *mut T, ldc: usize, fresh: bool) {
         const MR: usize = 4;
         const NR: usize = 4;
         let mut acc = [[T::default(); NR]; MR];
-        for (r, row) in acc.iter_mut().enumerate() {
+        for (r, row) in acc.iter_mut().enumerate().filter(|_| !fresh) {
             for (j, v) in row.iter_mut().enumerate() {
                 // SAFETY: inside the tile (the caller's contract).
                 *v = unsafe { *c.add(r * ldc + j) };
@@ -76,15 +79,29 @@ impl Microkernel<f32> for Avx2Fma {
     const MR: usize = 6;
     const NR: usize = 16;
 
-    unsafe fn update(kc: usize, a: ARows<f32>, b: *const f32, c: *mut f32, ldc: usize) {
+    unsafe fn update(
+        kc: usize,
+        a: ARows<f32>,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        fresh: bool,
+    ) {
         // SAFETY: forwarded contract.
-        unsafe { avx2_update(kc, a, b, c, ldc) }
+        unsafe { avx2_update(kc, a, b, c, ldc, fresh) }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_update(kc: usize, a: ARows<f32>, b: *const f32, c: *mut f32, ldc: usize) {
+unsafe fn avx2_update(
+    kc: usize,
+    a: ARows<f32>,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    fresh: bool,
+) {
     use std::arch::x86_64::*;
     const MR: usize = 6;
     const NR: usize = 16;
@@ -92,7 +109,7 @@ unsafe fn avx2_update(kc: usize, a: ARows<f32>, b: *const f32, c: *mut f32, ldc:
     // promised (r < MR, p < kc, lanes < NR).
     unsafe {
         let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-        for (r, row) in acc.iter_mut().enumerate() {
+        for (r, row) in acc.iter_mut().enumerate().filter(|_| !fresh) {
             row[0] = _mm256_loadu_ps(c.add(r * ldc));
             row[1] = _mm256_loadu_ps(c.add(r * ldc + 8));
         }
@@ -123,22 +140,36 @@ impl Microkernel<f32> for Avx512 {
     const MR: usize = 12;
     const NR: usize = 32;
 
-    unsafe fn update(kc: usize, a: ARows<f32>, b: *const f32, c: *mut f32, ldc: usize) {
+    unsafe fn update(
+        kc: usize,
+        a: ARows<f32>,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        fresh: bool,
+    ) {
         // SAFETY: forwarded contract.
-        unsafe { avx512_update(kc, a, b, c, ldc) }
+        unsafe { avx512_update(kc, a, b, c, ldc, fresh) }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn avx512_update(kc: usize, a: ARows<f32>, b: *const f32, c: *mut f32, ldc: usize) {
+unsafe fn avx512_update(
+    kc: usize,
+    a: ARows<f32>,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    fresh: bool,
+) {
     use std::arch::x86_64::*;
     const MR: usize = 12;
     const NR: usize = 32;
     // SAFETY (whole body): as in `avx2_update`.
     unsafe {
         let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        for (r, row) in acc.iter_mut().enumerate() {
+        for (r, row) in acc.iter_mut().enumerate().filter(|_| !fresh) {
             row[0] = _mm512_loadu_ps(c.add(r * ldc));
             row[1] = _mm512_loadu_ps(c.add(r * ldc + 16));
         }

@@ -234,7 +234,7 @@ pub fn matmul_with<T: PortableElement>(
         })?;
     let mut c = crate::creation::try_with_capacity::<T>(count, T::DTYPE)?;
     if a.cols == 0 {
-        // No k-block to zero the output in `run`: the empty sums are +0.0.
+        // No k-block to start the output in `run`: the empty sums are +0.0.
         c.resize(count, T::default());
         return Ok(c);
     }
@@ -262,7 +262,7 @@ pub fn matmul_with<T: PortableElement>(
         _ => run::<T, kernels::Scalar>(a, b, out),
     }
     // SAFETY: `count` elements were reserved, and `run` wrote each of them: k > 0, so
-    // its first k-block zeroes every block of C (the blocks tile it) before updating it.
+    // its first k-block writes every tile of C (the blocks tile it) from +0.0.
     unsafe { c.set_len(count) };
     Ok(c)
 }
@@ -295,8 +295,8 @@ unsafe impl<T: Send> Sync for Output<T> {}
 /// its panels serves many column panels (`n > PACK_A_MIN_PANELS * NR`); otherwise (the
 /// demo's narrow products) full `MR`-row panels are read in place through A's strides
 /// and only the last partial one is packed, zero-padded. `out` is C's buffer, `m x n`
-/// elements, not yet written: each task zeroes its own block in the first `k`-block, so
-/// that work is shared by the pool too (`k` must be at least 1).
+/// elements, not yet written: the first `k`-block's micro-kernels start their tiles at
+/// +0.0 instead of reading them (`k` must be at least 1).
 fn run<T: PortableElement, K: Microkernel<T>>(
     a: Operand<'_, T>,
     b: Operand<'_, T>,
@@ -364,34 +364,20 @@ fn run<T: PortableElement, K: Microkernel<T>>(
             // SAFETY: the tiles of `rows x cols` lie inside C (m x n, row stride n) and
             // belong to this task alone; the panels cover `depth`.
             unsafe {
-                if depth.start == 0 {
-                    zero_block(out, n, rows.clone(), cols.clone());
-                }
-                update_block::<T, K>(&panels, out, n, rows.clone(), cols.clone());
+                update_block::<T, K>(
+                    &panels,
+                    out,
+                    n,
+                    rows.clone(),
+                    cols.clone(),
+                    depth.start == 0,
+                );
             }
         };
         if parallel && tasks.len() > 1 {
             tasks.par_iter().for_each(task);
         } else {
             tasks.iter().for_each(task);
-        }
-    }
-}
-
-/// Writes `+0.0` (the start of every chain) to C's `rows x cols` block.
-///
-/// # Safety
-/// The block lies inside C (row stride `ldc`); no other thread touches it meanwhile.
-unsafe fn zero_block<T: PortableElement>(
-    out: Output<T>,
-    ldc: usize,
-    rows: Range<usize>,
-    cols: Range<usize>,
-) {
-    for r in rows {
-        for j in cols.clone() {
-            // SAFETY: inside the block (the caller's contract).
-            unsafe { out.0.add(r * ldc + j).write(T::default()) };
         }
     }
 }
@@ -415,9 +401,10 @@ pub(crate) fn blocks(len: usize, size: usize) -> Vec<Range<usize>> {
         .collect()
 }
 
-/// Updates every `MR x NR` tile of C's `rows x cols` block for one `k`-block. Full tiles
-/// are updated in place; edge tiles through a scratch tile (the packed padding is zero,
-/// and its results are dropped).
+/// Updates every `MR x NR` tile of C's `rows x cols` block for one `k`-block (`fresh`:
+/// the first, which starts the tiles at +0.0 without reading them). Full tiles are
+/// updated in place; edge tiles through a scratch tile (the packed padding is zero, and
+/// its results are dropped).
 ///
 /// # Safety
 /// `rows` / `cols` start at multiples of MR / NR and lie inside C (row stride `ldc`);
@@ -428,6 +415,7 @@ unsafe fn update_block<T: PortableElement, K: Microkernel<T>>(
     ldc: usize,
     rows: Range<usize>,
     cols: Range<usize>,
+    fresh: bool,
 ) {
     let (mr, nr) = (K::MR, K::NR);
     let kc = panels.depth.len();
@@ -460,15 +448,15 @@ unsafe fn update_block<T: PortableElement, K: Microkernel<T>>(
             unsafe {
                 let tile = out.0.add(i0 * ldc + j0);
                 if height == mr && width == nr {
-                    K::update(kc, a_rows, b_panel, tile, ldc);
+                    K::update(kc, a_rows, b_panel, tile, ldc, fresh);
                     continue;
                 }
-                for r in 0..height {
+                for r in (0..height).filter(|_| !fresh) {
                     for j in 0..width {
                         scratch[r * nr + j] = *tile.add(r * ldc + j);
                     }
                 }
-                K::update(kc, a_rows, b_panel, scratch.as_mut_ptr(), nr);
+                K::update(kc, a_rows, b_panel, scratch.as_mut_ptr(), nr, fresh);
                 for r in 0..height {
                     for j in 0..width {
                         *tile.add(r * ldc + j) = scratch[r * nr + j];
