@@ -55,8 +55,11 @@ use launch::{LaunchEnv, LaunchError, DEFAULT_TIMEOUT};
 
 use crate::ProgressBoard;
 use crate::{Backend, DistError, Result};
+use library::{
+    in_progress, is_in_progress, joined, nccl_error, nonblocking_config, require_library,
+    still_in_progress, IN_PROGRESS_POLL,
+};
 pub use library::{is_nccl_available, nccl_version, unique_id};
-use library::{nccl_error, require_library};
 use watchdog::{CommHandle, Watchdog};
 
 /// This process's rank in a group of GPUs joined over NCCL. Dropping it aborts the
@@ -162,8 +165,10 @@ impl NcclGroup {
             internal: id.map(|b| b as std::ffi::c_char),
         };
         let mut comm = std::mem::MaybeUninit::uninit();
-        // SAFETY: `comm` is written by NCCL on success and read only then; the device's
-        // primary context is current on this thread (default_stream bound it).
+        let mut config = nonblocking_config();
+        // SAFETY: `comm` is written by NCCL on success (or in progress) and read only
+        // then; the device's primary context is current on this thread (default_stream
+        // bound it); `config` outlives the call.
         let comm = unsafe {
             stream
                 .context()
@@ -172,10 +177,25 @@ impl NcclGroup {
                     op: OP,
                     message: e.to_string(),
                 })?;
-            result::comm_init_rank(comm.as_mut_ptr(), world_size as i32, unique, rank as i32)
-                .map_err(nccl_error("ncclCommInitRank"))?;
-            comm.assume_init()
+            let code = sys::ncclCommInitRankConfig(
+                comm.as_mut_ptr(),
+                world_size as i32,
+                unique,
+                rank as i32,
+                &mut config,
+            );
+            if !matches!(
+                code,
+                sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress
+            ) {
+                return Err(nccl_error("ncclCommInitRankConfig")(result::NcclError(
+                    code,
+                )));
+            }
+            CommHandle(comm.assume_init())
         };
+        joined(comm, DEFAULT_TIMEOUT)?;
+        let comm = comm.0;
         Ok(NcclGroup {
             sequence: Mutex::new(0),
             watchdog: Watchdog::start(
@@ -202,11 +222,7 @@ impl NcclGroup {
     /// Runs collective `op` under the watchdog: `body` enqueues it on the communicator
     /// (see [`watchdog`] for how its completion and timeout are tracked). Returns once
     /// it is enqueued, or with the timeout of an earlier collective.
-    fn watched<T>(
-        &self,
-        op: &'static str,
-        body: impl FnOnce(CommHandle) -> Result<T>,
-    ) -> Result<T> {
+    fn watched(&self, op: &'static str, body: impl FnOnce(CommHandle) -> Result<()>) -> Result<()> {
         let mut next = self.sequence();
         let sequence = *next;
         *next += 1;
@@ -217,9 +233,41 @@ impl NcclGroup {
                 if let Some(board) = &self.progress {
                     board.entered(sequence);
                 }
-                self.watchdog.leave(sequence, &self.stream, body(comm))
+                let issued = self.settled(op, sequence, comm, body(comm));
+                self.watchdog.leave(sequence, &self.stream, issued)
             });
         self.reported(sequence, result)
+    }
+
+    /// `issued`, once the communicator finished the call: a non-blocking communicator
+    /// answers `ncclInProgress` for a call it could not finish at once (NCCL >= 2.22
+    /// connects to the peers inside the first collective, and a dead peer makes that
+    /// connection last for ever). This thread polls `ncclCommGetAsyncError` until the
+    /// call is done or the watchdog finds the collective overdue; then
+    /// [`Watchdog::leave`] aborts the communicator and reports the timeout. A blocking
+    /// communicator would keep this thread inside the call, where no abort may reach it.
+    fn settled(
+        &self,
+        op: &'static str,
+        sequence: u64,
+        comm: CommHandle,
+        issued: Result<()>,
+    ) -> Result<()> {
+        match issued {
+            Err(e) if is_in_progress(&e) => loop {
+                if !still_in_progress(comm, op)? {
+                    return Ok(());
+                }
+                if self.watchdog.is_overdue(sequence) {
+                    return Err(DistError::Nccl {
+                        op,
+                        message: "still in progress at the collective timeout".into(),
+                    });
+                }
+                std::thread::sleep(IN_PROGRESS_POLL);
+            },
+            other => other,
+        }
     }
 
     /// `result` of collective `sequence`, a timeout naming the rank(s) that did not
@@ -310,8 +358,8 @@ impl NcclGroup {
                     stream as _,
                 )
             }
-            .map(drop)
             .map_err(nccl_error("ncclAllReduce"))
+            .and_then(in_progress("ncclAllReduce"))
         })?;
         Ok(())
     }
@@ -347,8 +395,8 @@ impl Engine for NcclGroup {
                         stream as _,
                     )
                 }
-                .map(drop)
                 .map_err(nccl_error("ncclBroadcast"))
+                .and_then(in_progress("ncclBroadcast"))
             },
         )?;
         Ok(())
@@ -378,8 +426,8 @@ impl Engine for NcclGroup {
                             stream as _,
                         )
                     }
-                    .map(drop)
-                    .map_err(nccl_error("ncclAllGather"));
+                    .map_err(nccl_error("ncclAllGather"))
+                    .and_then(in_progress("ncclAllGather"));
                 }
                 let sends = vec![counts[rank]; world];
                 grouped_exchange(
@@ -471,7 +519,10 @@ fn grouped_exchange(
                         stream as _,
                     )
                 };
-                first_error = first_error.and(r.map(drop).map_err(nccl_error("ncclSend")));
+                first_error = first_error.and(
+                    r.map_err(nccl_error("ncclSend"))
+                        .and_then(in_progress("ncclSend")),
+                );
             }
             if recv_counts[peer] > 0 {
                 let into = (recv + (recv_starts[peer] * size) as u64) as *mut c_void;
@@ -486,14 +537,17 @@ fn grouped_exchange(
                         stream as _,
                     )
                 };
-                first_error = first_error.and(r.map(drop).map_err(nccl_error("ncclRecv")));
+                first_error = first_error.and(
+                    r.map_err(nccl_error("ncclRecv"))
+                        .and_then(in_progress("ncclRecv")),
+                );
             }
         }
         first_error
     };
     // The group is always closed, even after a failed call inside it.
     let end = result::group_end()
-        .map(drop)
-        .map_err(nccl_error("ncclGroupEnd"));
+        .map_err(nccl_error("ncclGroupEnd"))
+        .and_then(in_progress("ncclGroupEnd"));
     recorded.and(end)
 }

@@ -85,7 +85,9 @@ NcclResult check_stream(const Comm& comm, CUstream stream, const char* call, sta
 // device Use) after the work queued on `ctx` and returns at once, or, in the blocking
 // mode, runs it now. Queued work reports its failure as NCCL's kernels do: through
 // ncclCommGetAsyncError.
-NcclResult issue(standin::Context* ctx, CUstream stream, Comm* comm, std::function<NcclResult()> work) {
+NcclResult issue(standin::Context* ctx, CUstream stream, Comm* comm, const char* call,
+                 std::function<NcclResult()> work) {
+    if (stalls_now()) return stall(*comm, call);
     if (!standin::nccl_returns_early()) return work();
     standin::enqueue_device_work(
         ctx, stream,
@@ -153,8 +155,12 @@ NcclResult run_group(const std::vector<P2p>& ops, bool device) {
 // Runs a group's sends and receives, each stream's after the work queued on it: one
 // piece per stream (a group may span the streams of several devices), each its sends
 // first. Sends never wait for their receivers, so no piece waits for another forever.
-NcclResult issue_group(std::vector<P2p> ops) {
+NcclResult issue_group(std::vector<P2p> ops, const char* call) {
     if (ops.empty()) return ncclSuccess;
+    if (stalls_now()) {
+        Use use(ops.front().comm, call);
+        return use.ok() ? stall(*use, call) : use.error();
+    }
     if (!standin::nccl_returns_early()) return run_group(ops, false);
     std::vector<std::vector<P2p>> per_stream;
     for (const P2p& op : ops) {
@@ -231,6 +237,28 @@ int ncclCommInitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank) {
     return join(id.internal, nranks, rank, device, out);
 }
 
+// NCCL 2.27's ncclConfig_t, up to the one field the stand-in reads.
+struct ConfigHead {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+};
+
+// Joins inside the call even for a non-blocking communicator (NCCL may answer
+// ncclInProgress and join in the background; a caller that polls
+// ncclCommGetAsyncError handles both). What `blocking = 0` changes is the stall above.
+int ncclCommInitRankConfig(ncclComm_t* out, int nranks, ncclUniqueId id, int rank, ConfigHead* config) {
+    const char* call = "ncclCommInitRankConfig";
+    if (config && (config->magic != 0xcafebeef || config->size < sizeof(ConfigHead))) {
+        return fail(ncclInvalidArgument, call, "the config was not made with NCCL_CONFIG_INITIALIZER");
+    }
+    const int r = ncclCommInitRank(out, nranks, id, rank);
+    // NCCL_CONFIG_UNDEF_INT (INT_MIN) means the default, blocking.
+    if (r == ncclSuccess && config && config->blocking == 0) set_nonblocking(*out);
+    return r;
+}
+
 int ncclCommAbort(ncclComm_t comm) { return abort_comm(comm); }
 
 int ncclCommDestroy(ncclComm_t comm) { return destroy_comm(comm); }
@@ -286,7 +314,7 @@ int ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, 
     if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     if (NcclResult r = check_buffer(*use, recv, bytes, call, "recvbuff")) return r;
-    return issue(ctx, stream, comm, [=]() -> NcclResult {
+    return issue(ctx, stream, comm, call, [=]() -> NcclResult {
         Use device(comm, call, true);
         if (!device.ok()) return device.error();
         Parts parts;
@@ -322,7 +350,7 @@ int ncclBroadcast(const void* send, void* recv, size_t count, int type, int root
         if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     }
     if (NcclResult r = check_buffer(*use, recv, bytes, call, "recvbuff")) return r;
-    return issue(ctx, stream, comm, [=]() -> NcclResult {
+    return issue(ctx, stream, comm, call, [=]() -> NcclResult {
         Use device(comm, call, true);
         if (!device.ok()) return device.error();
         // Only the root's bytes travel; the others take part to mark their arrival.
@@ -349,7 +377,7 @@ int ncclAllGather(const void* send, void* recv, size_t count, int type, ncclComm
     if (NcclResult r = check_stream(*use, stream, call, &ctx)) return r;
     if (NcclResult r = check_buffer(*use, send, bytes, call, "sendbuff")) return r;
     if (NcclResult r = check_buffer(*use, recv, bytes * n, call, "recvbuff")) return r;
-    return issue(ctx, stream, comm, [=]() -> NcclResult {
+    return issue(ctx, stream, comm, call, [=]() -> NcclResult {
         Use device(comm, call, true);
         if (!device.ok()) return device.error();
         Parts parts;
@@ -373,7 +401,7 @@ int ncclGroupEnd() {
     if (group_depth > 0) return ncclSuccess;
     std::vector<P2p> ops;
     ops.swap(group_ops);
-    return issue_group(std::move(ops));
+    return issue_group(std::move(ops), "ncclGroupEnd");
 }
 
 static int p2p(bool is_send, const char* call, void* data, size_t count, int type, int peer, ncclComm_t comm,
@@ -391,7 +419,7 @@ static int p2p(bool is_send, const char* call, void* data, size_t count, int typ
         group_ops.push_back(op);
         return ncclSuccess;
     }
-    return issue_group({op});
+    return issue_group({op}, call);
 }
 
 int ncclSend(const void* send, size_t count, int type, int peer, ncclComm_t comm, CUstream stream) {

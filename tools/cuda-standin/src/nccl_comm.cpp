@@ -45,6 +45,7 @@ struct Comm {
     NcclResult failed = ncclSuccess;
     std::string failure;
     std::atomic<int> async{ncclSuccess};
+    bool nonblocking = false;  // ncclCommInitRankConfig with blocking = 0
     std::mutex lock;
     std::condition_variable idle;
     int active = 0;  // calls holding a Use
@@ -367,6 +368,26 @@ NcclResult receive_from(Comm& c, const char* call, int peer, void* data, size_t 
 }
 
 NcclResult async_error(Comm& c) { return NcclResult(c.async.load()); }
+
+void set_nonblocking(Comm* comm) { comm->nonblocking = true; }
+
+bool stalls_now() {
+    static const long at = [] {
+        const char* v = std::getenv("DITTO_CUDA_STANDIN_NCCL_STALL_AT");
+        return v ? std::strtol(v, nullptr, 10) : 0L;
+    }();
+    static std::atomic<long> calls{0};
+    return at > 0 && calls.fetch_add(1) + 1 == at;
+}
+
+NcclResult stall(Comm& c, const char* call) {
+    say("%s: stalls for ever (DITTO_CUDA_STANDIN_NCCL_STALL_AT), as a lazy connection to a dead peer does", call);
+    if (c.nonblocking) {
+        c.async = ncclInProgress;
+        return ncclInProgress;
+    }
+    return stopped(c, call, block(Waiter{c.wake_fd, Clock::now() + safety_valve()}));
+}
 
 NcclResult abort_comm(Comm* comm) {
     if (!comm) return ncclSuccess;  // as NCCL: aborting NULL is a no-op

@@ -47,6 +47,19 @@ private:
 // Device work of `comm` failed with `code`: what ncclCommGetAsyncError reports from now.
 void set_async_error(Comm* comm, NcclResult code);
 
+// ncclCommInitRankConfig with `blocking = 0`: calls that cannot finish return
+// ncclInProgress and ncclCommGetAsyncError says so, instead of blocking.
+void set_nonblocking(Comm* comm);
+
+// A collective call that never completes, as NCCL >= 2.22's first collective does while
+// it connects lazily to a peer that died (DITTO_CUDA_STANDIN_NCCL_STALL_AT=N: the Nth
+// collective call of this process, counting from 1; `stalls_now` counts the call). A
+// blocking communicator's call waits until ncclCommAbort (from another thread, which
+// NCCL does not allow during a call) or the safety valve; a non-blocking one's returns
+// ncclInProgress, and ncclCommGetAsyncError says ncclInProgress until ncclCommAbort.
+bool stalls_now();
+NcclResult stall(Comm& comm, const char* call);
+
 int rank_of(const Comm& comm);
 int size_of(const Comm& comm);
 int device_of(const Comm& comm);

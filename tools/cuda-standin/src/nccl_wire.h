@@ -25,6 +25,7 @@ enum NcclResult : int {
     ncclInvalidArgument = 4,
     ncclInvalidUsage = 5,
     ncclRemoteError = 6,
+    ncclInProgress = 7,
 };
 
 // Records why `call` failed (what ncclGetLastError returns on this thread), prints it

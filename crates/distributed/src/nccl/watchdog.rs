@@ -175,6 +175,15 @@ impl Watchdog {
         }
     }
 
+    /// Whether the watchdog found collective `sequence` overdue while the calling thread
+    /// is inside NCCL (it then aborts the communicator on [`leave`](Self::leave)).
+    pub(super) fn is_overdue(&self, sequence: u64) -> bool {
+        self.shared
+            .lock()
+            .overdue
+            .is_some_and(|(c, _)| c.sequence == sequence)
+    }
+
     /// Collective `sequence` (`op`) is about to be issued: records its start event on
     /// `stream` and marks the calling thread inside NCCL. Returns the communicator to
     /// issue it on; the timeout of an earlier collective, or [`DistError::Broken`].

@@ -13,7 +13,13 @@
 //!   NCCL would have poisoned every context);
 //! - **queued work**: a healthy rank whose stream holds 3 s of work before a collective
 //!   is not aborted at a 1 s timeout (the clock starts when the stream reaches the
-//!   collective, not when the host calls it).
+//!   collective, not when the host calls it);
+//! - **a call that never returns**: one rank's second collective call stalls for ever,
+//!   as NCCL >= 2.22's lazy connection to a dead peer does
+//!   (`DITTO_CUDA_STANDIN_NCCL_STALL_AT=2`). On ditto's non-blocking communicator the
+//!   call answers `ncclInProgress`, so both ranks end in the typed timeout within
+//!   seconds (a blocking one would hold that rank inside the call until the stand-in's
+//!   safety valve), and no abort races a call.
 //!
 //! The test re-runs its own binary as the ranks (`harness = false`), each told its role
 //! through the environment. Stand-in only: the counts come from it, and world size 2
@@ -50,6 +56,7 @@ fn main() {
     }
     a_killed_peer_ends_in_the_typed_timeout();
     queued_work_does_not_count_against_the_timeout();
+    a_call_that_never_returns_ends_in_the_typed_timeout();
     for mode in ["fast", "invariant"] {
         a_step_waits_once_and_allocates_nothing(mode);
     }
@@ -234,6 +241,36 @@ fn queued_work_does_not_count_against_the_timeout() {
     println!("3 s of queued work before a collective with a 1 s timeout: not aborted");
 }
 
+fn a_call_that_never_returns_ends_in_the_typed_timeout() {
+    let id = unique_id().unwrap();
+    let stall = [("DITTO_CUDA_STANDIN_NCCL_STALL_AT", "2".to_string())];
+    let ranks = [
+        spawn("stalled", 0, &id, &[]),
+        spawn("stalled", 1, &id, &stall),
+    ];
+    let started = Instant::now();
+    for (rank, child) in ranks.into_iter().enumerate() {
+        let (out, err, ok) = wait_with_limit(child, "a stalled rank", Duration::from_secs(60));
+        assert!(ok, "rank {rank} crashed or failed:\n{out}\n{err}");
+        assert!(
+            out.contains("timed out: all_reduce #1"),
+            "rank {rank}:\n{out}\n{err}"
+        );
+        assert!(
+            !err.contains("use after free"),
+            "an abort raced a call:\n{err}"
+        );
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(20),
+        "{took:?}: longer than the timeouts allow"
+    );
+    println!(
+        "a collective call that never returns: both ranks ended in the typed timeout in {took:?}"
+    );
+}
+
 // ---- the ranks -----------------------------------------------------------------------
 
 fn child(role: &str) {
@@ -258,6 +295,7 @@ fn child(role: &str) {
             while std::io::stdin().read_line(&mut line).unwrap_or(0) > 0 {}
         }
         "queued" => queued(rank, &id),
+        "stalled" => stalled(rank, &id),
         other => panic!("unknown role {other}"),
     }
 }
@@ -286,6 +324,30 @@ fn train(rank: usize, id: &[u8; 128]) {
         // Reads the loss: the step's one wait for the device.
         let loss = trainer.step().unwrap();
         assert!(loss.is_finite());
+    }
+}
+
+/// One collective, then a second that rank 1's stand-in stalls: both ranks must end it
+/// in the typed timeout (1 s).
+fn stalled(rank: usize, id: &[u8; 128]) {
+    let pg = NcclGroup::new(rank, 2, rank, id)
+        .unwrap()
+        .with_timeout(Duration::from_secs(1));
+    let mut t = ones(&pg);
+    pg.all_reduce(&mut t, ReduceOp::Sum).unwrap();
+    assert_eq!(t.to_vec::<f32>().unwrap(), [2.0; 4]);
+    let mut second = ones(&pg);
+    let error = pg
+        .all_reduce(&mut second, ReduceOp::Sum)
+        .and_then(|()| pg.check_completed())
+        .and_then(|()| second.to_vec::<f32>().map(drop).map_err(DistError::from))
+        .and_then(|()| pg.check_completed())
+        .expect_err("the second collective cannot complete");
+    match error {
+        DistError::CollectiveTimeout { op, sequence, .. } => {
+            println!("timed out: {op} #{sequence}")
+        }
+        other => panic!("rank {rank}: expected the typed timeout, got {other}"),
     }
 }
 

@@ -127,11 +127,11 @@ fn two_ranks_on_one_gpu_are_refused() {
             Duration::from_secs(60),
         );
         assert!(
-            out.contains("refused: NCCL ncclCommInitRank: ncclInvalidUsage"),
+            out.contains("refused: NCCL ncclCommInitRankConfig: ncclInvalidUsage"),
             "{out}"
         );
     }
-    println!("two ranks on one GPU: ncclCommInitRank refuses both with ncclInvalidUsage");
+    println!("two ranks on one GPU: ncclCommInitRankConfig refuses both with ncclInvalidUsage");
 }
 
 /// A 2-rank job whose rank 1 is killed once both have joined: rank 0, in `role`, is
