@@ -19,6 +19,7 @@
 //! | PyTorch | ditto |
 //! |---|---|
 //! | `init_process_group("gloo")` in one process, for tests | [`ThreadGroup`] (ranks are threads) |
+//! | `init_process_group("gloo")` under `torchrun` (or `horovodrun --gloo`) | `GlooGroup::from_env` (feature `gloo`) |
 //! | `init_process_group("mpi")` under `mpirun` | `MpiGroup` (feature `mpi`) |
 //! | `init_process_group("nccl")` under `torchrun` | `NcclGroup::from_env` (feature `nccl`), `rendezvous` for the id (feature `launch`) |
 //! | `torch.distributed.is_nccl_available()` | [`is_nccl_available`] |
