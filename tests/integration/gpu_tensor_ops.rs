@@ -374,3 +374,45 @@ fn gather_and_one_hot_match_the_cpu_bit_for_bit() {
         Err(TensorError::DeviceMismatch { .. })
     ));
 }
+
+#[test]
+fn cat_and_index_select_match_the_cpu_bit_for_bit() {
+    if !gpu() {
+        return;
+    }
+    for dtype in [DType::F32, DType::F64, DType::I64, DType::BF16, DType::U8] {
+        let x = cpu_tensor(&[4, 6, 5], 62).to_dtype(dtype).unwrap();
+        let y = cpu_tensor(&[4, 6, 5], 63).to_dtype(dtype).unwrap();
+        // Dense inputs, a transposed view and a narrowed one, along every dimension.
+        for dim in 0..3 {
+            let parts = [
+                x.clone(),
+                y.narrow(dim, 1, 2).unwrap(),
+                x.transpose(0, 2).unwrap().transpose(0, 2).unwrap(),
+            ];
+            let on_gpu: Vec<Tensor> = parts.iter().map(up).collect();
+            same(
+                &format!("cat {dtype} dim {dim}"),
+                &Tensor::cat(&parts, dim).unwrap(),
+                &Tensor::cat(&on_gpu, dim).unwrap(),
+            );
+            let view = x.transpose(0, 1).unwrap();
+            for (what, src) in [("dense", &x), ("view", &view)] {
+                let size = src.dims()[dim];
+                let picks: Vec<usize> = (0..7).map(|i| (i * 3 + 1) % size).collect();
+                same(
+                    &format!("index_select {dtype} {what} dim {dim}"),
+                    &src.index_select(dim, &picks).unwrap(),
+                    &up(src).index_select(dim, &picks).unwrap(),
+                );
+            }
+        }
+    }
+    // Empty picks and an index out of range, as on the CPU.
+    let x = up(&cpu_tensor(&[3, 2], 64));
+    assert_eq!(x.index_select(0, &[]).unwrap().dims(), &[0, 2]);
+    assert!(matches!(
+        x.index_select(0, &[3]),
+        Err(TensorError::IndexOutOfRange { .. })
+    ));
+}

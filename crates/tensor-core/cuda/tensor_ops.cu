@@ -11,7 +11,8 @@
 #define DITTO_GRID_STRIDE(i, n) \
     for (ditto_u64 i = (ditto_u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (ditto_u64)gridDim.x * blockDim.x)
 
-// ---- layout: gather a view into a dense buffer, scatter a dense buffer into a view ----
+// ---- layout: gather a view into a dense buffer, scatter a dense buffer into a view, ----
+// ---- pick slices by index (index_select) ------------------------------------------------
 // By element width, so one kernel serves every dtype of that size.
 #define DITTO_LAYOUT_KERNELS(WIDTH, T)                                                               \
     extern "C" __global__ void ditto_gather_##WIDTH(ditto_u64 n, DittoShape shape, DittoView view,  \
@@ -21,6 +22,16 @@
     extern "C" __global__ void ditto_scatter_##WIDTH(ditto_u64 n, DittoShape shape, DittoView view, \
                                                      const T* src, T* dst) {                        \
         DITTO_GRID_STRIDE(i, n) { dst[ditto_position(shape, view, i)] = src[i]; }                   \
+    }                                                                                               \
+    /* index_select of a dense [outer, size, inner] source: dst[o][j][k] = src[o][index[j]][k] */   \
+    extern "C" __global__ void ditto_index_select_##WIDTH(ditto_u64 n, ditto_u64 size,               \
+                                                          ditto_u64 inner, ditto_u64 count,          \
+                                                          const ditto_u64* index, const T* src,      \
+                                                          T* dst) {                                  \
+        DITTO_GRID_STRIDE(i, n) {                                                                   \
+            const ditto_u64 k = i % inner, j = (i / inner) % count, o = i / (inner * count);        \
+            dst[i] = src[(o * size + index[j]) * inner + k];                                        \
+        }                                                                                           \
     }
 
 DITTO_LAYOUT_KERNELS(8, unsigned char)

@@ -1,7 +1,8 @@
 //! Copies that pick or join whole slices: `index_select` and `cat`.
 //!
-//! Both work on contiguous host copies of their inputs and copy `inner`-sized runs, so a
-//! data loader gathering a batch of rows pays one `memcpy` per row.
+//! On the CPU both work on contiguous copies of their inputs and copy `inner`-sized runs,
+//! so a data loader gathering a batch of rows pays one `memcpy` per row; CUDA tensors
+//! stay on their device (`ops::cuda::layout`).
 
 use crate::creation::try_with_capacity;
 use crate::{Device, Element, Result, Shape, Tensor, TensorError};
@@ -49,6 +50,10 @@ impl Tensor {
         let mut out_dims = self.dims().to_vec();
         out_dims[dim] = indices.len();
         Shape::new(&out_dims)?;
+        #[cfg(feature = "cuda")]
+        if self.device().is_cuda() {
+            return crate::ops::cuda::index_select(self, dim, indices, &out_dims);
+        }
         let host = self.moved_to(Device::Cpu)?.contiguous()?;
         let (outer, inner) = outer_inner(self.dims(), dim);
         let storage = with_dtype!(self.dtype(), T => {
@@ -154,17 +159,17 @@ fn check_cat_compatible(first: &Tensor, t: &Tensor, dim: usize) -> Result<()> {
     Ok(())
 }
 
-/// `cat` of CUDA tensors when each input is one run of the output (every dimension
-/// before `dim` is 1, e.g. 1-D tensors): one device-to-device copy per input, no trip
-/// through the host, which would wait for the device (DDP flattens its gradient buckets
-/// this way every step). `None` when that does not apply.
+/// `cat` of CUDA tensors on the device (a trip through the host would wait for the
+/// device): when each input is one run of the output (every dimension before `dim` is 1,
+/// e.g. DDP's flattened gradient buckets every step), one device-to-device copy per
+/// input; otherwise one scatter kernel per input. `None` for CPU tensors.
 #[cfg(feature = "cuda")]
 fn cat_on_device(tensors: &[Tensor], dim: usize, out_dims: &[usize]) -> Result<Option<Tensor>> {
     let Device::Cuda(ordinal) = tensors[0].device() else {
         return Ok(None);
     };
     if out_dims[..dim].iter().any(|&d| d != 1) {
-        return Ok(None);
+        return crate::ops::cuda::cat(tensors, dim, out_dims).map(Some);
     }
     let total: usize = out_dims.iter().product();
     let mut out = crate::cuda::CudaStorage::alloc_uninit(ordinal, tensors[0].dtype(), total)?;

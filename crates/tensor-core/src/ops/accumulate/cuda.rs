@@ -15,16 +15,10 @@ use crate::determinism::Chosen;
 use crate::ops::accumulate::index_add::{IndexAddArgs, ScatterArgs};
 use crate::ops::accumulate::{rows_by_target, scatter_by_target};
 use crate::ops::cuda::{contiguous, dense, dense_view, TensorKernel};
-use crate::ops::cuda::{output_storage, storage_of};
+use crate::ops::cuda::{output_storage, storage_of, upload_u64};
 use crate::ops::elementwise::cuda::float_suffix;
 use crate::ops::Float;
-use crate::{CpuStorage, Element, Result, Tensor};
-
-/// `values` as a device array of `u64` (the kernels' `const ditto_u64*`).
-fn upload_u64(ordinal: usize, values: &[usize]) -> Result<CudaStorage> {
-    let words = values.iter().map(|&v| v as i64).collect();
-    CudaStorage::from_cpu(&CpuStorage::I64(words), ordinal)
-}
+use crate::{Element, Result, Tensor};
 
 /// `this` with `alpha * source` added at the checked `args.index` along the dim.
 pub(crate) fn index_add(

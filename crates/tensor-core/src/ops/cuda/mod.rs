@@ -27,7 +27,7 @@ pub(crate) use crate::ops::matmul::cuda::matmul;
 pub(crate) use crate::ops::normalization::cuda::{layer_norm, layer_norm_backward};
 pub(crate) use crate::ops::optimizers::cuda::{adamw_step_, sgd_momentum_step_};
 pub(crate) use crate::ops::reduce::cuda::{log_softmax, max_dim, sum_dim, SumKind};
-pub(crate) use layout::{contiguous, write_into};
+pub(crate) use layout::{cat, contiguous, index_select, write_into};
 
 use cuda_runtime::CudaError;
 use cudarc::driver::{CudaFunction, CudaStream, CudaView, LaunchArgs, LaunchConfig};
@@ -107,6 +107,12 @@ pub(crate) fn launch_failed(
         }
         .into()
     }
+}
+
+/// `values` as a device array of `u64` (the kernels' `const ditto_u64*`).
+pub(crate) fn upload_u64(ordinal: usize, values: &[usize]) -> Result<CudaStorage> {
+    let words = values.iter().map(|&v| v as i64).collect();
+    CudaStorage::from_cpu(&crate::CpuStorage::I64(words), ordinal)
 }
 
 /// The CUDA storage and device ordinal behind a tensor on a GPU.
