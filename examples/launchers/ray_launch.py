@@ -17,6 +17,7 @@ Exit status: 0 when every rank of the last attempt exited 0, else 1.
 """
 import argparse
 import collections
+import contextlib
 import os
 import random
 import signal
@@ -48,8 +49,7 @@ def free_port(host):
 
 @ray.remote
 class Rank:
-    """Hosts one rank's process. Two calls may run at once (max_concurrency=2), so that
-    stop() can end a process that run() is waiting on."""
+    """Hosts one rank's process; max_concurrency=2 lets stop() end what run() waits on."""
 
     def __init__(self):
         self.proc, self.stopped, self.lock = None, False, threading.Lock()
@@ -79,18 +79,18 @@ class Rank:
     def stop(self, grace_s):
         with self.lock:
             self.stopped, p = True, self.proc
-        if p is not None and p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-            try:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if p is None or p.poll() is not None:
+                return
+            with contextlib.suppress(ProcessLookupError):  # it may end meanwhile
+                os.killpg(p.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
 
 
 def contract(places, port, extra):
-    """torchrun's variables for each rank (places: each actor's node IP and GPUs), and
-    `extra`. Ranks on one node get consecutive numbers; rank 0's node hosts the
-    rendezvous."""
+    """torchrun's variables and `extra` for each rank (places: each actor's node IP and
+    GPUs). Ranks on one node get consecutive numbers; rank 0's node hosts the rendezvous."""
     order = sorted(range(len(places)), key=lambda i: places[i][0])
     nodes = sorted({ip for ip, _ in places})
     envs = [None] * len(places)
@@ -127,7 +127,7 @@ def attempt(group, args, restart_count):
         envs = contract(places, ray.get(actors[first].free_port.remote(places[first][0])), extra)
         runs = {a.run.remote(args.command, envs[i], args.chdir, envs[i]["RANK"]): i
                 for i, a in enumerate(actors)}
-        status, pending, stopped = [None] * len(actors), list(runs), False
+        status, pending, stopping = [None] * len(actors), list(runs), []
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             i = runs[done[0]]
@@ -139,10 +139,10 @@ def attempt(group, args, restart_count):
                 code, pid, tail, what = None, "?", [], f"was lost ({type(e).__name__})"
             status[rank] = code
             print(f"ray_launch: rank {rank} (pid {pid} on {places[i][0]}) {what}", flush=True)
-            if code != 0 and not stopped:
+            if code != 0 and not stopping:
                 sys.stdout.write("".join(f"  rank {rank}| {line}" for line in tail))
                 print("ray_launch: stopping the other ranks", flush=True)
-                stopped = [a.stop.remote(args.grace_s) for a in actors]
+                stopping = [a.stop.remote(args.grace_s) for a in actors]  # the calls in flight
         return status
     finally:
         # Also on an exception (SIGTERM, a lost actor): no rank outlives its attempt.
@@ -162,8 +162,7 @@ def main():
     p.add_argument("--grace-s", type=float, default=10, help="SIGTERM to SIGKILL, when stopping ranks")
     p.add_argument("--placement-timeout-s", type=float, default=120)
     p.add_argument("--chdir", default=os.getcwd(), help="the ranks' working folder")
-    p.add_argument("--env", action="append", default=[], metavar="NAME",
-                   help="give every rank this variable's value here (else a rank has its node's)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME", help="give every rank this value")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- BINARY [ARGS...]")
     args = p.parse_args()
     args.command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -173,9 +172,10 @@ def main():
         p.error(f"--env names an unset variable: {args.env}")
     args.command[0] = os.path.abspath(args.command[0]) if os.sep in args.command[0] else args.command[0]
 
-    # `timeout` and schedulers end a launcher with SIGTERM: unwind, so the ranks are stopped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ray.init(address=args.address)
+    # `timeout` and schedulers end a launcher with SIGTERM: unwind, so the ranks are
+    # stopped (set after ray.init(), whose own handler would just end the process).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     bundle = {k: v for k, v in {"CPU": args.cpus_per_rank, "GPU": args.gpus_per_rank}.items() if v}
     # All ranks or none: a job with some ranks placed and the rest queued would only
     # time out in its rendezvous.

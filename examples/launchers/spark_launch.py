@@ -55,6 +55,7 @@ def main():
         if name.startswith("rank-"):
             os.remove(os.path.join(status_dir, name))
 
+    # Imported here, not at the top: the ranks' shim (rank_main) needs neither.
     from pyspark.ml.torch.distributor import TorchDistributor
     from pyspark.sql import SparkSession
 
