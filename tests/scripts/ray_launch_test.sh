@@ -101,6 +101,7 @@ grep -q "resumed ck/step-" "$work/elastic.log" ||
   { cat "$work/elastic.log" >&2; echo "elastic: the restarted ranks did not resume a checkpoint" >&2; exit 1; }
 cmp "$work/one/curve.csv" "$work/elastic/run.csv" ||
   { echo "elastic: the restarted run's CSV differs from the uninterrupted run's" >&2; exit 1; }
+grep "^ray_launch: rank .* killed by signal 9" "$work/elastic.log" | sed 's/^/elastic: /'
 echo "elastic: ray_launch.py --max-restarts 2 started the group again, which resumed; the CSV equals the uninterrupted run's bytes"
 # 3. A job that cannot run (a collective timeout out of range) fails every
 # attempt: the launcher says so, rank by rank, and exits non-zero.
