@@ -18,7 +18,8 @@
 #                                                             # stand-in or 2 GPUs
 #
 # Needs ray in DITTO_TORCH_PYTHON's venv (scripts/install_torch.sh --with-launchers).
-# Every launch is bounded by `timeout`.
+# Every launch is bounded by `timeout`. The cluster is ended with `ray stop`, which ends
+# every Ray cluster of this user on the machine: do not run the test beside another.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 ddp="${1:?usage: bash tests/scripts/ray_launch_test.sh path/to/ddp_train}"
@@ -38,7 +39,7 @@ source "$ROOT/scripts/free_port.sh"
 work="$(mktemp -d)"
 launcher=
 # The cluster keeps its files under $work (--temp-dir), and `ray stop` ends its daemons.
-trap '[ -n "$launcher" ] && kill -TERM "$launcher" 2>/dev/null; timeout 60 "$bin/ray" stop --force > /dev/null 2>&1 || true; rm -rf "$work"' EXIT
+trap '[ -n "$launcher" ] && kill -TERM "$launcher" 2>/dev/null; timeout 60 "$bin/ray" stop > /dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
 common=(--backend "$BACKEND" --seed 7 --invariant --steps 40)
 
