@@ -8,6 +8,8 @@
 //! cargo bench --bench distributed_bench -- --steps-only        # no collectives table
 //! cargo bench --features mpi --bench distributed_bench --no-run
 //! mpirun --allow-run-as-root --oversubscribe -np 4 target/release/deps/distributed_bench-<hash> mpi
+//! cargo bench --features gloo --bench distributed_bench --no-run
+//! bash scripts/launch_local.sh 4 -- target/release/deps/distributed_bench-<hash> gloo
 //! ```
 //!
 //! Not criterion: every rank must make the same calls in the same order (a collective
@@ -50,6 +52,7 @@ fn main() {
         .collect();
     match args.first().map(String::as_str) {
         Some("mpi") => run_mpi(),
+        Some("gloo") => run_gloo(),
         _ => {
             print_machine();
             for world in [1, 2, 3, 4] {
@@ -66,7 +69,12 @@ fn main() {
 
 #[cfg(feature = "mpi")]
 fn run_mpi() {
-    let group: Arc<dyn ProcessGroup> = Arc::new(distributed::MpiGroup::init().unwrap());
+    run_group(Arc::new(distributed::MpiGroup::init().unwrap()));
+}
+
+/// The suite on one rank of a job of processes (rank 0 prints).
+#[cfg_attr(not(any(feature = "mpi", feature = "gloo")), allow(dead_code))]
+fn run_group(group: Arc<dyn ProcessGroup>) {
     if group.rank() == 0 {
         print_machine();
     }
@@ -79,6 +87,20 @@ fn run_mpi() {
 #[cfg(not(feature = "mpi"))]
 fn run_mpi() {
     eprintln!("built without MPI: cargo bench --features mpi --bench distributed_bench --no-run");
+    std::process::exit(2);
+}
+
+/// One rank of a Gloo job launched torchrun-style (`scripts/launch_local.sh`).
+#[cfg(feature = "gloo")]
+fn run_gloo() {
+    let timeout = std::time::Duration::from_secs(120);
+    let group: Arc<dyn ProcessGroup> = Arc::new(distributed::GlooGroup::from_env(timeout).unwrap());
+    run_group(group);
+}
+
+#[cfg(not(feature = "gloo"))]
+fn run_gloo() {
+    eprintln!("built without Gloo: cargo bench --features gloo --bench distributed_bench --no-run");
     std::process::exit(2);
 }
 

@@ -35,7 +35,7 @@ pub static PORTABLE_MATMUL: CudaSource = CudaSource {
 };
 
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 58] = [
+pub const TENSOR_OPS_KERNELS: [&str; 62] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -44,6 +44,10 @@ pub const TENSOR_OPS_KERNELS: [&str; 58] = [
     "ditto_scatter_16",
     "ditto_scatter_32",
     "ditto_scatter_64",
+    "ditto_index_select_8",
+    "ditto_index_select_16",
+    "ditto_index_select_32",
+    "ditto_index_select_64",
     "ditto_binary_f32",
     "ditto_unary_f32",
     "ditto_relu_backward_f32",
