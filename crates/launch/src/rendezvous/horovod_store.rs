@@ -173,3 +173,129 @@ impl Store for HorovodStore {
         self.agent = agent(timeout);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::{HorovodStore, SCOPE};
+    use crate::rendezvous::Store;
+    use crate::LaunchError;
+
+    /// A key-value server answering as Horovod's `KVStoreHandler` does: `PUT /scope/key`
+    /// stores, `GET` answers the value or 404, `DELETE` removes; a path of any other shape
+    /// is a 400. One request per connection. Returns its address and its contents.
+    fn horovod_like_server() -> (String, Arc<Mutex<HashMap<String, Vec<u8>>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let kv = Arc::new(Mutex::new(HashMap::new()));
+        let shared = Arc::clone(&kv);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let mut stream = stream.unwrap();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let mut parts = line.split_whitespace();
+                let (method, path) = (
+                    parts.next().unwrap().to_string(),
+                    parts.next().unwrap().to_string(),
+                );
+                let mut length = 0;
+                loop {
+                    let mut header = String::new();
+                    reader.read_line(&mut header).unwrap();
+                    if header.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                let segments: Vec<&str> = path.split('/').collect();
+                let (status, value) = match (segments.len(), method.as_str()) {
+                    (3, "PUT") => {
+                        shared.lock().unwrap().insert(path.clone(), body);
+                        (200, Vec::new())
+                    }
+                    (3, "GET") => match shared.lock().unwrap().get(&path) {
+                        Some(v) => (200, v.clone()),
+                        None => (404, Vec::new()),
+                    },
+                    (3, "DELETE") => {
+                        shared.lock().unwrap().remove(&path);
+                        (200, Vec::new())
+                    }
+                    _ => (400, Vec::new()),
+                };
+                let head = format!(
+                    "HTTP/1.0 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    value.len()
+                );
+                stream.write_all(head.as_bytes()).unwrap();
+                stream.write_all(&value).unwrap();
+            }
+        });
+        (address, kv)
+    }
+
+    #[test]
+    fn keys_with_slashes_round_trip_and_waits_end_in_time() {
+        let (address, kv) = horovod_like_server();
+        let mut store = HorovodStore::new(&address, Duration::from_secs(5));
+        let key = "ditto/check-in/1";
+        store.set(key, b"\x00record\xff").unwrap();
+        // One path segment under ditto's scope, as the server splits on '/'.
+        assert!(kv
+            .lock()
+            .unwrap()
+            .keys()
+            .all(|k| k.starts_with(&format!("/{SCOPE}/")) && k.matches('/').count() == 2));
+        let got = store.get(key, Duration::from_secs(1)).unwrap();
+        assert_eq!(got.as_deref(), Some(&b"\x00record\xff"[..]));
+        assert!(store.check(&[key]).unwrap());
+        assert!(!store.check(&[key, "ditto/verdict/1"]).unwrap());
+        let started = std::time::Instant::now();
+        assert_eq!(
+            store
+                .get("ditto/verdict/1", Duration::from_millis(200))
+                .unwrap(),
+            None
+        );
+        assert!(!store
+            .wait(&["ditto/verdict/1"], Duration::from_millis(200))
+            .unwrap());
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(store.delete_key(key).unwrap());
+        assert!(!store.check(&[key]).unwrap());
+        assert!(matches!(
+            store.add("n", 1),
+            Err(LaunchError::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            store.compare_set("n", b"", b"1"),
+            Err(LaunchError::InvalidArgument { .. })
+        ));
+    }
+
+    #[test]
+    fn a_server_that_is_gone_is_a_typed_error() {
+        let address = {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().to_string()
+        };
+        let mut store = HorovodStore::new(&address, Duration::from_secs(2));
+        let error = store.set("ditto/k", b"v").unwrap_err();
+        assert!(matches!(error, LaunchError::Rendezvous { .. }), "{error}");
+        assert!(
+            error.to_string().contains("Horovod's rendezvous server"),
+            "{error}"
+        );
+    }
+}
