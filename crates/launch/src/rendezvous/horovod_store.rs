@@ -186,10 +186,12 @@ mod tests {
     use crate::rendezvous::Store;
     use crate::LaunchError;
 
+    type Kv = Arc<Mutex<HashMap<String, Vec<u8>>>>;
+
     /// A key-value server answering as Horovod's `KVStoreHandler` does: `PUT /scope/key`
     /// stores, `GET` answers the value or 404, `DELETE` removes; a path of any other shape
     /// is a 400. One request per connection. Returns its address and its contents.
-    fn horovod_like_server() -> (String, Arc<Mutex<HashMap<String, Vec<u8>>>>) {
+    fn horovod_like_server() -> (String, Kv) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap().to_string();
         let kv = Arc::new(Mutex::new(HashMap::new()));
