@@ -81,6 +81,7 @@ run() {
   echo "$name: torchrun --nproc-per-node $n writes the 1-process CSV's bytes; only $(sort -u "$work/$name.listeners" | grep -o '"[^"]*"' | sort -u | tr '\n' ' ')listened on MASTER_PORT"
 }
 
+[ "$backend" = gloo ] && run t1 1
 run t2 2
 [ "$backend" = gloo ] && run t3 3
 run t4 4
@@ -114,4 +115,4 @@ grep -q "^resumed ck/step-" "$work/elastic.log" ||
 cmp "$work/one/curve.csv" "$work/elastic/run.csv" ||
   { echo "elastic: the restarted run's CSV differs from the uninterrupted run's" >&2; exit 1; }
 echo "elastic: torchrun --max-restarts 2 restarted the workers, which resumed; the CSV equals the uninterrupted run's bytes"
-echo "torchrun_tests: ddp_train --backend $backend joined torchrun's agent store at 2 and 4 processes (and with a secret), and survived a restart"
+echo "torchrun_tests: ddp_train --backend $backend joined torchrun's agent store at 2 and 4 processes (gloo: 1 to 4), with a secret, and survived a restart"
