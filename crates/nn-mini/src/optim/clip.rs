@@ -37,10 +37,12 @@ pub fn clip_grad_norm_(module: &mut dyn Module, max_norm: f64) -> Result<f64> {
         }
     }
     let mut sums = vec![0.0f64; squares.len()];
-    let mut dtypes: Vec<DType> = squares.iter().map(Tensor::dtype).collect();
-    dtypes.dedup();
-    dtypes.sort_by_key(|d| d.to_string());
-    dtypes.dedup();
+    let mut dtypes: Vec<DType> = Vec::new();
+    for dtype in squares.iter().map(Tensor::dtype) {
+        if !dtypes.contains(&dtype) {
+            dtypes.push(dtype);
+        }
+    }
     for dtype in dtypes {
         let (at, group): (Vec<usize>, Vec<Tensor>) = squares
             .iter()
