@@ -135,7 +135,7 @@ pub struct GlooGroup {
     info: GroupInfo,
     timeout: Duration,
     /// Each rank's progress in the job's store, to name the ranks that went silent.
-    progress: Option<ProgressBoard>,
+    progress: ProgressBoard,
 }
 
 impl std::fmt::Debug for GlooGroup {
@@ -198,7 +198,7 @@ impl GlooGroup {
                 device: Device::Cpu,
             },
             timeout: env.collective_timeout,
-            progress: Some(progress),
+            progress,
         })
     }
 
@@ -228,9 +228,7 @@ impl GlooGroup {
         }
         let sequence = state.sequence;
         state.sequence += 1;
-        if let Some(board) = &self.progress {
-            board.entered(sequence);
-        }
+        self.progress.entered(sequence);
         let mut err = [0 as c_char; ERROR_CAP];
         let ms = i64::try_from(self.timeout.as_millis()).unwrap_or(i64::MAX);
         // Gloo's tags tell concurrent collectives apart; ours run one at a time, so the
@@ -249,10 +247,7 @@ impl GlooGroup {
         if let Err(e) = &result {
             state.broken = Some(e.to_string());
         }
-        match &self.progress {
-            Some(board) => board.finished(sequence, result),
-            None => result,
-        }
+        self.progress.finished(sequence, result)
     }
 
     /// Gloo's failure as ditto's error: a timeout (which the progress board then names),
@@ -266,26 +261,20 @@ impl GlooGroup {
                 missing: None,
             };
         }
-        let silent = self
-            .progress
-            .as_ref()
-            .and_then(|board| board.stragglers(sequence));
+        // Only an I/O error (a peer's connection closed) is worth the board's read, which
+        // waits two heartbeats.
+        let silent = (code == IO_ERROR)
+            .then(|| self.progress.stragglers(sequence))
+            .flatten();
         match silent {
-            Some(stragglers) if code == IO_ERROR && !stragglers.is_empty() => {
-                DistError::PeerExited {
-                    op: format!("{op} ({message})"),
-                    sequence: Some(sequence),
-                    ranks: stragglers.iter().map(|s| s.rank).collect(),
-                }
-            }
+            Some(stragglers) if !stragglers.is_empty() => DistError::PeerExited {
+                op: format!("{op} ({message})"),
+                sequence: Some(sequence),
+                ranks: stragglers.iter().map(|s| s.rank).collect(),
+            },
             _ => DistError::Gloo { op, message },
         }
     }
-}
-
-/// `n` as an `i64` count (every Rust allocation fits).
-fn count64(n: usize) -> i64 {
-    n as i64
 }
 
 impl Engine for GlooGroup {
@@ -352,7 +341,7 @@ impl Engine for GlooGroup {
         let (output, input) = (args.output, args.input);
         let size = output.dtype().size_in_bytes();
         let bytes =
-            |counts: &[usize]| -> Vec<i64> { counts.iter().map(|&c| count64(c * size)).collect() };
+            |counts: &[usize]| -> Vec<i64> { counts.iter().map(|&c| (c * size) as i64).collect() };
         let (sent, expected) = (bytes(args.input_counts), bytes(args.output_counts));
         *output = with_element!(output.dtype(), T => {
             let send = T::bytes(input.as_slice::<T>()?);
