@@ -35,6 +35,9 @@ mod elastic_restarts;
 #[cfg(feature = "cuda")]
 #[path = "integration/generate_command.rs"]
 mod generate_command;
+#[cfg(feature = "cuda")]
+#[path = "integration/gpu_attention.rs"]
+mod gpu_attention;
 #[path = "integration/gpu_custom_op.rs"]
 mod gpu_custom_op;
 #[cfg(feature = "cuda")]

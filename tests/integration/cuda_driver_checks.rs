@@ -12,7 +12,7 @@ use crate::support;
 
 use std::ffi::CStr;
 
-use ditto::kernels::nvrtc::RANDOM_SOURCE;
+use ditto::kernels::nvrtc::{ATTENTION_SOURCE, RANDOM_SOURCE};
 use ditto::tensor_core::cuda::{self, nvrtc, CudaSource, TENSOR_OPS};
 use ditto::tensor_core::cudarc::cublas::sys::{cublasOperation_t, cublasStatus_t};
 use ditto::tensor_core::cudarc::cublas::{result::CublasError, CudaBlas, Gemm, GemmConfig};
@@ -293,7 +293,7 @@ fn standin_every_ptx_entry_resolves_to_a_host_build_on_every_device() {
     if !standin() {
         return;
     }
-    let sources: [&CudaSource; 2] = [&RANDOM_SOURCE, &TENSOR_OPS];
+    let sources: [&CudaSource; 3] = [&RANDOM_SOURCE, &TENSOR_OPS, &ATTENTION_SOURCE];
     for ordinal in 0..cuda::device_count() {
         let context = cuda::context(ordinal).unwrap();
         let (major, minor) = context.compute_capability().unwrap();

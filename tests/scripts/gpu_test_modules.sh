@@ -20,6 +20,7 @@ ditto gpu_custom_op
 ditto gpu_tensor_ops
 ditto gpu_train_resume
 ditto gpu_transformer_ops
+ditto gpu_attention
 ditto gpu_gpt
 ditto gpu_multi_device
 ditto cuda_driver_checks

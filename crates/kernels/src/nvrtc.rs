@@ -9,12 +9,18 @@ use cuda_runtime::{nvrtc as shared, CudaSource};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
 use crate::error::Result;
-use crate::source::translation_unit;
+use crate::source::{attention_translation_unit, translation_unit};
 
 /// The random kernels' translation unit, as the module cache knows it.
 pub static RANDOM_SOURCE: CudaSource = CudaSource {
     file_name: "ditto_random.cu",
     text: translation_unit,
+};
+
+/// The fused attention kernels' translation unit (`cuda/attention.cu`).
+pub static ATTENTION_SOURCE: CudaSource = CudaSource {
+    file_name: "ditto_attention.cu",
+    text: attention_translation_unit,
 };
 
 /// Ok when NVRTC can be used; otherwise the typed error with what was searched for.

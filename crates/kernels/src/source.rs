@@ -72,6 +72,24 @@ pub const KERNEL_NAMES: [&str; 27] = [
     "ditto_philox_advance_kernel",
 ];
 
+/// The fused causal attention's translation unit (its own: its kernels synchronise
+/// blocks), before include expansion.
+pub const ATTENTION_CU: &str = include_str!("../cuda/attention.cu");
+
+/// Every `extern "C" __global__` kernel in `attention.cu`.
+pub const ATTENTION_KERNEL_NAMES: [&str; 4] = [
+    "ditto_attention_forward_f32",
+    "ditto_attention_row_dot_f32",
+    "ditto_attention_backward_dq_f32",
+    "ditto_attention_backward_dkv_f32",
+];
+
+/// `attention.cu` with its headers inlined.
+#[must_use]
+pub fn attention_translation_unit() -> String {
+    tensor_core::cuda_source::inline_includes(ATTENTION_CU, &HEADERS)
+}
+
 /// `random.cu` with its headers inlined (see [`tensor_core::cuda_source`]).
 #[must_use]
 pub fn translation_unit() -> String {
@@ -127,6 +145,20 @@ mod tests {
             let via_macro = tu.contains(&format!("({name},"));
             assert!(direct || via_macro, "{name} is not in random.cu");
         }
+        let attention = attention_translation_unit();
+        assert!(
+            !attention.contains("#include \""),
+            "a local include was left"
+        );
+        for name in ATTENTION_KERNEL_NAMES {
+            assert!(attention.contains(&format!("void {name}(")), "{name}");
+        }
+        let defined = attention.matches("__global__ void").count();
+        assert_eq!(
+            defined,
+            ATTENTION_KERNEL_NAMES.len(),
+            "a kernel is not listed"
+        );
     }
 
     #[test]

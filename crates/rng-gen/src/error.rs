@@ -165,6 +165,14 @@ pub enum RngError {
         /// What does not fit, and what was expected.
         reason: String,
     },
+    /// `causal_attention` got operands, a gradient or dropout rows of the wrong shape.
+    #[error("{op}: {reason}")]
+    InvalidAttention {
+        /// The op.
+        op: &'static str,
+        /// What does not fit, and what was expected.
+        reason: String,
+    },
     /// A CUDA graph capture rule was broken for a generator (`rng_gen::graph`): its seed
     /// or state set, read or reserved from by hand during a capture that draws from it,
     /// a second thread drawing from it meanwhile, or a random op the graph cannot hold.

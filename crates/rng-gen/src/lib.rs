@@ -77,6 +77,10 @@ pub use ops::{
     sample_at, uniform, uniform_, DropoutState, Layout, PackedMask, PerWordSampler, Sampler,
     BATCH_WORDS,
 };
+pub use ops::{
+    causal_attention, causal_attention_backward, causal_attention_unfused, AttentionDropout,
+    AttentionSaved,
+};
 pub use philox_rng::PhiloxRng;
 pub use registry::{default_generator, get_rng_state, initial_seed, set_rng_state};
 pub use seeding::{manual_seed, seed};

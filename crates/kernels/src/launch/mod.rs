@@ -14,9 +14,14 @@
 //! arguments once; rng-gen's samplers and the launchers below (used by tests and
 //! benches with forced geometries) both go through them.
 
+mod attention;
 mod dropout;
 mod fill;
 
+pub use attention::{
+    attention_backward, attention_forward, AttentionBackwardInputs, AttentionGradients,
+    AttentionOutputs, AttentionProblem, HeadOperand, HeadStrides, ATTENTION_MAX_HEAD_WIDTH,
+};
 pub use dropout::{dropout, dropout_backward, dropout_backward_call, dropout_call, KeepSource};
 pub use fill::{
     bernoulli, bernoulli_call, bits, bits_call, normal, normal_call, randint, randint_call,

@@ -12,7 +12,7 @@
 use std::process::Command;
 
 use kernels::nvrtc;
-use kernels::source::KERNEL_NAMES;
+use kernels::source::{ATTENTION_KERNEL_NAMES, KERNEL_NAMES};
 
 const ARCHS: [&str; 2] = ["sm_80", "sm_90"];
 
@@ -69,6 +69,33 @@ fn every_kernel_compiles_without_fma_or_approximations() {
             KERNEL_NAMES.len(),
             ptx.len()
         );
+        report_registers(arch, &ptx);
+        // The fused attention's own unit, under the same options. Its expf / logf are
+        // libdevice's, whose bodies use fma and ex2.approx by design (deterministic too,
+        // as the tensor ops' softmax), so only the kernel's own arithmetic is checked:
+        // unfused multiplies and adds, and no atomics (its sums have a fixed order).
+        let source = &nvrtc::ATTENTION_SOURCE;
+        let ptx = tensor_core::cuda::nvrtc::compile(&(source.text)(), source.file_name, arch)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_src();
+        for name in ATTENTION_KERNEL_NAMES {
+            assert!(
+                ptx.contains(&format!(".entry {name}(")),
+                "{arch}: no {name}"
+            );
+        }
+        for forbidden in ["mad.f32", "mad.rn.f", "\tatom.", "\tred."] {
+            assert!(
+                !ptx.contains(forbidden),
+                "{arch}: attention PTX contains {forbidden}"
+            );
+        }
+        for required in ["mul.rn.f32", "add.rn.f32", "div.rn.f32", "bar.sync"] {
+            assert!(
+                ptx.contains(required),
+                "{arch}: attention PTX lacks {required}"
+            );
+        }
         report_registers(arch, &ptx);
     }
 }

@@ -1,22 +1,19 @@
 //! `CausalSelfAttention`: GPT-2's multi-head self-attention with a causal mask, nanoGPT's
 //! layout and names (`c_attn`, `c_proj`, `attn_dropout`, `resid_dropout`).
 
-use rng_gen::Generator;
+use rng_gen::{AttentionDropout, AttentionSaved, Generator};
 use tensor_core::Tensor;
 
 use super::block::three_dims;
+use crate::layers::dropout::MaskSource;
 use crate::{Dropout, GlobalRows, Linear, Module, NnError, Parameter, Result};
 
-/// What backward needs of a training forward: the heads' queries, keys and values
-/// (`[batch, heads, t, head width]` views), the attention probabilities before and
-/// after dropout, and the input dims.
+/// What backward needs of a training forward: the attention op's own state (the heads'
+/// queries, keys and values, and the probabilities or their log-sum-exp) and the input
+/// dims.
 #[derive(Debug)]
 struct Saved {
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    probs: Tensor,
-    dropped: Tensor,
+    attention: AttentionSaved,
     dims: [usize; 3],
 }
 
@@ -29,11 +26,12 @@ struct Saved {
 /// out = resid_dropout(y)
 /// ```
 ///
-/// The attention dropout masks the probabilities `[batch, heads, t, t]`, one Philox mask
-/// per global batch like any [`Dropout`]: its rows are the batch's rows, so a data
-/// parallel rank draws each of its sequences' masks at the sequence's global position.
-/// Backward runs the same products transposed (the `matmul` of batched views, no
-/// copies of the transposes) and [`Tensor::causal_softmax_backward`].
+/// The middle line is [`rng_gen::causal_attention`]: one fused kernel on CUDA in default
+/// arithmetic, the unfused tensor ops elsewhere. The attention dropout masks the
+/// probabilities `[batch, heads, t, t]`, one Philox mask per global batch like any
+/// [`Dropout`]: its rows are the batch's rows, so a data parallel rank draws each of its
+/// sequences' masks at the sequence's global position, and the fused and unfused paths
+/// draw the same mask.
 #[derive(Debug)]
 pub struct CausalSelfAttention {
     pub(super) c_attn: Linear,
@@ -104,44 +102,44 @@ impl Module for CausalSelfAttention {
         let k = self.heads_of(&qkv.narrow(1, c, c)?, dims)?;
         let v = self.heads_of(&qkv.narrow(1, 2 * c, c)?, dims)?;
         let scale = 1.0 / ((c / self.heads) as f64).sqrt();
-        let probs = q.matmul(&k.transpose(2, 3)?)?.causal_softmax(scale)?;
-        let dropped = self.attn_dropout.forward(&probs, train)?;
-        let y = Self::merge_heads(&dropped.matmul(&v)?, dims)?;
+        let source = match train {
+            true => Some(
+                self.attn_dropout
+                    .mask_source((self.heads * t * t) as u64, q.dtype())?,
+            ),
+            false => None,
+        };
+        let p = self.attn_dropout.p();
+        let dropout = source.as_ref().map(|source| match source {
+            MaskSource::Draw => AttentionDropout::Draw {
+                p,
+                generator: self.attn_dropout.generator(),
+            },
+            MaskSource::Rows { key, global } => AttentionDropout::Rows {
+                p,
+                key: *key,
+                batch_rows: global.batch_rows(),
+                rows: global.rows(),
+            },
+        });
+        let (y, attention) = rng_gen::causal_attention(&q, &k, &v, scale, dropout)?;
+        let y = Self::merge_heads(&y, dims)?;
         let out = self.c_proj.forward(&y, train)?.reshape(&[b, t, c])?;
         let out = self.resid_dropout.forward(&out, train)?;
-        self.saved = train.then_some(Saved {
-            q,
-            k,
-            v,
-            probs,
-            dropped,
-            dims,
-        });
+        self.saved = train.then_some(Saved { attention, dims });
         Ok(out)
     }
 
     fn backward(&mut self, grad_output: &Tensor) -> Result<Tensor> {
-        let Saved {
-            q,
-            k,
-            v,
-            probs,
-            dropped,
-            dims,
-        } = self.saved.take().ok_or(NnError::BackwardWithoutForward {
-            layer: "CausalSelfAttention",
-        })?;
+        let Saved { attention, dims } =
+            self.saved.take().ok_or(NnError::BackwardWithoutForward {
+                layer: "CausalSelfAttention",
+            })?;
         let [b, t, c] = dims;
         let g = self.resid_dropout.backward(grad_output)?;
         let g = self.c_proj.backward(&g.reshape(&[b * t, c])?)?;
         let dy = self.heads_of(&g, dims)?;
-        let d_dropped = dy.matmul(&v.transpose(2, 3)?)?;
-        let dv = dropped.transpose(2, 3)?.matmul(&dy)?;
-        let d_probs = self.attn_dropout.backward(&d_dropped)?;
-        let scale = 1.0 / ((c / self.heads) as f64).sqrt();
-        let d_scores = Tensor::causal_softmax_backward(&d_probs, &probs, scale)?;
-        let dq = d_scores.matmul(&k)?;
-        let dk = d_scores.transpose(2, 3)?.matmul(&q)?;
+        let [dq, dk, dv] = rng_gen::causal_attention_backward(&dy, attention)?;
         let rows = |h: &Tensor| Self::merge_heads(h, dims);
         let d_qkv = Tensor::cat(&[rows(&dq)?, rows(&dk)?, rows(&dv)?], 1)?;
         Ok(self.c_attn.backward(&d_qkv)?.reshape(&[b, t, c])?)

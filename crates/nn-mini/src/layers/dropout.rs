@@ -77,22 +77,20 @@ impl Dropout {
         &self.generator
     }
 
-    /// Dropout of the rows `global` names: reserves the whole global batch's stretch at
-    /// the first forward of the batch, then draws these rows at their positions in it.
-    fn forward_rows(&mut self, input: &Tensor, global: &GlobalRows) -> Result<Tensor> {
-        let row_len: u64 = input.dims().iter().skip(1).map(|&d| d as u64).product();
-        let key = match self.reserved {
-            Some((batch, key, len, dtype)) if batch == global.batch() => {
-                if len != row_len || dtype != input.dtype() {
+    /// The key of the current global batch for rows of `row_len` elements: reserved for
+    /// the whole global batch at its first forward, reused by its later forwards.
+    fn global_key(&mut self, row_len: u64, dtype: DType, global: &GlobalRows) -> Result<Key> {
+        match self.reserved {
+            Some((batch, key, len, reserved_dtype)) if batch == global.batch() => {
+                if len != row_len || reserved_dtype != dtype {
                     return Err(NnError::invalid(
                         "Dropout::forward",
                         format!(
-                            "rows of {row_len} {} elements after rows of {len} {dtype} in the same global batch",
-                            input.dtype()
+                            "rows of {row_len} {dtype} elements after rows of {len} {reserved_dtype} in the same global batch"
                         ),
                     ));
                 }
-                key
+                Ok(key)
             }
             _ => {
                 let n = row_len.checked_mul(global.batch_rows()).ok_or_else(|| {
@@ -101,16 +99,46 @@ impl Dropout {
                         "the global batch's element count overflows u64",
                     )
                 })?;
-                let key = self.generator.reserve(RandomOp::Dropout, input.dtype(), n);
-                self.reserved = Some((global.batch(), key, row_len, input.dtype()));
-                key
+                let key = self.generator.reserve(RandomOp::Dropout, dtype, n);
+                self.reserved = Some((global.batch(), key, row_len, dtype));
+                Ok(key)
             }
-        };
+        }
+    }
+
+    /// Dropout of the rows `global` names: reserves the whole global batch's stretch at
+    /// the first forward of the batch, then draws these rows at their positions in it.
+    fn forward_rows(&mut self, input: &Tensor, global: &GlobalRows) -> Result<Tensor> {
+        let row_len: u64 = input.dims().iter().skip(1).map(|&d| d as u64).product();
+        let key = self.global_key(row_len, input.dtype(), global)?;
         let (out, state) =
             rng_gen::dropout_rows(input, self.p, key, global.batch_rows(), global.rows())?;
         self.saved = Some(state);
         Ok(out)
     }
+
+    /// Where an op that applies this dropout itself (a fused attention) draws the mask
+    /// of a training forward whose input has rows of `row_len` elements: from the
+    /// generator, or, under [`set_global_rows`](Module::set_global_rows), at the rows'
+    /// places in the global batch's reservation, exactly as [`Module::forward`] would.
+    pub(crate) fn mask_source(&mut self, row_len: u64, dtype: DType) -> Result<MaskSource> {
+        match self.global.clone() {
+            Some(global) => Ok(MaskSource::Rows {
+                key: self.global_key(row_len, dtype, &global)?,
+                global,
+            }),
+            None => Ok(MaskSource::Draw),
+        }
+    }
+}
+
+/// What [`Dropout::mask_source`] answers.
+#[derive(Debug)]
+pub(crate) enum MaskSource {
+    /// Draw from the layer's generator.
+    Draw,
+    /// The global batch's reservation, at these rows.
+    Rows { key: Key, global: GlobalRows },
 }
 
 impl Module for Dropout {

@@ -1,6 +1,6 @@
 //! The layers: one per file.
 
-mod dropout;
+pub(crate) mod dropout;
 mod embedding;
 mod gelu;
 mod layer_norm;

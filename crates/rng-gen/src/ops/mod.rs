@@ -12,6 +12,9 @@
 //! are those of docs/contract.md §5 and [`crate::stream::convert`].
 
 mod args;
+mod attention;
+#[cfg(feature = "cuda")]
+mod attention_cuda;
 mod bernoulli;
 mod bits;
 mod cpu_fill;
@@ -28,6 +31,10 @@ mod uniform;
 #[cfg(test)]
 mod simd_tests;
 
+pub use attention::{
+    causal_attention, causal_attention_backward, causal_attention_unfused, AttentionDropout,
+    AttentionSaved,
+};
 pub use bernoulli::{bernoulli, bernoulli_};
 pub use bits::{bits, bits_};
 pub use dropout::{

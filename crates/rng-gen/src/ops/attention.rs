@@ -1,0 +1,323 @@
+//! `causal_attention`: GPT's causal self-attention with attention dropout, `y =
+//! dropout(causal_softmax(q k^T scale)) v`, and its backward.
+//!
+//! Two paths compute it:
+//! - **unfused** ([`causal_attention_unfused`]): batched `matmul`, `causal_softmax`,
+//!   `dropout` of the `[batch, heads, t, t]` probabilities, `matmul`. Every step is a
+//!   tensor op with its documented order, so this path gives the CPU's bits wherever the
+//!   ops do (portable arithmetic on CUDA). It keeps the probabilities for backward.
+//! - **fused** (CUDA, f32, default arithmetic, head width up to 64): one kernel in
+//!   FlashAttention-2's tiling (`crates/kernels/cuda/attention.cu`), no `[t, t]` tensor,
+//!   the rows' log-sum-exp kept for a backward that recomputes the probabilities, and
+//!   dK / dV summed without atomics.
+//!
+//! [`causal_attention`] takes the fused path where it can and the unfused one otherwise
+//! (the CPU, f64, portable arithmetic, a CUDA graph capture, wider heads). Both draw the
+//! same dropout masks: element `(b, h, i, j)` of the probabilities is element `((row(b) *
+//! heads + h) * t + i) * t + j` of the dropout op's stream at the reservation, where
+//! `row(b)` is the entry's row in the global batch (docs/contract.md §9.2). The fused
+//! path reserves exactly what `dropout` on the probabilities reserves, so a run's
+//! generator states, and every later draw, are the same on both paths. Values agree to
+//! rounding (the fused sums run in another order); the tests bound the difference.
+
+use std::sync::Arc;
+
+use tensor_core::audit::{OpRecorder, RngRecord};
+use tensor_core::{DType, Tensor, TensorError};
+
+use super::args::{generator_for, probability};
+use super::dropout::{dropout_backward, dropout_rows, dropout_scale, dropout_with_mask};
+use crate::{DropoutState, Generator, Key, RandomOp, RngError};
+
+/// Where the attention dropout's mask comes from. Training passes one; evaluation passes
+/// none (nothing is drawn).
+#[derive(Clone, Copy, Debug)]
+pub enum AttentionDropout<'a> {
+    /// Draw from `generator`: reserves what `dropout` of the `[batch, heads, t, t]`
+    /// probabilities reserves, and uses it as `dropout` does (entry `b` is row `b`).
+    Draw {
+        /// The drop probability, in [0, 1].
+        p: f64,
+        /// The generator the reservation comes from.
+        generator: &'a Generator,
+    },
+    /// Rows of a global batch whose stretch was reserved once at `key` (data parallel
+    /// ranks; [`dropout_rows`](crate::dropout_rows)): entry `b` is row `rows[b]` of
+    /// `batch_rows`.
+    Rows {
+        /// The drop probability, in [0, 1].
+        p: f64,
+        /// The whole global batch's reservation.
+        key: Key,
+        /// Rows in the global batch.
+        batch_rows: u64,
+        /// The global row of each batch entry.
+        rows: &'a [u64],
+    },
+}
+
+/// What [`causal_attention_backward`] needs of a forward.
+#[derive(Debug)]
+pub struct AttentionSaved {
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scale: f64,
+    path: SavedPath,
+}
+
+#[derive(Debug)]
+enum SavedPath {
+    /// The probabilities before and after dropout, and dropout's state (training).
+    Unfused {
+        probs: Tensor,
+        dropped: Tensor,
+        dropout: Option<DropoutState>,
+    },
+    /// The output `[batch, t, heads, d]`, the rows' log-sum-exp, the kernel's problem
+    /// and the global rows on the device.
+    #[cfg(feature = "cuda")]
+    Fused(super::attention_cuda::Fused),
+}
+
+impl AttentionSaved {
+    #[cfg(feature = "cuda")]
+    pub(crate) fn fused(
+        [q, k, v]: [Tensor; 3],
+        scale: f64,
+        fused: super::attention_cuda::Fused,
+    ) -> Self {
+        AttentionSaved {
+            q,
+            k,
+            v,
+            scale,
+            path: SavedPath::Fused(fused),
+        }
+    }
+
+    /// True when the forward ran the fused kernel.
+    #[must_use]
+    pub fn is_fused(&self) -> bool {
+        !matches!(self.path, SavedPath::Unfused { .. })
+    }
+}
+
+/// `dropout(causal_softmax(q k^T, scale)) v` for `q`, `k`, `v` `[batch, heads, t, d]`
+/// of one float dtype on one device, returning `y` `[batch, heads, t, d]` and what
+/// backward needs. Fused on CUDA where it can be (module docs), unfused elsewhere; the
+/// same dropout masks either way.
+#[track_caller]
+pub fn causal_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    dropout: Option<AttentionDropout<'_>>,
+) -> Result<(Tensor, AttentionSaved), RngError> {
+    check(q, k, v, dropout.as_ref())?;
+    #[cfg(feature = "cuda")]
+    if super::attention_cuda::can_fuse(q) {
+        return super::attention_cuda::forward(q, k, v, scale, dropout);
+    }
+    causal_attention_unfused(q, k, v, scale, dropout)
+}
+
+/// [`causal_attention`] by the unfused tensor ops on any device: the reference the fused
+/// kernel is checked against, and the path whose bits portable arithmetic fixes.
+#[track_caller]
+pub fn causal_attention_unfused(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    dropout: Option<AttentionDropout<'_>>,
+) -> Result<(Tensor, AttentionSaved), RngError> {
+    check(q, k, v, dropout.as_ref())?;
+    let probs = q.matmul(&k.transpose(2, 3)?)?.causal_softmax(scale)?;
+    let (dropped, state) = match dropout {
+        None => (probs.clone(), None),
+        Some(AttentionDropout::Draw { p, generator }) => {
+            let (d, s) = dropout_with_mask(&probs, p, true, Some(generator))?;
+            (d, Some(s))
+        }
+        Some(AttentionDropout::Rows {
+            p,
+            key,
+            batch_rows,
+            rows,
+        }) => {
+            let (d, s) = dropout_rows(&probs, p, key, batch_rows, rows)?;
+            (d, Some(s))
+        }
+    };
+    let y = dropped.matmul(v)?;
+    let saved = AttentionSaved {
+        q: q.clone(),
+        k: k.clone(),
+        v: v.clone(),
+        scale,
+        path: SavedPath::Unfused {
+            probs,
+            dropped,
+            dropout: state,
+        },
+    };
+    Ok((y, saved))
+}
+
+/// The gradients `[dq, dk, dv]` (each `[batch, heads, t, d]`) of [`causal_attention`]
+/// given the gradient `grad` of its output.
+#[track_caller]
+pub fn causal_attention_backward(
+    grad: &Tensor,
+    saved: AttentionSaved,
+) -> Result<[Tensor; 3], RngError> {
+    const OP: &str = "causal_attention_backward";
+    if grad.dims() != saved.q.dims() || grad.dtype() != saved.q.dtype() {
+        return Err(RngError::InvalidAttention {
+            op: OP,
+            reason: format!(
+                "the gradient must be the output's {:?} {}, got {:?} {}",
+                saved.q.dims(),
+                saved.q.dtype(),
+                grad.dims(),
+                grad.dtype()
+            ),
+        });
+    }
+    let AttentionSaved {
+        q,
+        k,
+        v,
+        scale,
+        path,
+    } = saved;
+    match path {
+        SavedPath::Unfused {
+            probs,
+            dropped,
+            dropout,
+        } => {
+            let d_dropped = grad.matmul(&v.transpose(2, 3)?)?;
+            let dv = dropped.transpose(2, 3)?.matmul(grad)?;
+            let d_probs = match &dropout {
+                Some(state) => dropout_backward(&d_dropped, state)?,
+                None => d_dropped,
+            };
+            let d_scores = Tensor::causal_softmax_backward(&d_probs, &probs, scale)?;
+            let dq = d_scores.matmul(&k)?;
+            let dk = d_scores.transpose(2, 3)?.matmul(&q)?;
+            Ok([dq, dk, dv])
+        }
+        #[cfg(feature = "cuda")]
+        SavedPath::Fused(fused) => super::attention_cuda::backward(grad, [&q, &k, &v], &fused),
+    }
+}
+
+/// Errors unless q, k, v are `[batch, heads, t, d]` of one float dtype and device, and
+/// the dropout's probability and rows fit.
+fn check(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    dropout: Option<&AttentionDropout<'_>>,
+) -> Result<(), RngError> {
+    const OP: &str = "causal_attention";
+    let bad = |reason: String| Err(RngError::InvalidAttention { op: OP, reason });
+    if q.rank() != 4 || k.dims() != q.dims() || v.dims() != q.dims() {
+        return bad(format!(
+            "q, k and v must be [batch, heads, t, d] of equal dims, got {:?}, {:?} and {:?}",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        ));
+    }
+    for x in [k, v] {
+        q.require_compatible(OP, x)?;
+    }
+    match q.dtype() {
+        DType::F32 | DType::F64 => {}
+        dtype => {
+            return Err(TensorError::UnsupportedDType {
+                op: OP,
+                dtype,
+                supported: "f32, f64",
+            }
+            .into())
+        }
+    }
+    match dropout {
+        None => {}
+        Some(AttentionDropout::Draw { p, generator }) => {
+            probability(OP, *p)?;
+            generator_for(OP, q.device(), Some(generator))?;
+        }
+        Some(AttentionDropout::Rows {
+            p,
+            batch_rows,
+            rows,
+            ..
+        }) => {
+            probability(OP, *p)?;
+            if rows.len() != q.dims()[0] {
+                return bad(format!(
+                    "{} global rows for a batch of {}",
+                    rows.len(),
+                    q.dims()[0]
+                ));
+            }
+            if let Some(row) = rows.iter().find(|&&r| r >= *batch_rows) {
+                return bad(format!("row {row} is not in the batch's 0..{batch_rows}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The reservation and rows the fused kernel draws from: what `dropout` of `n`
+/// probabilities reserves (for [`AttentionDropout::Draw`], recorded for the audit as
+/// `dropout` records it) or the given key and rows.
+pub(crate) fn reserve_for_fused(
+    probs_dims: &[usize],
+    inputs: &[&Tensor],
+    dropout: Option<AttentionDropout<'_>>,
+) -> Result<Option<(Key, f32, Option<Arc<[u64]>>)>, RngError> {
+    const OP: &str = "dropout";
+    let Some(dropout) = dropout else {
+        return Ok(None);
+    };
+    let n: u64 = probs_dims.iter().map(|&d| d as u64).product();
+    match dropout {
+        AttentionDropout::Draw { p, generator } => {
+            let generator = generator_for(OP, inputs[0].device(), Some(generator))?;
+            let blocks = crate::increment_for(RandomOp::Dropout, inputs[0].dtype(), n);
+            let mut recorder = OpRecorder::begin(OP, inputs);
+            let key = crate::graph::reserve(OP, &generator, blocks)?.key;
+            recorder.rng(RngRecord {
+                device: inputs[0].device(),
+                seed: key.seed,
+                offset: key.offset,
+                blocks,
+            });
+            recorder.finish(inputs[0]);
+            Ok(Some((key, probability(OP, p)?, None)))
+        }
+        AttentionDropout::Rows {
+            p,
+            key,
+            batch_rows,
+            rows,
+        } => {
+            let identity = batch_rows == rows.len() as u64
+                && rows.iter().enumerate().all(|(i, &r)| r == i as u64);
+            let rows = (!identity).then(|| Arc::from(rows));
+            Ok(Some((key, probability(OP, p)?, rows)))
+        }
+    }
+}
+
+/// `1 / (1 - p)` as dropout computes it.
+pub(crate) fn keep_scale(p: f32) -> f32 {
+    dropout_scale(p)
+}

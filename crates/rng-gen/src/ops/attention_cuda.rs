@@ -1,0 +1,206 @@
+//! The fused path of [`causal_attention`](super::attention::causal_attention) on CUDA:
+//! the tensors' buffers and strides handed to the kernels' launchers
+//! (`kernels::launch::attention_forward` / `attention_backward`).
+
+use std::sync::Arc;
+
+use kernels::launch::{
+    attention_backward, attention_forward, AttentionBackwardInputs, AttentionGradients,
+    AttentionOutputs, AttentionProblem, HeadOperand, HeadStrides, ATTENTION_MAX_HEAD_WIDTH,
+};
+use tensor_core::cuda::CudaStorage;
+use tensor_core::{DType, Device, Storage, Tensor};
+
+use super::attention::{keep_scale, reserve_for_fused, AttentionDropout, AttentionSaved};
+use crate::RngError;
+
+/// What the fused backward needs besides q, k and v.
+#[derive(Debug)]
+pub(crate) struct Fused {
+    /// The output, `[batch, t, heads, d]` contiguous.
+    out: Tensor,
+    /// The rows' log-sum-exp, `[batch, heads, t]`.
+    lse: Tensor,
+    problem: AttentionProblem,
+    /// The global rows on the device (`None`: entry `b` is row `b`).
+    rows: Option<Tensor>,
+}
+
+/// True when the fused kernel computes this attention: f32 on CUDA, default arithmetic,
+/// no graph capture on the device, a head width the kernel holds.
+pub(crate) fn can_fuse(q: &Tensor) -> bool {
+    let Device::Cuda(ordinal) = q.device() else {
+        return false;
+    };
+    q.dtype() == DType::F32
+        && !tensor_core::are_portable_arithmetic_enabled()
+        && !tensor_core::cuda::is_capturing(ordinal)
+        && q.elem_count() > 0
+        && (q.dims()[3] as u64) <= ATTENTION_MAX_HEAD_WIDTH
+}
+
+/// `x` with a contiguous last dimension (a copy only when it is not).
+fn last_dim_dense(x: &Tensor) -> Result<Tensor, RngError> {
+    Ok(if x.strides()[3] == 1 || x.dims()[3] == 1 {
+        x.clone()
+    } else {
+        x.contiguous()?
+    })
+}
+
+fn cuda_storage(x: &Tensor) -> Result<&CudaStorage, RngError> {
+    match x.storage() {
+        Storage::Cuda(s) => Ok(s),
+        #[allow(unreachable_patterns)]
+        _ => Err(RngError::InvalidAttention {
+            op: "causal_attention",
+            reason: format!("the fused path got a tensor on {}", x.device()),
+        }),
+    }
+}
+
+fn operand(x: &Tensor) -> Result<HeadOperand<'_>, RngError> {
+    let s = x.strides();
+    Ok(HeadOperand {
+        storage: cuda_storage(x)?,
+        offset: x.storage_offset(),
+        strides: HeadStrides {
+            b: s[0] as u64,
+            h: s[1] as u64,
+            t: s[2] as u64,
+        },
+    })
+}
+
+/// An uninitialised f32 buffer of `dims` on `ordinal`.
+fn alloc(ordinal: usize, dims: &[usize]) -> Result<CudaStorage, RngError> {
+    Ok(CudaStorage::alloc_uninit(
+        ordinal,
+        DType::F32,
+        dims.iter().product(),
+    )?)
+}
+
+/// `[batch, t, heads, d]` storage as the `[batch, heads, t, d]` view the op returns.
+fn heads_view(storage: CudaStorage, [b, h, t, d]: [usize; 4]) -> Result<Tensor, RngError> {
+    Ok(Tensor::from_storage(Storage::Cuda(storage), &[b, t, h, d])?.transpose(1, 2)?)
+}
+
+fn dims4(x: &Tensor) -> [usize; 4] {
+    let d = x.dims();
+    [d[0], d[1], d[2], d[3]]
+}
+
+pub(crate) fn forward(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    dropout: Option<AttentionDropout<'_>>,
+) -> Result<(Tensor, AttentionSaved), RngError> {
+    let [b, h, t, d] = dims4(q);
+    let (q, k, v) = (last_dim_dense(q)?, last_dim_dense(k)?, last_dim_dense(v)?);
+    let reserved = reserve_for_fused(&[b, h, t, t], &[&q, &k, &v], dropout)?;
+    let Device::Cuda(ordinal) = q.device() else {
+        unreachable!("can_fuse checked the device")
+    };
+    let (seed, offset, p, rows) = match &reserved {
+        Some((key, p, rows)) => (key.seed, key.offset, *p, rows.clone()),
+        None => (0, 0, 0.0, None),
+    };
+    let problem = AttentionProblem {
+        batch: b as u64,
+        heads: h as u64,
+        t: t as u64,
+        d: d as u64,
+        seed,
+        offset,
+        scale: scale as f32,
+        p,
+        keep_scale: keep_scale(p),
+        // p = 0 keeps everything with scale 1: the reservation is made, no mask needed.
+        dropout: i32::from(reserved.is_some() && p > 0.0),
+    };
+    let rows = rows.map(|r| upload_rows(&r, ordinal)).transpose()?;
+    let mut out = alloc(ordinal, &[b, t, h, d])?;
+    let mut lse = alloc(ordinal, &[b, h, t])?;
+    attention_forward(
+        &problem,
+        rows.as_ref().map(cuda_storage).transpose()?,
+        [operand(&q)?, operand(&k)?, operand(&v)?],
+        AttentionOutputs {
+            out: &mut out,
+            lse: &mut lse,
+        },
+    )
+    .map_err(kernel_error(ordinal))?;
+    let out_rows = Tensor::from_storage(Storage::Cuda(out), &[b, t, h, d])?;
+    let y = out_rows.transpose(1, 2)?;
+    let lse = Tensor::from_storage(Storage::Cuda(lse), &[b, h, t])?;
+    let saved = AttentionSaved::fused(
+        [q, k, v],
+        scale,
+        Fused {
+            out: out_rows,
+            lse,
+            problem,
+            rows,
+        },
+    );
+    Ok((y, saved))
+}
+
+pub(crate) fn backward(
+    grad: &Tensor,
+    [q, k, v]: [&Tensor; 3],
+    fused: &Fused,
+) -> Result<[Tensor; 3], RngError> {
+    let dims @ [b, h, t, _] = dims4(q);
+    let grad = last_dim_dense(grad)?;
+    let Device::Cuda(ordinal) = q.device() else {
+        unreachable!("the forward was fused")
+    };
+    let mut delta = alloc(ordinal, &[b, h, t])?;
+    let (mut dq, mut dk, mut dv) = (
+        alloc(ordinal, &dims)?,
+        alloc(ordinal, &dims)?,
+        alloc(ordinal, &dims)?,
+    );
+    attention_backward(
+        &fused.problem,
+        fused.rows.as_ref().map(cuda_storage).transpose()?,
+        [operand(q)?, operand(k)?, operand(v)?],
+        AttentionBackwardInputs {
+            d_out: operand(&grad)?,
+            out: cuda_storage(&fused.out)?,
+            lse: cuda_storage(&fused.lse)?,
+        },
+        AttentionGradients {
+            delta: &mut delta,
+            dq: &mut dq,
+            dk: &mut dk,
+            dv: &mut dv,
+        },
+    )
+    .map_err(kernel_error(ordinal))?;
+    Ok([
+        heads_view(dq, dims)?,
+        heads_view(dk, dims)?,
+        heads_view(dv, dims)?,
+    ])
+}
+
+/// A launcher's error as the tensor error it is for users.
+fn kernel_error(ordinal: usize) -> impl Fn(kernels::KernelError) -> RngError {
+    move |e| RngError::Tensor(e.into_tensor_error(ordinal))
+}
+
+/// The global rows as a device buffer of u64 (held as i64, the 8-byte dtype).
+fn upload_rows(rows: &Arc<[u64]>, ordinal: usize) -> Result<Tensor, RngError> {
+    let values: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
+    Ok(Tensor::from_vec(
+        values,
+        &[rows.len()],
+        Device::Cuda(ordinal),
+    )?)
+}
