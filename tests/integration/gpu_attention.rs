@@ -2,7 +2,7 @@
 //! unfused tensor ops it replaces on CUDA.
 //!
 //! The promise that matters is the dropout mask: element `(b, h, i, j)` of the
-//! probabilities is kept or dropped by its coordinates alone (docs/contract.md §9.2), so
+//! probabilities is kept or dropped by its coordinates alone (docs/contract.md §5.11), so
 //! the fused kernel, the unfused ops on `cuda:0` and the unfused ops on the CPU drop the
 //! same elements. The tests make the mask visible in the output: with `v` the identity
 //! (`v_j` = the unit vector `j`), row `i` of the output is row `i` of the dropped-out

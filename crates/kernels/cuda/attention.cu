@@ -1,5 +1,5 @@
 // Fused causal self-attention, forward and backward, with attention dropout whose mask is
-// a function of the element's coordinates only (docs/contract.md §9.2).
+// a function of the element's coordinates only (docs/contract.md §5.11).
 //
 // FlashAttention-2's structure: a block owns one (batch, head) and a tile of TILE query
 // rows (forward, dQ) or key rows (dK, dV), one thread per row; it walks the other side in

@@ -15,7 +15,7 @@
 //! (the CPU, f64, portable arithmetic, a CUDA graph capture, wider heads). Both draw the
 //! same dropout masks: element `(b, h, i, j)` of the probabilities is element `((row(b) *
 //! heads + h) * t + i) * t + j` of the dropout op's stream at the reservation, where
-//! `row(b)` is the entry's row in the global batch (docs/contract.md §9.2). The fused
+//! `row(b)` is the entry's row in the global batch (docs/contract.md §5.11). The fused
 //! path reserves exactly what `dropout` on the probabilities reserves, so a run's
 //! generator states, and every later draw, are the same on both paths. Values agree to
 //! rounding (the fused sums run in another order); the tests bound the difference.
@@ -320,4 +320,50 @@ pub(crate) fn reserve_for_fused(
 /// `1 / (1 - p)` as dropout computes it.
 pub(crate) fn keep_scale(p: f32) -> f32 {
     dropout_scale(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use tensor_core::{Device, Tensor};
+
+    use super::*;
+
+    /// docs/contract.md §5.11's test vector: seed 42, offset 0, `p = 0.5`, 2 heads,
+    /// `t = 4`, the entry at global row 1 of 2: the keep bits of head 1's causal rows.
+    #[test]
+    fn the_contract_test_vector() {
+        let (heads, t) = (2, 4);
+        let q =
+            Tensor::from_vec(vec![0.25f32; heads * t * t], &[1, heads, t, t], Device::Cpu).unwrap();
+        let mut eye = vec![0.0f32; heads * t * t];
+        for (row, chunk) in eye.chunks_mut(t).enumerate() {
+            chunk[row % t] = 1.0;
+        }
+        let v = Tensor::from_vec(eye, &[1, heads, t, t], Device::Cpu).unwrap();
+        let dropout = AttentionDropout::Rows {
+            p: 0.5,
+            key: Key::new(42),
+            batch_rows: 2,
+            rows: &[1],
+        };
+        let (y, _) = causal_attention(&q, &q, &v, 1.0, Some(dropout)).unwrap();
+        let y = y.to_vec::<f32>().unwrap();
+        let kept: Vec<String> = (0..t)
+            .map(|i| {
+                (0..=i)
+                    .map(|j| if y[(t + i) * t + j] != 0.0 { '1' } else { '0' })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(kept, ["0", "00", "010", "0110"]);
+        // The same bits from the stream's words: element e = ((1 * 2 + 1) * 4 + i) * 4 + j,
+        // kept iff its f32 uniform `(w & 0xFFFFFF) * 2^-24` is >= 0.5: iff bit 23 is set.
+        for (i, row) in kept.iter().enumerate() {
+            for (j, bit) in row.chars().enumerate() {
+                let e = ((2 + 1) * t + i) * t + j;
+                let word = crate::stream::philox::word_at(42, 0, e as u64);
+                assert_eq!(bit == '1', (word >> 23) & 1 == 1, "element {e}");
+            }
+        }
+    }
 }
