@@ -322,3 +322,22 @@ fn bad_operands_are_typed_errors_on_cuda() {
     let b = cuda(cpu_tensor(&[3, 6, 2], 74));
     assert!(a.matmul(&b).is_err(), "batch dims differ");
 }
+
+/// Gradient clipping's coefficients (`Tensor::clip_coefficients`) are the CPU's bits on
+/// the device: clipping, not clipping, and a non-finite norm (the factor is then 1).
+#[test]
+fn clip_coefficients_on_cuda_are_the_cpus() {
+    if !gpu() {
+        return;
+    }
+    let sums = cpu_tensor(&[7], 21).mul(&cpu_tensor(&[7], 21)).unwrap();
+    let huge = Tensor::from_vec(vec![1.0f32, f32::INFINITY], &[2], Device::Cpu).unwrap();
+    for (input, max_norm) in [(&sums, 0.5), (&sums, 1e6), (&huge, 1.0)] {
+        same("clip_coefficients", &[input, &f64_of(input)], |t| {
+            vec![
+                t[0].clip_coefficients(max_norm).unwrap(),
+                t[1].clip_coefficients(max_norm).unwrap(),
+            ]
+        });
+    }
+}

@@ -193,6 +193,11 @@ DITTO_INDEX_KERNELS(f64, double)
     extern "C" __global__ void ditto_adamw_##SUFFIX(ditto_u64 n, DittoAdamW<T> s, const T* g, T* m, \
                                                     T* v, T* p) {                                   \
         DITTO_GRID_STRIDE(i, n) { ditto_adamw_op<T>(p[i], m[i], v[i], g[i], s); }                   \
+    }                                                                                               \
+    /* One thread: the sums are added in parameter order, as on the CPU. */                         \
+    extern "C" __global__ void ditto_clip_coefficients_##SUFFIX(ditto_u64 n, double max_norm,       \
+                                                                const T* sums, T* out) {            \
+        if (blockIdx.x == 0 && threadIdx.x == 0) ditto_clip_coefficients<T>(n, max_norm, sums, out); \
     }
 
 DITTO_TRANSFORMER_KERNELS(f32, float)

@@ -208,4 +208,17 @@ DITTO_OPS_HD void ditto_adamw_op(T& p, T& m, T& v, T g, const DittoAdamW<T>& s) 
     p = p + s.neg_step_size * m / denom;
 }
 
+// ---- gradient clipping's coefficients (ops/optimizers/clip.rs): from the parameters' ----
+// ---- sums of squares, the global 2-norm and the factor every gradient is multiplied by ----
+template <typename T>
+DITTO_OPS_HD void ditto_clip_coefficients(ditto_u64 n, double max_norm, const T* sums, T* out) {
+    double total = 0.0;
+    for (ditto_u64 i = 0; i < n; ++i) total += (double)sums[i];
+    const double norm = sqrt(total);
+    const double coef = max_norm / (norm + 1e-6);
+    const bool finite = norm - norm == 0.0;  // false for inf and NaN
+    out[0] = (T)norm;
+    out[1] = (T)(finite && coef < 1.0 ? coef : 1.0);
+}
+
 #endif  // DITTO_TRANSFORMER_OPS_CUH

@@ -164,13 +164,23 @@ impl<C: RunConfig> Run for DdpLoop<C> {
         let loss = self
             .ddp
             .forward_backward(local, |output, target| config.loss(output, target))?;
-        C::update(&mut self.state, self.ddp.module_mut())?;
-        let loss = loss.to_dtype(DType::F32)?.to_vec::<f32>()?[0];
+        let grad_norm = C::update(&mut self.state, self.ddp.module_mut())?;
+        // The loss and the gradient norm (when the update clipped) in one read.
+        let mut read = vec![loss.to_dtype(DType::F32)?.reshape(&[1])?];
+        if let Some(norm) = &grad_norm {
+            read.push(
+                norm.to_dtype(DType::F32)?
+                    .to_device(read[0].device())?
+                    .reshape(&[1])?,
+            );
+        }
+        let values = tensor_core::Tensor::cat(&read, 0)?.to_vec::<f32>()?;
+        let (loss, grad_norm) = (values[0], values.get(1).copied());
         // The read waited for the step's collectives; one aborted there left garbage.
         self.ddp.group().check_completed()?;
         self.state
             .config()
-            .check_losses(self.step_count() + 1, &[loss])?;
+            .check_losses(self.step_count() + 1, &[loss], &[grad_norm])?;
         self.state.count_step();
         self.state.record_losses([loss]);
         self.unread += 1;

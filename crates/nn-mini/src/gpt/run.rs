@@ -107,36 +107,96 @@ impl RunConfig for GptTrainConfig {
         token_cross_entropy(output, target)
     }
 
-    /// Clip (stopping on a non-finite norm), the schedule's rate for this step, AdamW.
-    fn update(state: &mut RunState<Self>, model: &mut Gpt) -> Result<()> {
+    /// Clip, the schedule's rate for this step, AdamW. The norm stays on the device until
+    /// the step's loss is read, where [`check_losses`](RunConfig::check_losses) stops the
+    /// run on a non-finite one (nothing was scaled then; the update ran on the
+    /// non-finite gradients, so the run cannot go on, and a checkpoint is refused).
+    fn update(state: &mut RunState<Self>, model: &mut Gpt) -> Result<Option<Tensor>> {
         let step = state.step_count() + 1;
         let (clip, schedule) = (state.config().grad_clip, state.config().schedule());
-        if clip > 0.0 {
-            let norm = clip_grad_norm_(model, clip)?;
-            if !norm.is_finite() {
-                return Err(NnError::NonFinite {
-                    step,
-                    what: "gradient norm",
-                    value: norm,
-                });
-            }
-        }
+        let norm = match clip > 0.0 {
+            true => Some(clip_grad_norm_(model, clip)?),
+            false => None,
+        };
         let optimizer = state.optimizer_mut();
         let adamw = optimizer.as_adamw_mut().ok_or_else(|| {
             NnError::invalid("GptTrainConfig::update", "a GPT run's optimiser is AdamW")
         })?;
         adamw.set_lr(schedule.lr_at(step - 1))?;
-        optimizer.step(model)
+        optimizer.step(model)?;
+        Ok(norm)
     }
 
-    fn check_losses(&self, first: u64, losses: &[f32]) -> Result<()> {
-        match losses.iter().position(|l| !l.is_finite()) {
-            Some(i) => Err(NnError::NonFinite {
-                step: first + i as u64,
-                what: "loss",
-                value: f64::from(losses[i]),
-            }),
-            None => Ok(()),
+    fn check_losses(&self, first: u64, losses: &[f32], grad_norms: &[Option<f32>]) -> Result<()> {
+        for (i, &loss) in losses.iter().enumerate() {
+            let step = first + i as u64;
+            // The norm first: it was computed from the step's gradients, which a
+            // non-finite loss makes non-finite too.
+            if let Some(norm) = grad_norms
+                .get(i)
+                .copied()
+                .flatten()
+                .filter(|n| !n.is_finite())
+            {
+                return Err(NnError::NonFinite {
+                    step,
+                    what: "gradient norm",
+                    value: f64::from(norm),
+                });
+            }
+            if !loss.is_finite() {
+                return Err(NnError::NonFinite {
+                    step,
+                    what: "loss",
+                    value: f64::from(loss),
+                });
+            }
         }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpt::DataSpec;
+
+    /// The gradient norm travels with the loss and is checked first: a step whose norm
+    /// is not finite stops the run there, named as the norm.
+    #[test]
+    fn a_non_finite_gradient_norm_stops_the_run_at_its_step() {
+        let text = Text::from_bytes(b"some text".to_vec());
+        let config = GptTrainConfig::tiny(DataSpec::of(std::path::Path::new("t.txt"), &text));
+        assert!(config
+            .check_losses(4, &[2.0, 1.5], &[Some(0.5), None])
+            .is_ok());
+        let err = config
+            .check_losses(4, &[2.0, f32::NAN], &[Some(0.5), Some(f32::INFINITY)])
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                NnError::NonFinite {
+                    step: 5,
+                    what: "gradient norm",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = config
+            .check_losses(4, &[f32::NAN], &[Some(1.0)])
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                NnError::NonFinite {
+                    step: 4,
+                    what: "loss",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }

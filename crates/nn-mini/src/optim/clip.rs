@@ -6,8 +6,9 @@ use tensor_core::{DType, Device, Tensor};
 use crate::{Module, NnError, Result};
 
 /// Scales every gradient of `module` so that their global 2-norm is at most
-/// `max_norm`, and returns the norm before clipping (PyTorch's
-/// `clip_grad_norm_(parameters, max_norm)`):
+/// `max_norm`, and returns the norm before clipping as a one-element tensor on the
+/// gradients' device, in their dtype (PyTorch's `clip_grad_norm_(parameters, max_norm)`,
+/// which also returns a tensor):
 ///
 /// ```text
 /// total = sqrt(sum over parameters of sum(g^2))
@@ -16,62 +17,63 @@ use crate::{Module, NnError, Result};
 ///
 /// Each parameter's `sum(g^2)` is [`Tensor::sum_all`](tensor_core::Tensor::sum_all) of
 /// `g * g` (the blocked f64 order, the same bits on every device), rounded to the
-/// dtype; the parameters' sums are added in f64 in parameter order, and the square root
-/// and `coef` are f64. A non-finite norm (an overflowing or NaN gradient) is returned
-/// as it is and nothing is scaled: the caller decides (a training loop reports it).
-/// Parameters without a gradient are skipped.
-pub fn clip_grad_norm_(module: &mut dyn Module, max_norm: f64) -> Result<f64> {
+/// dtype; the rest is [`Tensor::clip_coefficients`]: the sums added in f64 in parameter
+/// order, the square root and `coef` in f64. A non-finite norm is returned as it is and
+/// nothing is scaled: the caller decides (a training loop reports it).
+///
+/// On a GPU nothing waits for the device: the norm and the factor are computed there and
+/// every gradient is multiplied by the factor there (by exactly 1 when nothing is
+/// clipped, which changes no finite value). Reading the returned norm is the caller's
+/// one wait, when it wants it. Gradients of mixed dtypes or devices are summed on the
+/// host instead. Parameters without a gradient are skipped; without any, the norm is 0.
+pub fn clip_grad_norm_(module: &mut dyn Module, max_norm: f64) -> Result<Tensor> {
     if !(max_norm.is_finite() && max_norm > 0.0) {
         return Err(NnError::invalid(
             "clip_grad_norm_",
             format!("max_norm must be finite and > 0, got {max_norm}"),
         ));
     }
-    // Every parameter's sum of squares stays on its device until one read per dtype
-    // (usually one) brings them to the host: one wait per step on a GPU, not one per
-    // parameter. Widening to f64 there is exact.
     let mut squares = Vec::new();
     for param in module.parameters() {
         if let Some(g) = &param.grad {
             squares.push(g.mul(g)?.sum_all()?.reshape(&[1])?);
         }
     }
-    let mut sums = vec![0.0f64; squares.len()];
-    let mut dtypes: Vec<DType> = Vec::new();
-    for dtype in squares.iter().map(Tensor::dtype) {
-        if !dtypes.contains(&dtype) {
-            dtypes.push(dtype);
+    let Some(first) = squares.first() else {
+        return Ok(Tensor::zeros(&[1], DType::F32, Device::Cpu)?);
+    };
+    let alike = squares
+        .iter()
+        .all(|s| s.dtype() == first.dtype() && s.device() == first.device());
+    let sums = if alike {
+        Tensor::cat(&squares, 0)?
+    } else {
+        // Widening to f64 on the host is exact.
+        let mut host = Vec::with_capacity(squares.len());
+        for s in &squares {
+            host.push(s.to_device(Device::Cpu)?.to_dtype(DType::F64)?);
         }
-    }
-    for dtype in dtypes {
-        let (at, group): (Vec<usize>, Vec<Tensor>) = squares
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.dtype() == dtype)
-            .map(|(i, t)| (i, t.clone()))
-            .unzip();
-        let values = Tensor::cat(&group, 0)?
-            .to_device(Device::Cpu)?
-            .to_dtype(DType::F64)?
-            .to_vec::<f64>()?;
-        for (i, v) in at.into_iter().zip(values) {
-            sums[i] = v;
-        }
-    }
-    let total: f64 = sums.iter().fold(0.0, |total, s| total + s);
-    let norm = total.sqrt();
-    if !norm.is_finite() {
-        return Ok(norm);
-    }
-    let coef = max_norm / (norm + 1e-6);
-    if coef < 1.0 {
+        Tensor::cat(&host, 0)?
+    };
+    let coefficients = sums.clip_coefficients(max_norm)?;
+    let factor = coefficients.narrow(0, 1, 1)?;
+    if factor.device().is_cuda() {
         for param in module.parameters_mut() {
             if let Some(g) = &mut param.grad {
-                g.scale_(coef)?;
+                *g = g.mul(&factor)?;
+            }
+        }
+    } else {
+        let factor = factor.to_dtype(DType::F64)?.to_vec::<f64>()?[0];
+        if factor != 1.0 {
+            for param in module.parameters_mut() {
+                if let Some(g) = &mut param.grad {
+                    g.scale_(factor)?;
+                }
             }
         }
     }
-    Ok(norm)
+    Ok(coefficients.narrow(0, 0, 1)?)
 }
 
 #[cfg(test)]
@@ -127,6 +129,8 @@ mod tests {
             })
             .collect();
         let norm = clip_grad_norm_(&mut model, 1.0).unwrap();
+        // Mixed dtypes: summed on the host in f64, so the norm is an f64.
+        let norm = norm.to_scalar::<f64>().unwrap();
         assert_eq!(norm.to_bits(), total.sqrt().to_bits());
         // Clipped to norm 1: every gradient scaled by the same coefficient.
         let coef = 1.0 / (norm + 1e-6);

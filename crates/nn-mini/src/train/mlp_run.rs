@@ -41,7 +41,8 @@ impl RunConfig for TrainConfig {
         self.layers.last().copied()
     }
 
-    fn update(state: &mut RunState<Self>, model: &mut Sequential) -> Result<()> {
-        state.optimizer_mut().step(model)
+    fn update(state: &mut RunState<Self>, model: &mut Sequential) -> Result<Option<Tensor>> {
+        state.optimizer_mut().step(model)?;
+        Ok(None)
     }
 }

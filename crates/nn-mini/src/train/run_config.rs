@@ -94,23 +94,27 @@ pub trait RunConfig:
 
     /// Everything between a step's gradients (in `model`'s parameters) and the next
     /// step: the optimiser's update, and whatever the run does around it. Called before
-    /// the step is counted, so the step being run is `state`'s step count + 1.
-    fn update(state: &mut RunState<Self>, model: &mut Self::Model) -> Result<()>;
+    /// the step is counted, so the step being run is `state`'s step count + 1. Returns
+    /// the gradients' global norm when the update clipped them (a one-element tensor on
+    /// the run's device, unread): it is read with the step's loss and checked by
+    /// [`check_losses`](Self::check_losses), so clipping never waits for the device.
+    fn update(state: &mut RunState<Self>, model: &mut Self::Model) -> Result<Option<Tensor>>;
 
     /// `Some(classes)` when a step of this run is exactly a forward, cross-entropy
     /// against `classes` class indices, a backward and one optimiser step, which
     /// [`Run::set_cuda_graph`](super::Run::set_cuda_graph) can capture as a
     /// CUDA graph; `None` (the default) when the run does more (a GPT clips its
-    /// gradients on the host and follows a schedule), which a graph would skip.
+    /// gradients and follows a schedule), which a graph would skip.
     fn graph_classes(&self) -> Option<usize> {
         None
     }
 
-    /// Checks the losses of steps `first, first + 1, ...` once they are on the host; a
-    /// run that must not go on after a non-finite loss errors here, naming the step.
-    /// The default accepts every loss.
-    fn check_losses(&self, first: u64, losses: &[f32]) -> Result<()> {
-        let _ = (first, losses);
+    /// Checks the losses of steps `first, first + 1, ...` once they are on the host, with
+    /// the gradient norm of each step whose update clipped; a run that must not go on
+    /// after a non-finite loss or norm errors here, naming the step. The default accepts
+    /// everything.
+    fn check_losses(&self, first: u64, losses: &[f32], grad_norms: &[Option<f32>]) -> Result<()> {
+        let _ = (first, losses, grad_norms);
         Ok(())
     }
 }

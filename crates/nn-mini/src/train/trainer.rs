@@ -132,7 +132,7 @@ impl<C: RunConfig> TrainLoop<C> {
             }
         };
         let loss = step.run()?;
-        self.pending.push(loss)?;
+        self.pending.push(loss, None)?;
         self.state.count_step();
         Ok(())
     }
@@ -219,8 +219,9 @@ impl<C: RunConfig> Run for TrainLoop<C> {
         let output = self.model.forward(&input, true)?;
         let (loss, grad) = self.state.config().loss(&output, &target)?;
         self.model.backward_params(&grad)?;
-        C::update(&mut self.state, &mut self.model)?;
-        self.pending.push(&loss.to_dtype(DType::F32)?)?;
+        let grad_norm = C::update(&mut self.state, &mut self.model)?;
+        self.pending
+            .push(&loss.to_dtype(DType::F32)?, grad_norm.as_ref())?;
         self.state.count_step();
         Ok(())
     }
@@ -262,10 +263,12 @@ impl<C: RunConfig> Run for TrainLoop<C> {
     /// A run that stops on a non-finite loss ([`RunConfig::check_losses`]) errors here,
     /// naming the first step whose loss was not finite.
     fn read_losses(&mut self) -> Result<&[f32]> {
-        let read = self.pending.take()?;
+        let (losses, grad_norms) = self.pending.take()?;
         let first = self.state.losses().len() as u64 + 1;
-        self.state.config().check_losses(first, &read)?;
-        Ok(self.state.record_losses(read))
+        self.state
+            .config()
+            .check_losses(first, &losses, &grad_norms)?;
+        Ok(self.state.record_losses(losses))
     }
 
     /// Steps whose losses are still on the device, unread.
@@ -289,8 +292,14 @@ impl<C: RunConfig> Run for TrainLoop<C> {
     /// use (`rng.*`), the loader position (`loader.state`), the step (`train.step`), the
     /// loss history (`train.loss_history`) and the configuration (`train.config`).
     fn checkpoint(&self) -> Result<Checkpoint> {
-        // Losses still on the device are part of the history (read without consuming).
-        self.state.checkpoint(&self.model, &self.pending.peek()?)
+        // Losses still on the device are part of the history (read without consuming);
+        // a run that must stop on a non-finite one is not saved.
+        let (losses, grad_norms) = self.pending.peek()?;
+        let first = self.state.losses().len() as u64 + 1;
+        self.state
+            .config()
+            .check_losses(first, &losses, &grad_norms)?;
+        self.state.checkpoint(&self.model, &losses)
     }
 
     fn placement(&self) -> String {

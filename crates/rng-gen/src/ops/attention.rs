@@ -275,6 +275,10 @@ fn check(
     Ok(())
 }
 
+/// A fused attention's dropout: the reservation, `p` in f32, and the global rows
+/// (`None`: entry `b` is row `b`).
+pub(crate) type FusedDropout = (Key, f32, Option<Arc<[u64]>>);
+
 /// The reservation and rows the fused kernel draws from: what `dropout` of `n`
 /// probabilities reserves (for [`AttentionDropout::Draw`], recorded for the audit as
 /// `dropout` records it) or the given key and rows.
@@ -282,7 +286,7 @@ pub(crate) fn reserve_for_fused(
     probs_dims: &[usize],
     inputs: &[&Tensor],
     dropout: Option<AttentionDropout<'_>>,
-) -> Result<Option<(Key, f32, Option<Arc<[u64]>>)>, RngError> {
+) -> Result<Option<FusedDropout>, RngError> {
     const OP: &str = "dropout";
     let Some(dropout) = dropout else {
         return Ok(None);

@@ -35,7 +35,7 @@ pub static PORTABLE_MATMUL: CudaSource = CudaSource {
 };
 
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 62] = [
+pub const TENSOR_OPS_KERNELS: [&str; 64] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -98,4 +98,6 @@ pub const TENSOR_OPS_KERNELS: [&str; 62] = [
     "ditto_causal_softmax_f64",
     "ditto_causal_softmax_backward_f64",
     "ditto_adamw_f64",
+    "ditto_clip_coefficients_f32",
+    "ditto_clip_coefficients_f64",
 ];

@@ -145,3 +145,22 @@ fn adamw<T: Element + DeviceRepr>(
     unsafe { kernel.launch(args) }?;
     Ok(())
 }
+
+/// `[norm, factor]` of the sums of squares `sums` (`ops/optimizers/clip.rs`), computed by
+/// one thread on the device: nothing is read back.
+pub(crate) fn clip_coefficients(sums: &Tensor, max_norm: f64) -> Result<Tensor> {
+    let sums = crate::ops::cuda::dense(sums)?;
+    let ordinal = storage_of(&sums)?.1;
+    let mut out = crate::ops::cuda::uninit(&[2], sums.dtype(), ordinal)?;
+    let kernel = kernel_for("clip_coefficients", "clip_coefficients", &sums, 1)?;
+    let n = sums.elem_count() as u64;
+    let view = dense_view(&sums)?;
+    let dst = output_storage(&mut out)?;
+    let stream = dst.stream()?;
+    let mut args = kernel.args(&stream);
+    args.arg(&n).arg(&max_norm).arg(&view).arg(dst.bytes_mut());
+    // SAFETY: matches `ditto_clip_coefficients_<T>(u64 n, double max_norm, const T* sums,
+    // T* out)`: `sums` holds `n` dense elements, `out` two.
+    unsafe { kernel.launch(args) }?;
+    Ok(out)
+}
