@@ -290,7 +290,8 @@ fn batched_matmul_matches_the_cpu_and_each_entrys_own_gemm() {
     fn heads(x: &Tensor) -> Tensor {
         x.transpose(1, 2).unwrap()
     }
-    let cases: [(&str, fn(&[Tensor]) -> (Tensor, Tensor)); 4] = [
+    type Operands = fn(&[Tensor]) -> (Tensor, Tensor);
+    let cases: [(&str, Operands); 4] = [
         ("q k^T", |t| {
             (heads(&t[0]), heads(&t[1]).transpose(2, 3).unwrap())
         }),
