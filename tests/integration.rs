@@ -16,6 +16,9 @@ mod cuda_driver_checks;
 #[path = "integration/cuda_driver_version.rs"]
 mod cuda_driver_version;
 #[cfg(feature = "cuda")]
+#[path = "integration/cuda_gemm_checks.rs"]
+mod cuda_gemm_checks;
+#[cfg(feature = "cuda")]
 #[path = "integration/cuda_standin_deferred.rs"]
 mod cuda_standin_deferred;
 #[cfg(feature = "cuda")]

@@ -1,7 +1,7 @@
-//! The CUDA driver and cuBLAS behaviours ditto relies on, checked through cudarc's raw
-//! calls: launch limits, gemm's argument checks, error names and strings. They hold on a
-//! real GPU and on the CUDA stand-in (host-executed) alike, so a GPU run of this file
-//! also checks that the stand-in imitates the driver where these tests look.
+//! The CUDA driver behaviours ditto relies on, checked through cudarc's raw calls:
+//! launch limits, error names and strings (cuBLAS's gemms are in `cuda_gemm_checks.rs`).
+//! They hold on a real GPU and on the CUDA stand-in (host-executed) alike, so a GPU run
+//! of this file also checks that the stand-in imitates the driver where these tests look.
 //!
 //! Tests named `standin_*` check what only the stand-in promises (copies checked byte
 //! for byte against their allocation, unimplemented calls naming themselves, every PTX
@@ -14,8 +14,6 @@ use std::ffi::CStr;
 
 use ditto::kernels::nvrtc::{ATTENTION_SOURCE, RANDOM_SOURCE};
 use ditto::tensor_core::cuda::{self, nvrtc, CudaSource, TENSOR_OPS};
-use ditto::tensor_core::cudarc::cublas::sys::{cublasOperation_t, cublasStatus_t};
-use ditto::tensor_core::cudarc::cublas::{result::CublasError, CudaBlas, Gemm, GemmConfig};
 use ditto::tensor_core::cudarc::driver::sys::{self, CUresult};
 use ditto::tensor_core::cudarc::driver::{DevicePtr, DriverError, LaunchConfig, PushKernelArg};
 use ditto::tensor_core::CudaError;
@@ -83,90 +81,6 @@ fn launches_outside_the_drivers_limits_are_refused() {
             Ok(()),
             "block {block:?} grid {grid:?}"
         );
-    }
-}
-
-/// C = op(A) op(B) by cuBLAS's column-major definition, on the host, in f64.
-#[allow(clippy::too_many_arguments)]
-fn reference_gemm(cfg: &GemmConfig<f32>, a: &[f32], b: &[f32], c: &mut [f32]) {
-    let (m, n, k) = (cfg.m as usize, cfg.n as usize, cfg.k as usize);
-    let (lda, ldb, ldc) = (cfg.lda as usize, cfg.ldb as usize, cfg.ldc as usize);
-    let ta = cfg.transa != cublasOperation_t::CUBLAS_OP_N;
-    let tb = cfg.transb != cublasOperation_t::CUBLAS_OP_N;
-    for j in 0..n {
-        for i in 0..m {
-            let sum: f64 = (0..k)
-                .map(|p| {
-                    let x = if ta { a[p + i * lda] } else { a[i + p * lda] };
-                    let y = if tb { b[j + p * ldb] } else { b[p + j * ldb] };
-                    f64::from(x) * f64::from(y)
-                })
-                .sum();
-            c[i + j * ldc] = sum as f32;
-        }
-    }
-}
-
-#[test]
-fn gemm_is_column_major_and_checks_its_leading_dimensions() {
-    if !gpu() {
-        return;
-    }
-    let stream = cuda::default_stream(0).unwrap();
-    let blas = CudaBlas::new(stream.clone()).unwrap();
-    let values = |n: usize, salt: f32| {
-        (0..n)
-            .map(|i| ((i as f32) * 0.37 + salt).sin())
-            .collect::<Vec<_>>()
-    };
-    let (a_host, b_host) = (values(64, 0.1), values(64, 0.7));
-    let a = stream.clone_htod(&a_host).unwrap();
-    let b = stream.clone_htod(&b_host).unwrap();
-    let mut c = stream.alloc_zeros::<f32>(64).unwrap();
-    let (n_op, t_op) = (
-        cublasOperation_t::CUBLAS_OP_N,
-        cublasOperation_t::CUBLAS_OP_T,
-    );
-    let config = |transa, transb, lda, ldb, ldc| GemmConfig {
-        transa,
-        transb,
-        m: 3,
-        n: 4,
-        k: 5,
-        alpha: 1.0f32,
-        lda,
-        ldb,
-        beta: 0.0,
-        ldc,
-    };
-    // Good calls, with leading dimensions larger than the rows and both transposes.
-    for cfg in [
-        config(n_op, n_op, 3, 5, 3),
-        config(t_op, n_op, 5, 6, 4),
-        config(n_op, t_op, 7, 4, 3),
-        config(t_op, t_op, 6, 5, 5),
-    ] {
-        // SAFETY: every operand's extent, (cols - 1) * ld + rows, is at most 64 floats.
-        unsafe { blas.gemm(cfg, &a, &b, &mut c) }.unwrap();
-        let got = stream.clone_dtoh(&c).unwrap();
-        let mut want = got.clone();
-        reference_gemm(&cfg, &a_host, &b_host, &mut want);
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!((g - w).abs() <= 1e-5, "{cfg:?}: element {i}: {g} vs {w}");
-        }
-    }
-    // Leading dimensions below max(1, rows as stored) are CUBLAS_STATUS_INVALID_VALUE.
-    let invalid = CublasError(cublasStatus_t::CUBLAS_STATUS_INVALID_VALUE);
-    for cfg in [
-        config(n_op, n_op, 2, 5, 3), // lda < m
-        config(t_op, n_op, 4, 5, 3), // lda < k (A transposed)
-        config(n_op, n_op, 3, 4, 3), // ldb < k
-        config(n_op, t_op, 3, 3, 3), // ldb < n (B transposed)
-        config(n_op, n_op, 3, 5, 2), // ldc < m
-    ] {
-        // SAFETY: refused before any memory is read.
-        let result = unsafe { blas.gemm(cfg, &a, &b, &mut c) };
-        assert_eq!(result, Err(invalid), "{cfg:?}");
     }
 }
 

@@ -1,7 +1,8 @@
 //! Faults in device code on the CUDA stand-in (host-executed): a kernel reading past the
 //! end of its buffer, or handed freed memory, host memory or another device's memory,
-//! and cuBLAS handed an operand larger than its buffer. Each must come back as
-//! `CUDA_ERROR_ILLEGAL_ADDRESS` (or `CUBLAS_STATUS_EXECUTION_FAILED`), never a crash,
+//! and cuBLAS handed an operand (or a strided batch's entry) larger than its buffer.
+//! Each must come back as `CUDA_ERROR_ILLEGAL_ADDRESS` (or
+//! `CUBLAS_STATUS_EXECUTION_FAILED`), never a crash,
 //! and, as on a GPU, leave that device's context unusable (a sticky error) while other
 //! devices carry on; ditto then reports typed errors.
 //!
@@ -15,7 +16,9 @@ use std::sync::Once;
 
 use ditto::tensor_core::cuda::{self, PORTABLE_MATMUL, TENSOR_OPS};
 use ditto::tensor_core::cudarc::cublas::sys::{cublasOperation_t, cublasStatus_t};
-use ditto::tensor_core::cudarc::cublas::{result::CublasError, CudaBlas, Gemm, GemmConfig};
+use ditto::tensor_core::cudarc::cublas::{
+    result::CublasError, CudaBlas, Gemm, GemmConfig, StridedBatchedConfig,
+};
 use ditto::tensor_core::cudarc::driver::sys::CUresult;
 use ditto::tensor_core::cudarc::driver::{
     DevicePtr, DeviceRepr, DriverError, LaunchConfig, PushKernelArg,
@@ -24,7 +27,7 @@ use ditto::tensor_core::{CudaError, DType, Device, Tensor, TensorError};
 use support::{gpu, on_standin, STANDIN_LABEL};
 
 /// Devices: one per fault test, plus device 0 which stays healthy.
-const DEVICES: usize = 8;
+const DEVICES: usize = 9;
 
 /// True when the stand-in runs this process (with enough devices); skips otherwise.
 fn standin() -> bool {
@@ -189,6 +192,50 @@ fn a_gemm_operand_larger_than_its_buffer_fails_and_poisons_the_device() {
     };
     // SAFETY: deliberately not (B is one float short); the stand-in checks extents.
     let result = unsafe { blas.gemm(cfg, &a, &b, &mut c) };
+    assert_eq!(
+        result,
+        Err(CublasError(cublasStatus_t::CUBLAS_STATUS_EXECUTION_FAILED))
+    );
+    assert_sticky(ordinal, ILLEGAL.0);
+}
+
+#[test]
+fn a_strided_batch_entry_past_its_buffer_fails_and_poisons_the_device() {
+    test_support::own_process!(a_strided_batch_entry_past_its_buffer_fails_and_poisons_the_device);
+    if !standin() {
+        return;
+    }
+    let ordinal = 8;
+    let stream = cuda::default_stream(ordinal).unwrap();
+    cuda::context(ordinal).unwrap().bind_to_thread().unwrap();
+    let blas = CudaBlas::new(stream.clone()).unwrap();
+    // Three entries of 4 x 4 = (4 x 3) (3 x 4), 16 floats of C apart: C holds only two.
+    let (a, b) = (
+        stream.alloc_zeros::<f32>(12).unwrap(),
+        stream.alloc_zeros::<f32>(12).unwrap(),
+    );
+    let mut c = stream.alloc_zeros::<f32>(32).unwrap();
+    let cfg = StridedBatchedConfig {
+        gemm: GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_N,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: 4,
+            n: 4,
+            k: 3,
+            alpha: 1.0f32,
+            lda: 4,
+            ldb: 3,
+            beta: 0.0,
+            ldc: 4,
+        },
+        batch_size: 3,
+        stride_a: 0,
+        stride_b: 0,
+        stride_c: 16,
+    };
+    // SAFETY: deliberately not (the third entry of C is past the buffer); the stand-in
+    // checks every entry's extents.
+    let result = unsafe { blas.gemm_strided_batched(cfg, &a, &b, &mut c) };
     assert_eq!(
         result,
         Err(CublasError(cublasStatus_t::CUBLAS_STATUS_EXECUTION_FAILED))

@@ -11,7 +11,7 @@ use crate::support;
 
 use ditto::tensor_core::ops::SgdMomentumStep;
 use ditto::tensor_core::{DType, Device, Tensor, TensorError};
-use support::{assert_same, cpu_tensor, gpu};
+use support::{assert_same, bits_of, cpu_tensor, gpu, on_standin};
 
 const GPU: Device = Device::Cuda(0);
 
@@ -260,6 +260,74 @@ fn matmul_matches_the_cpu_closely_for_every_layout() {
         .matmul(&Tensor::zeros(&[0, 3], DType::F32, GPU).unwrap())
         .unwrap();
     assert_eq!(z.to_vec::<f32>().unwrap(), vec![0.0; 12]);
+}
+
+/// Each batch entry of `lhs x rhs` alone, in row-major batch order: `[1, .., 1, m, k]`
+/// views read in place, so each is one plain gemm, the per-entry path batched products
+/// took before they became strided-batched gemms.
+fn entry_by_entry(lhs: &Tensor, rhs: &Tensor) -> Vec<u64> {
+    let batch = &lhs.dims()[..lhs.rank() - 2];
+    let mut bits = Vec::new();
+    for b in 0..batch.iter().product() {
+        let (mut l, mut r, mut rest) = (lhs.clone(), rhs.clone(), b);
+        for d in (0..batch.len()).rev() {
+            let i = rest % batch[d];
+            rest /= batch[d];
+            (l, r) = (l.narrow(d, i, 1).unwrap(), r.narrow(d, i, 1).unwrap());
+        }
+        bits.extend(bits_of(&l.matmul(&r).unwrap()));
+    }
+    bits
+}
+
+#[test]
+fn batched_matmul_matches_the_cpu_and_each_entrys_own_gemm() {
+    if !gpu() {
+        return;
+    }
+    // Attention's operands: heads of [b, t, h, d] activations (transposed views whose
+    // batch dims share no one stride), k^T, dense probabilities; and a dense 3-D batch.
+    fn heads(x: &Tensor) -> Tensor {
+        x.transpose(1, 2).unwrap()
+    }
+    type Operands = fn(&[Tensor]) -> (Tensor, Tensor);
+    let cases: [(&str, Operands); 4] = [
+        ("q k^T", |t| {
+            (heads(&t[0]), heads(&t[1]).transpose(2, 3).unwrap())
+        }),
+        ("p v", |t| (t[3].clone(), heads(&t[2]))),
+        ("p^T dy", |t| (t[3].transpose(2, 3).unwrap(), heads(&t[0]))),
+        ("3-D", |t| (t[4].clone(), t[5].clone())),
+    ];
+    let (b, t, h, d) = (3, 9, 4, 5);
+    for (dtype, tolerance) in [(DType::F32, 1e-4), (DType::F64, 1e-12)] {
+        let act = [b, t, h, d];
+        let dims: [&[usize]; 6] = [&act, &act, &act, &[b, h, t, t], &[6, 7, 8], &[6, 8, 5]];
+        let cpu: Vec<Tensor> = (0..6)
+            .map(|i| cpu_tensor(dims[i], 80 + i as u64).to_dtype(dtype).unwrap())
+            .collect();
+        let on_gpu: Vec<Tensor> = cpu.iter().map(up).collect();
+        for (name, operands) in cases {
+            let what = format!("batched matmul {name} {dtype:?}");
+            let ((l, r), (gl, gr)) = (operands(&cpu), operands(&on_gpu));
+            let batched = gl.matmul(&gr).unwrap();
+            assert_eq!(batched.device(), GPU, "{what}: result not on the GPU");
+            close(
+                &what,
+                &l.matmul(&r).unwrap(),
+                &batched,
+                tolerance,
+                tolerance,
+            );
+            // The stand-in computes a strided batch entry by entry, each as the plain
+            // gemm; cuBLAS does not promise that across its kernels, so a GPU is held
+            // to the tolerance only.
+            if on_standin() {
+                let entries = entry_by_entry(&gl, &gr);
+                assert_eq!(bits_of(&batched), entries, "{what}: entries' own gemms");
+            }
+        }
+    }
 }
 
 #[test]

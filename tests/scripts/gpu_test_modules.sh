@@ -24,6 +24,7 @@ ditto gpu_attention
 ditto gpu_gpt
 ditto gpu_multi_device
 ditto cuda_driver_checks
+ditto cuda_gemm_checks
 ditto gpu_determinism
 ditto gpu_portable
 ditto gpu_portable_train

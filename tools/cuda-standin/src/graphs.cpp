@@ -8,7 +8,7 @@
 // for the stream)
 // is refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture, so
 // cuStreamEndCapture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as with the
-// driver. cuBLAS calls on a capturing stream are recorded as host nodes (cublas.cpp).
+// driver. cuBLAS calls on a capturing stream are recorded as host nodes (cublas_gemm.cpp).
 // cuGraphInstantiateWithFlags copies the nodes into an executable graph;
 // cuGraphLaunch replays them in recording order on the host, each kernel through the
 // same checks as cuLaunchKernel (so a graph whose buffers were freed faults, as it

@@ -17,10 +17,11 @@
 use cuda_runtime::cublas::handle;
 use cuda_runtime::CudaError;
 use cudarc::cublas::sys::cublasOperation_t;
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaView, DeviceRepr};
 
 use crate::ops::cuda::{dense, empty, output_storage, storage_of, uninit};
+use crate::ops::matmul::batch_runs::BatchCall;
 use crate::ops::Float;
 use crate::{DType, Result, Tensor, TensorError};
 
@@ -108,18 +109,17 @@ fn blas_int(value: usize, what: &str) -> Result<i32> {
     })
 }
 
-/// The typed device view of a tensor's elements from its storage offset on.
-fn typed_view<T>(t: &Tensor) -> Result<CudaView<'_, T>> {
+/// The typed device view of `t`'s storage from element `start` on.
+fn typed_view<T>(t: &Tensor, start: usize) -> Result<CudaView<'_, T>> {
     let (s, ordinal) = storage_of(t)?;
     let size = std::mem::size_of::<T>();
-    let start = t.storage_offset() * size;
-    let bytes = s.bytes().slice(start..);
+    let short =
+        || cublas_error(ordinal, "matmul")("device buffer shorter than the tensor's view".into());
+    let bytes = s.bytes().try_slice(start * size..).ok_or_else(short)?;
     let len = bytes.len() / size;
     // SAFETY: the storage holds elements of `T` (the caller matched T to the dtype), so
     // reinterpreting whole elements from an element boundary is sound.
-    unsafe { bytes.transmute::<T>(len) }.ok_or_else(|| {
-        cublas_error(ordinal, "matmul")("device buffer shorter than the tensor's view".into())
-    })
+    unsafe { bytes.transmute::<T>(len) }.ok_or_else(short)
 }
 
 /// `lhs (m x k) * rhs (k x n)` for CUDA tensors of one float dtype on one device, with
@@ -150,73 +150,133 @@ where
     }
     // gemm with beta = 0 writes every element of C without reading it.
     let mut out = uninit(&[m, n], lhs.dtype(), ordinal)?;
-    gemm_into::<T>(lhs, rhs, &mut out, 0)?;
+    let operands = GemmOperands::new(lhs, rhs)?;
+    operands.run::<T>(operands.single(), &mut out)?;
     Ok(out)
 }
 
-/// The product of the 2-D CUDA views `lhs (m x k)` and `rhs (k x n)`, `m, n, k >= 1`,
-/// written densely into `out`'s buffer from element `out_start` on (one entry of a
-/// batched product, or a whole 2-D one). `out` is a fresh dense tensor of `lhs`'s dtype
-/// with room for `m * n` elements from there.
-pub(crate) fn gemm_into<T: Float + DeviceRepr>(
-    lhs: &Tensor,
-    rhs: &Tensor,
-    out: &mut Tensor,
-    out_start: usize,
-) -> Result<()>
-where
-    CudaBlas: Gemm<T>,
-{
-    let (m, k, n) = (lhs.dims()[0], lhs.dims()[1], rhs.dims()[1]);
-    let ordinal = storage_of(lhs)?.1;
-    let readable = |t: &Tensor| -> Result<(Tensor, BlasOperand)> {
-        if let Some(op) = blas_operand(t.dims(), t.strides()) {
-            return Ok((t.clone(), op));
+/// The two operands of a product, `lhs [..., m, k]` and `rhs [..., k, n]` (2-D, or
+/// batched with the same batch dims), as cuBLAS reads them: in place when their matrix
+/// dims (the last two) are row- or column-major, which holds for every entry alike,
+/// else gathered into a dense copy first. Shared by the 2-D product (one gemm) and the
+/// batched one (`batched_cuda.rs`: strided-batched gemms over its entries), so each
+/// entry of a batch is the very gemm a 2-D product of it makes.
+pub(crate) struct GemmOperands {
+    pub(crate) lhs: Tensor,
+    pub(crate) rhs: Tensor,
+    plan: GemmPlan,
+    /// The output's entry size, `m * n`.
+    entry: usize,
+}
+
+impl GemmOperands {
+    /// `m, n, k >= 1`.
+    pub(crate) fn new(lhs: &Tensor, rhs: &Tensor) -> Result<Self> {
+        let rank = lhs.rank();
+        let (m, k, n) = (
+            lhs.dims()[rank - 2],
+            lhs.dims()[rank - 1],
+            rhs.dims()[rank - 1],
+        );
+        let readable = |t: &Tensor| -> Result<(Tensor, BlasOperand)> {
+            let matrix = |t: &Tensor| blas_operand(&t.dims()[rank - 2..], &t.strides()[rank - 2..]);
+            if let Some(op) = matrix(t) {
+                return Ok((t.clone(), op));
+            }
+            let d = dense(t)?;
+            let op = matrix(&d).expect("a dense view is row-major");
+            Ok((d, op))
+        };
+        let ((a, a_op), (b, b_op)) = (readable(lhs)?, readable(rhs)?);
+        Ok(GemmOperands {
+            lhs: a,
+            rhs: b,
+            plan: GemmPlan::new(m, k, n, a_op, b_op)?,
+            entry: m * n,
+        })
+    }
+
+    /// The whole product as one entry (a 2-D product), written at the output's start.
+    pub(crate) fn single(&self) -> BatchCall {
+        BatchCall {
+            count: 1,
+            start: [self.lhs.storage_offset(), self.rhs.storage_offset(), 0],
+            stride: [0; 3],
         }
-        let d = dense(t)?;
-        let op = blas_operand(d.dims(), d.strides()).expect("a dense view is row-major");
-        Ok((d, op))
-    };
-    let ((a, a_op), (b, b_op)) = (readable(lhs)?, readable(rhs)?);
-    let plan = GemmPlan::new(m, k, n, a_op, b_op)?;
-    let operation = |transpose: bool| {
-        if transpose {
-            cublasOperation_t::CUBLAS_OP_T
-        } else {
-            cublasOperation_t::CUBLAS_OP_N
+    }
+
+    /// The products of the entries of `call` (offsets in elements of the operands'
+    /// storage and of `out`'s, a fresh dense tensor of the operands' dtype): one gemm
+    /// for one entry, else one strided-batched gemm. Each entry's product covers its `m
+    /// x n` block of `out` without reading it (beta = 0).
+    pub(crate) fn run<T: Float + DeviceRepr>(&self, call: BatchCall, out: &mut Tensor) -> Result<()>
+    where
+        CudaBlas: Gemm<T>,
+    {
+        let ordinal = storage_of(&self.lhs)?.1;
+        let plan = self.plan;
+        let operation = |transpose: bool| {
+            if transpose {
+                cublasOperation_t::CUBLAS_OP_T
+            } else {
+                cublasOperation_t::CUBLAS_OP_N
+            }
+        };
+        let cfg = GemmConfig {
+            transa: operation(plan.transa),
+            transb: operation(plan.transb),
+            m: plan.m,
+            n: plan.n,
+            k: plan.k,
+            alpha: T::from_f64(1.0),
+            lda: plan.lda,
+            ldb: plan.ldb,
+            beta: T::from_f64(0.0),
+            ldc: plan.ldc,
+        };
+        let blas = handle(ordinal)?;
+        // cuBLAS's first operand is rhs's memory, its second lhs's (see `GemmPlan`).
+        let a_view = typed_view::<T>(&self.rhs, call.start[1])?;
+        let b_view = typed_view::<T>(&self.lhs, call.start[0])?;
+        let too_short = || cublas_error(ordinal, "matmul")("output buffer too short".into());
+        let len = (call.count - 1) * call.stride[2] + self.entry;
+        let dst = output_storage(out)?;
+        let start = call.start[2] * std::mem::size_of::<T>();
+        let mut c_bytes = dst
+            .bytes_mut()
+            .try_slice_mut(start..)
+            .ok_or_else(too_short)?;
+        // SAFETY: the output holds elements of T; `transmute_mut` checks that `len` of them
+        // fit from `call.start[2]` on.
+        let mut c_view = unsafe { c_bytes.transmute_mut::<T>(len) }.ok_or_else(too_short)?;
+        let failed = |e| cublas_error(ordinal, "cublas gemm")(format!("{e:?}"));
+        if call.count == 1 {
+            // SAFETY: the config describes views that lie inside their buffers: each
+            // operand's leading dimension and extent come from a valid row- or
+            // column-major view of its storage (see `blas_operand`), and C is a dense n x
+            // m column-major (m x n row-major) block of `out`. The handle's stream is the
+            // device's default stream, like the buffers'.
+            return unsafe { blas.gemm(cfg, &a_view, &b_view, &mut c_view) }.map_err(failed);
         }
-    };
-    let cfg = GemmConfig {
-        transa: operation(plan.transa),
-        transb: operation(plan.transb),
-        m: plan.m,
-        n: plan.n,
-        k: plan.k,
-        alpha: T::from_f64(1.0),
-        lda: plan.lda,
-        ldb: plan.ldb,
-        beta: T::from_f64(0.0),
-        ldc: plan.ldc,
-    };
-    let blas = handle(ordinal)?;
-    let (a_view, b_view) = (typed_view::<T>(&a)?, typed_view::<T>(&b)?);
-    let dst = output_storage(out)?;
-    let len = m * n;
-    let start = out_start * std::mem::size_of::<T>();
-    let mut c_bytes = dst
-        .bytes_mut()
-        .try_slice_mut(start..)
-        .ok_or_else(|| cublas_error(ordinal, "matmul")("output buffer too short".into()))?;
-    // SAFETY: the output holds elements of T; `transmute_mut` checks that `len` of them
-    // fit from `out_start` on.
-    let mut c_view = unsafe { c_bytes.transmute_mut::<T>(len) }
-        .ok_or_else(|| cublas_error(ordinal, "matmul")("output buffer too short".into()))?;
-    // SAFETY: the config describes views that lie inside their buffers: each operand's
-    // leading dimension and extent come from a valid row- or column-major view of its
-    // storage (see `blas_operand`), and C is a dense n x m column-major (m x n row-major)
-    // buffer. The handle's stream is the device's default stream, like the buffers'.
-    unsafe { blas.gemm(cfg, &b_view, &a_view, &mut c_view) }
-        .map_err(|e| cublas_error(ordinal, "cublas gemm")(format!("{e:?}")))
+        let stride = |s: usize| {
+            i64::try_from(s).map_err(|_| TensorError::InvalidArgument {
+                op: "matmul",
+                message: format!("batch stride {s} exceeds cuBLAS's 64-bit limit"),
+            })
+        };
+        let batched = StridedBatchedConfig {
+            gemm: cfg,
+            batch_size: blas_int(call.count, "batch entries per call")?,
+            stride_a: stride(call.stride[1])?,
+            stride_b: stride(call.stride[0])?,
+            stride_c: stride(call.stride[2])?,
+        };
+        // SAFETY: as for one gemm, for every entry: `call` comes from `batch_calls`, whose
+        // entries `start + i * stride` are the storage offsets of the operands' entries
+        // (valid views, so inside their buffers), and the output's are its dense blocks,
+        // `stride[2] >= m * n` apart, so no two entries write the same element.
+        unsafe { blas.gemm_strided_batched(batched, &a_view, &b_view, &mut c_view) }.map_err(failed)
+    }
 }
 
 #[cfg(test)]

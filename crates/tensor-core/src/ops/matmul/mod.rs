@@ -30,6 +30,8 @@
 //! CUDA.
 
 #[cfg(feature = "cuda")]
+pub(crate) mod batch_runs;
+#[cfg(feature = "cuda")]
 pub(crate) mod batched_cuda;
 pub(crate) mod batched_matmul;
 #[cfg(feature = "cuda")]
