@@ -36,6 +36,33 @@ impl Tensor {
         recorder.finish_result(self.index_select_unrecorded(dim, indices))
     }
 
+    /// [`index_select`](Self::index_select) along `dim` with indices checked already
+    /// against its size ([`CheckedIndex`](crate::CheckedIndex), placed on this tensor's
+    /// device): on CUDA the kernel reads them where they are, with no copy either way.
+    #[track_caller]
+    pub fn index_select_checked(&self, dim: usize, index: &crate::CheckedIndex) -> Result<Tensor> {
+        let index_input = match crate::audit::is_enabled() {
+            true => Some(index.host_tensor()?),
+            false => None,
+        };
+        let inputs: Vec<&Tensor> = std::iter::once(self).chain(index_input.as_ref()).collect();
+        let recorder = crate::audit::OpRecorder::begin("index_select", &inputs);
+        let result = (|| {
+            self.check_dim("index_select", dim)?;
+            index.require_fits("index_select", self.dims()[dim], self.device())?;
+            #[cfg(feature = "cuda")]
+            if self.device().is_cuda() {
+                let mut out_dims = self.dims().to_vec();
+                out_dims[dim] = index.len();
+                Shape::new(&out_dims)?;
+                let [words, _, _] = index.device_parts()?;
+                return crate::ops::cuda::index_select_from(self, dim, &words, &out_dims);
+            }
+            self.index_select_unrecorded(dim, index.as_slice())
+        })();
+        recorder.finish_result(result)
+    }
+
     fn index_select_unrecorded(&self, dim: usize, indices: &[usize]) -> Result<Tensor> {
         self.check_dim("index_select", dim)?;
         let size = self.dims()[dim];

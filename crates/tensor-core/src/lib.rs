@@ -33,6 +33,7 @@ mod macros;
 
 mod access;
 pub mod audit;
+mod checked_index;
 mod convert;
 mod creation;
 pub mod cuda_source;
@@ -65,6 +66,7 @@ pub mod cuda;
 #[cfg(feature = "cuda")]
 pub use cuda_runtime::cudarc;
 
+pub use checked_index::CheckedIndex;
 pub use creation::try_zeroed_vec;
 pub use cuda_runtime::{CudaError, NvrtcError};
 pub use determinism::{

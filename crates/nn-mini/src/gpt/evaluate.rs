@@ -82,7 +82,7 @@ pub fn estimate_loss(
     for i in 0..iters {
         let indices = (i * batch..(i + 1) * batch).collect();
         let batch = load_batch(&windows, key, step, i as u64, indices)?;
-        let logits = model.forward(&batch.input.to_device(device)?, false)?;
+        let logits = model.forward(&batch.input, false)?;
         let (loss, _) = token_cross_entropy(&logits, &batch.target.to_device(device)?)?;
         total += f64::from(loss.to_dtype(DType::F32)?.to_vec::<f32>()?[0]);
     }

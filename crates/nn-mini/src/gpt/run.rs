@@ -68,6 +68,12 @@ impl RunConfig for GptTrainConfig {
 
     run_settings!();
 
+    /// The token ids stay on the host: the token embedding checks them there and uploads
+    /// them once, with their sort for its backward.
+    fn input_device(&self) -> tensor_core::Device {
+        tensor_core::Device::Cpu
+    }
+
     fn samples_per_epoch(&self) -> usize {
         usize::try_from(self.windows()).unwrap_or(usize::MAX)
     }

@@ -10,7 +10,7 @@
 //! deterministic-algorithms switch.
 
 use rng_gen::Generator;
-use tensor_core::{Algorithm, DType, Device, Tensor};
+use tensor_core::{Algorithm, CheckedIndex, DType, Tensor};
 
 use crate::{visit_leaf, visit_leaf_mut, GradRowGroups, Module, NnError, Parameter, Result};
 
@@ -23,8 +23,9 @@ use crate::{visit_leaf, visit_leaf_mut, GradRowGroups, Module, NnError, Paramete
 pub struct Embedding {
     weight: Parameter,
     algorithm: Algorithm,
-    /// The flattened indices of the last training forward, on the weight's device.
-    saved_index: Option<(Tensor, Vec<usize>)>,
+    /// The flattened indices of the last training forward (checked, on the weight's
+    /// device with their sort), and the output's dims.
+    saved_index: Option<(CheckedIndex, Vec<usize>)>,
     /// Row groups (of the input's first dimension) whose table gradients backward keeps
     /// apart (see [`GradRowGroups`]).
     row_groups: Option<GradRowGroups>,
@@ -116,21 +117,19 @@ impl Embedding {
 }
 
 impl Module for Embedding {
+    /// The rows of the indices. They are checked where they are (free for indices on
+    /// the host, as a GPT's token ids are) and placed on the table's device once, with
+    /// what the backward's `index_add` needs ([`CheckedIndex`]): a step on a GPU then
+    /// uploads them once and waits for nothing.
     fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
-        let indices = self.indices(input)?;
-        let rows = self.weight.value.index_select(0, &indices)?;
+        let table = &self.weight.value;
+        let index = CheckedIndex::new(self.indices(input)?, table.dims()[0], table.device())?;
+        let rows = table.index_select_checked(0, &index)?;
         let mut dims = input.dims().to_vec();
-        dims.push(self.weight.value.dims()[1]);
-        self.saved_index = if train {
-            let count = indices.len();
-            let as_i64 = indices.iter().map(|&i| i as i64).collect();
-            let index = Tensor::from_vec::<i64>(as_i64, &[count], Device::Cpu)?
-                .to_device(self.weight.value.device())?;
-            Some((index, dims.clone()))
-        } else {
-            None
-        };
-        Ok(rows.reshape(&dims)?)
+        dims.push(table.dims()[1]);
+        let out = rows.reshape(&dims)?;
+        self.saved_index = train.then_some((index, dims));
+        Ok(out)
     }
 
     /// Accumulates the table's gradient and returns zeros shaped like the input, in the
@@ -161,12 +160,12 @@ impl Module for Embedding {
             ));
         }
         let table = &self.weight.value;
-        let grad = grad_output.reshape(&[index.elem_count(), table.dims()[1]])?;
+        let grad = grad_output.reshape(&[index.len(), table.dims()[1]])?;
         // Rows used several times get several gradients: the accumulation whose order
         // the algorithm (and the switch) decides.
-        let table_grad = |index: &Tensor, grad: &Tensor| -> Result<Tensor> {
+        let table_grad = |index: &CheckedIndex, grad: &Tensor| -> Result<Tensor> {
             let zeros = Tensor::zeros(table.dims(), table.dtype(), table.device())?;
-            Ok(zeros.index_add_with(0, index, grad, 1.0, self.algorithm)?)
+            Ok(zeros.index_add_checked(0, index, grad, 1.0, self.algorithm)?)
         };
         let Some(groups) = &self.row_groups else {
             let grad_weight = table_grad(&index, &grad)?;
@@ -187,7 +186,8 @@ impl Module for Embedding {
         let mut grads = Vec::with_capacity(groups.len());
         for rows in groups.ranges() {
             let (start, len) = (rows.start * per_row, rows.len() * per_row);
-            let index = index.narrow(0, start, len)?.contiguous()?;
+            let part = index.as_slice()[start..start + len].to_vec();
+            let index = CheckedIndex::new(part, index.bound(), index.device())?;
             grads.push(table_grad(&index, &grad.narrow(0, start, len)?)?);
         }
         self.weight.accumulate_group_grads(grads)

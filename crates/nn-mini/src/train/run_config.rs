@@ -45,6 +45,14 @@ pub trait RunConfig:
     /// Where the model runs.
     fn device(&self) -> Device;
 
+    /// Where a step hands the model its input batch: the model's device by default.
+    /// A model whose first layer takes indices it checks on the host (a GPT's token
+    /// embedding, [`crate::Embedding`]) takes them on the host and places them itself,
+    /// so a step neither uploads them twice nor waits to read them back.
+    fn input_device(&self) -> Device {
+        self.device()
+    }
+
     /// A resume may move the run to another device and worker count (neither changes a
     /// random stream; see the configuration's docs for the arithmetic).
     fn place(&mut self, device: Device, num_workers: usize);

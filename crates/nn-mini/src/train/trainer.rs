@@ -207,11 +207,10 @@ impl<C: RunConfig> Run for TrainLoop<C> {
             self.read_losses()?;
         }
         let batch = self.state.loader_mut().next_batch()?;
-        let device = self.config().device();
         if self.use_cuda_graph && (self.has_graphs() || self.step_count() > 0) {
             return self.step_graphed(&batch.input, &batch.target);
         }
-        let input = batch.input.to_device(device)?;
+        let input = batch.input.to_device(self.config().input_device())?;
         // The targets stay on the host: cross_entropy checks them there and uploads them
         // once (the step's second and last upload).
         let target = batch.target;

@@ -10,43 +10,52 @@
 
 use cudarc::driver::{CudaView, DeviceRepr, PushKernelArg};
 
-use crate::cuda::CudaStorage;
 use crate::determinism::Chosen;
-use crate::ops::accumulate::index_add::{IndexAddArgs, ScatterArgs};
+use crate::ops::accumulate::index_add::ScatterArgs;
+use crate::ops::accumulate::IndexAddShape;
 use crate::ops::accumulate::{rows_by_target, scatter_by_target};
 use crate::ops::cuda::{contiguous, dense, dense_view, TensorKernel};
 use crate::ops::cuda::{output_storage, storage_of, upload_u64};
 use crate::ops::elementwise::cuda::float_suffix;
 use crate::ops::Float;
-use crate::{Element, Result, Tensor};
+use crate::{CheckedIndex, Element, Result, Tensor};
 
-/// `this` with `alpha * source` added at the checked `args.index` along the dim.
+/// Where an `index_add` on the device gets its checked indices.
+pub(crate) enum IndexSource<'a> {
+    /// An index tensor on the device and its values, checked on the host: the
+    /// deterministic path sorts them there and uploads the sort.
+    Tensor(&'a Tensor, &'a [usize]),
+    /// Indices checked and placed with their sort before ([`CheckedIndex`]): nothing
+    /// to copy either way.
+    Checked(&'a CheckedIndex),
+}
+
+/// `this` with `alpha * source` added at the checked indices along the dim.
 pub(crate) fn index_add(
     this: &Tensor,
-    index: &Tensor,
+    index: IndexSource<'_>,
     source: &Tensor,
-    args: &IndexAddArgs,
+    shape: IndexAddShape,
     alpha: f64,
     chosen: Chosen,
 ) -> Result<Tensor> {
     match float_suffix("index_add", this.dtype())? {
-        "f32" => index_add_typed(this, index, source, args, f32::from_f64(alpha), chosen),
-        _ => index_add_typed(this, index, source, args, alpha, chosen),
+        "f32" => index_add_typed(this, index, source, shape, f32::from_f64(alpha), chosen),
+        _ => index_add_typed(this, index, source, shape, alpha, chosen),
     }
 }
 
 fn index_add_typed<T: Float + DeviceRepr>(
     this: &Tensor,
-    index: &Tensor,
+    index: IndexSource<'_>,
     source: &Tensor,
-    args: &IndexAddArgs,
+    shape: IndexAddShape,
     alpha: T,
     chosen: Chosen,
 ) -> Result<Tensor> {
     let suffix = float_suffix("index_add", this.dtype())?;
     let mut out = contiguous(this)?;
     let ordinal = storage_of(&out)?.1;
-    let shape = args.shape;
     let (outer, size, inner, n) = (
         shape.outer as u64,
         shape.size as u64,
@@ -62,22 +71,34 @@ fn index_add_typed<T: Float + DeviceRepr>(
     // one the index itself (a work item per source element), the owner one the source
     // rows sorted by target on the host (a work item per target element).
     let given; // the dense index, alive as long as its view
-    let sorted; // the uploaded sort, alive as long as the launch
-    let (rows, path, items) = match chosen {
-        Chosen::Fast => {
+    let sorted; // the sort (uploaded or placed), alive as long as the launch
+    let (rows, path, items) = match (chosen, index) {
+        (Chosen::Fast, IndexSource::Tensor(index, _)) => {
             given = dense(index)?;
-            let rows = IndexRows::AsGiven(dense_view(&given)?);
-            (rows, "atomic", outer * n * inner)
+            (IndexRows::AsGiven(dense_view(&given)?), "atomic", outer * n * inner)
         }
-        Chosen::Deterministic => {
-            let (starts, positions) = rows_by_target(&args.index, shape.size);
-            sorted = (
-                upload_u64(ordinal, &starts)?,
-                upload_u64(ordinal, &positions)?,
-            );
+        (Chosen::Fast, IndexSource::Checked(index)) => {
+            let [words, _, _] = index.device_parts()?;
+            given = words;
+            (IndexRows::AsGiven(dense_view(&given)?), "atomic", outer * n * inner)
+        }
+        (Chosen::Deterministic, source) => {
+            sorted = match source {
+                IndexSource::Tensor(_, values) => {
+                    let (starts, positions) = rows_by_target(values, shape.size);
+                    let upload = |v: &[usize]| -> Result<Tensor> {
+                        Tensor::from_storage(crate::Storage::Cuda(upload_u64(ordinal, v)?), &[v.len()])
+                    };
+                    (upload(&starts)?, upload(&positions)?)
+                }
+                IndexSource::Checked(index) => {
+                    let [_, starts, positions] = index.device_parts()?;
+                    (starts, positions)
+                }
+            };
             let rows = IndexRows::ByTarget {
-                starts: &sorted.0,
-                positions: &sorted.1,
+                starts: dense_view(&sorted.0)?,
+                positions: dense_view(&sorted.1)?,
             };
             (rows, "owner", outer * size * inner)
         }
@@ -94,9 +115,7 @@ fn index_add_typed<T: Float + DeviceRepr>(
         .arg(&alpha);
     match &rows {
         IndexRows::AsGiven(index) => launch.arg(index),
-        IndexRows::ByTarget { starts, positions } => {
-            launch.arg(starts.bytes()).arg(positions.bytes())
-        }
+        IndexRows::ByTarget { starts, positions } => launch.arg(starts).arg(positions),
     };
     launch.arg(&src_view).arg(dst.bytes_mut());
     // SAFETY: matches `ditto_index_add_atomic_<T>(u64 outer, u64 size, u64 inner, u64 n,
@@ -116,8 +135,8 @@ fn index_add_typed<T: Float + DeviceRepr>(
 enum IndexRows<'a> {
     AsGiven(CudaView<'a, u8>),
     ByTarget {
-        starts: &'a CudaStorage,
-        positions: &'a CudaStorage,
+        starts: CudaView<'a, u8>,
+        positions: CudaView<'a, u8>,
     },
 }
 

@@ -89,7 +89,20 @@ pub fn check_index_add(
             got: index.rank(),
         });
     }
-    let n = index.elem_count();
+    let shape = index_add_shape(op, this, dim, index.elem_count(), source)?;
+    let index = index_values(op, index, dim, shape.size)?;
+    Ok(IndexAddArgs { shape, index })
+}
+
+/// The shape of an `index_add` of `n` contributions along `dim`, checking `source`'s
+/// dims against it.
+fn index_add_shape(
+    op: &'static str,
+    this: &Tensor,
+    dim: usize,
+    n: usize,
+    source: &Tensor,
+) -> Result<IndexAddShape> {
     let mut expected = this.dims().to_vec();
     expected[dim] = n;
     if source.dims() != expected {
@@ -110,8 +123,7 @@ pub fn check_index_add(
         inner: dims[dim + 1..].iter().product(),
         n,
     };
-    let index = index_values(op, index, dim, dims[dim])?;
-    Ok(IndexAddArgs { shape, index })
+    Ok(shape)
 }
 
 impl Tensor {
@@ -156,9 +168,46 @@ impl Tensor {
             let args = check_index_add(OP, self, dim, index, source)?;
             on_cuda!(self => {
                 let chosen = INDEX_ADD_CUDA.choose(algorithm, self.device(), true)?;
-                crate::ops::cuda::index_add(self, index, source, &args, alpha, chosen)
+                let rows = crate::ops::accumulate::cuda::IndexSource::Tensor(index, &args.index);
+                crate::ops::cuda::index_add(self, rows, source, args.shape, alpha, chosen)
             });
             self.require_cpu(OP)?;
+            let pays = arrival_order::private_copies_pay(args.shape);
+            let chosen = INDEX_ADD_CPU.choose(algorithm, Device::Cpu, pays)?;
+            with_float_dtype!(self.dtype(), OP, T => {
+                let mut out = self.values::<T>()?.into_owned();
+                index_add_cpu::<T>(&mut out, source, &args, T::from_f64(alpha), chosen)?;
+                Tensor::from_cpu_storage(T::into_storage(out), self.dims())
+            })
+        })
+    }
+
+    /// [`Tensor::index_add_with`] with indices checked already against `self`'s size
+    /// along `dim` ([`CheckedIndex`](crate::CheckedIndex), placed on `self`'s device with
+    /// their sort by target): on CUDA nothing is read back or uploaded, on either path.
+    /// The same sums, bit for bit, as `index_add_with` given the same indices.
+    #[track_caller]
+    pub fn index_add_checked(
+        &self,
+        dim: usize,
+        index: &crate::CheckedIndex,
+        source: &Tensor,
+        alpha: f64,
+        algorithm: Algorithm,
+    ) -> Result<Tensor> {
+        audited!("index_add", [self, source], {
+            const OP: &str = "index_add";
+            self.check_dim(OP, dim)?;
+            self.require_compatible(OP, source)?;
+            index.require_fits(OP, self.dims()[dim], self.device())?;
+            let shape = index_add_shape(OP, self, dim, index.len(), source)?;
+            on_cuda!(self => {
+                let chosen = INDEX_ADD_CUDA.choose(algorithm, self.device(), true)?;
+                let rows = crate::ops::accumulate::cuda::IndexSource::Checked(index);
+                crate::ops::cuda::index_add(self, rows, source, shape, alpha, chosen)
+            });
+            self.require_cpu(OP)?;
+            let args = IndexAddArgs { shape, index: index.as_slice().to_vec() };
             let pays = arrival_order::private_copies_pay(args.shape);
             let chosen = INDEX_ADD_CPU.choose(algorithm, Device::Cpu, pays)?;
             with_float_dtype!(self.dtype(), OP, T => {

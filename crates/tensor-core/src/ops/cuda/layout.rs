@@ -129,6 +129,22 @@ pub(crate) fn index_select(
     indices: &[usize],
     out_dims: &[usize],
 ) -> Result<Tensor> {
+    let ordinal = storage_of(t)?.1;
+    let index = Tensor::from_storage(
+        crate::Storage::Cuda(upload_u64(ordinal, indices)?),
+        &[indices.len()],
+    )?;
+    index_select_from(t, dim, &index, out_dims)
+}
+
+/// [`index_select`] with the indices already on `t`'s device: `index` is a dense I64
+/// tensor of values checked `< t.dims()[dim]` (by the caller, on the host).
+pub(crate) fn index_select_from(
+    t: &Tensor,
+    dim: usize,
+    index: &Tensor,
+    out_dims: &[usize],
+) -> Result<Tensor> {
     let src = dense(t)?;
     let ordinal = storage_of(&src)?.1;
     let mut out = uninit(out_dims, t.dtype(), ordinal)?;
@@ -138,10 +154,11 @@ pub(crate) fn index_select(
     }
     let size = t.dims()[dim] as u64;
     let inner = t.dims()[dim + 1..].iter().product::<usize>() as u64;
-    let count = indices.len() as u64;
-    let index = upload_u64(ordinal, indices)?;
+    let count = index.elem_count() as u64;
     let name = layout_kernel("index_select", t.dtype().size_in_bytes());
     let kernel = TensorKernel::new(ordinal, name, n)?;
+    let index = dense(index)?;
+    let index_view = dense_view(&index)?;
     let values = dense_view(&src)?;
     let dst = output_storage(&mut out)?;
     let stream = dst.stream()?;
@@ -150,7 +167,7 @@ pub(crate) fn index_select(
         .arg(&size)
         .arg(&inner)
         .arg(&count)
-        .arg(index.bytes())
+        .arg(&index_view)
         .arg(&values)
         .arg(dst.bytes_mut());
     // SAFETY: matches `ditto_index_select_<bits>(u64 n, u64 size, u64 inner, u64 count,

@@ -27,7 +27,7 @@ pub(crate) use crate::ops::matmul::cuda::matmul;
 pub(crate) use crate::ops::normalization::cuda::{layer_norm, layer_norm_backward};
 pub(crate) use crate::ops::optimizers::cuda::{adamw_step_, sgd_momentum_step_};
 pub(crate) use crate::ops::reduce::cuda::{log_softmax, max_dim, sum_dim, SumKind};
-pub(crate) use layout::{cat, contiguous, index_select, write_into};
+pub(crate) use layout::{cat, contiguous, index_select, index_select_from, write_into};
 
 use cuda_runtime::CudaError;
 use cudarc::driver::{CudaFunction, CudaStream, CudaView, LaunchArgs, LaunchConfig};
