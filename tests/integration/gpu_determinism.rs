@@ -15,8 +15,8 @@ use ditto::nn_mini::{Embedding, Module};
 use ditto::tensor_core::determinism::paths::{INDEX_ADD_CUDA, SCATTER_ADD_CUDA, SUM_CUDA};
 use ditto::tensor_core::determinism::FastPath;
 use ditto::tensor_core::{
-    ops::SUM_FAST_MIN_LANE, use_deterministic_algorithms, Algorithm, DType, DeterministicMode,
-    Device, Tensor, TensorError,
+    ops::SUM_FAST_MIN_LANE, use_deterministic_algorithms, Algorithm, CheckedIndex, DType,
+    DeterministicMode, Device, Tensor, TensorError,
 };
 use support::{assert_same, cpu_tensor, gpu};
 
@@ -92,6 +92,37 @@ fn deterministic_index_add_and_scatter_add_equal_the_cpu_on_every_run() {
                 &got.to_device(Device::Cpu).unwrap(),
                 &want,
             );
+        }
+        // Indices checked on the host and placed with their sort (CheckedIndex): the
+        // same sums, added into the tensor or into zeros the kernel never writes first.
+        let values: Vec<usize> = index
+            .to_vec::<i64>()
+            .unwrap()
+            .iter()
+            .map(|&v| v as usize)
+            .collect();
+        let checked = CheckedIndex::new(values, dims[dim], GPU).unwrap();
+        let got = d
+            .index_add_checked(dim, &checked, &s, 0.75, Algorithm::Deterministic)
+            .unwrap();
+        assert_same(
+            "index_add_checked",
+            &got.to_device(Device::Cpu).unwrap(),
+            &want,
+        );
+        let zeros = Tensor::zeros(dims, DType::F32, Device::Cpu).unwrap();
+        let want_zeros = zeros
+            .index_add_with(dim, &index, &src, 0.75, Algorithm::Deterministic)
+            .unwrap();
+        for algorithm in [Algorithm::Deterministic, Algorithm::Fast] {
+            let got = Tensor::zeros_index_add_checked(dims, dim, &checked, &s, 0.75, algorithm)
+                .unwrap()
+                .to_device(Device::Cpu)
+                .unwrap();
+            match algorithm {
+                Algorithm::Fast => close("zeros_index_add_checked, fast", &got, &want_zeros, 1e-3),
+                _ => assert_same("zeros_index_add_checked", &got, &want_zeros),
+            }
         }
         let fast = d
             .index_add_with(dim, &i, &s, 0.75, Algorithm::Fast)
@@ -182,12 +213,13 @@ fn embedding_on_the_gpu_equals_the_cpu() {
     let weight = cpu_tensor(&[rows, dim], 8);
     let tokens = ids(n, rows, 3).reshape(&[40, 100]).unwrap();
     let grad = cpu_tensor(&[40, 100, dim], 9);
-    let run = |device: Device| {
+    // The table on `device`, the ids on `ids_on` (a GPT hands its embedding host ids).
+    let run = |device: Device, ids_on: Device| {
         let mut layer = Embedding::from_weight(weight.to_device(device).unwrap())
             .unwrap()
             .with_algorithm(Algorithm::Deterministic);
         let out = layer
-            .forward(&tokens.to_device(device).unwrap(), true)
+            .forward(&tokens.to_device(ids_on).unwrap(), true)
             .unwrap();
         layer
             .backward_params(&grad.to_device(device).unwrap())
@@ -198,9 +230,14 @@ fn embedding_on_the_gpu_equals_the_cpu() {
             g.to_device(Device::Cpu).unwrap(),
         )
     };
-    let (out, g) = run(Device::Cpu);
-    for _ in 0..RUNS {
-        let (gpu_out, gpu_g) = run(GPU);
+    let (out, g) = run(Device::Cpu, Device::Cpu);
+    for run_number in 0..RUNS {
+        let ids_on = if run_number % 2 == 0 {
+            GPU
+        } else {
+            Device::Cpu
+        };
+        let (gpu_out, gpu_g) = run(GPU, ids_on);
         assert_same("embedding forward", &gpu_out, &out);
         assert_same("embedding weight gradient", &gpu_g, &g);
     }

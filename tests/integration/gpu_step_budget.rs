@@ -1,8 +1,10 @@
 //! The host work of one training step on a CUDA device, counted in driver calls and held
-//! to a budget (issue 18): after warm-up, an eager step of the demo's model allocates
-//! and frees nothing through the driver, fills no output with zeros, looks up no kernel,
-//! creates no event, initialises nothing, uploads only its batch (input and targets: 2
-//! copies, both from pinned staging buffers), and reads the device (1 copy, 1 wait) only when the loss is asked for.
+//! to a budget (issue 18 for the demo's MLP, issue 43 for the GPT): after warm-up, an
+//! eager step allocates and frees nothing through the driver, fills no output with zeros,
+//! looks up no kernel, creates no event, initialises nothing, uploads only its batch
+//! (input and targets: 2 copies, both from pinned staging buffers), and reads the device
+//! (1 copy, 1 wait) only when the loss is asked for. The GPT's step clips its gradients
+//! on the device and checks its token ids on the host before their one upload.
 //!
 //! Counts come from the CUDA stand-in's `DITTO_CUDA_STANDIN_STATS` (docs/cuda-standin.md),
 //! written when a process exits, so each run is a child process: this test binary again,
@@ -17,7 +19,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use ditto::nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
+use ditto::nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
+use ditto::nn_mini::train::{Run, TrainConfig, Trainer};
 use ditto::tensor_core::Device;
 use support::gpu;
 
@@ -27,9 +30,10 @@ const STEPS: u64 = 12;
 /// Driver / cuBLAS call counts of one process.
 type Counts = BTreeMap<String, u64>;
 
-/// In a child (`DITTO_STEP_BUDGET_STEPS` set): trains that many steps of the demo's
-/// model on cuda:0, reading the losses every `DITTO_STEP_BUDGET_READ_EVERY` steps.
-/// In the parent run of the tests: does nothing.
+/// In a child (`DITTO_STEP_BUDGET_STEPS` set): trains that many steps on cuda:0 of the
+/// demo's MLP, or (`DITTO_STEP_BUDGET_TEXT` set) of a small GPT on that text, reading
+/// the losses every `DITTO_STEP_BUDGET_READ_EVERY` steps. In the parent run of the tests:
+/// does nothing.
 #[test]
 fn child_trains() {
     let Ok(steps) = std::env::var("DITTO_STEP_BUDGET_STEPS") else {
@@ -40,13 +44,44 @@ fn child_trains() {
         .expect("the read interval")
         .parse()
         .expect("a step count");
+    let graphed = std::env::var("DITTO_STEP_BUDGET_GRAPHED").as_deref() == Ok("1");
+    if let Ok(path) = std::env::var("DITTO_STEP_BUDGET_TEXT") {
+        let text = Text::from_bytes(std::fs::read(&path).unwrap());
+        let mut trainer = GptTrainer::new(small_gpt(DataSpec::of(&path, &text))).unwrap();
+        return drive(&mut trainer, steps, read_every);
+    }
     let config = TrainConfig {
         device: Device::Cuda(0),
         ..TrainConfig::default()
     };
     let mut trainer = Trainer::new(config).unwrap();
-    let graphed = std::env::var("DITTO_STEP_BUDGET_GRAPHED").as_deref() == Ok("1");
     trainer.set_cuda_graph(graphed).unwrap();
+    drive(&mut trainer, steps, read_every);
+}
+
+/// Issue 43's GPT: 2 layers of 2 heads, width 64, context 32 (the position table's
+/// 64 rows, so its gradient has a tail of zeros), batches of 8, dropout 0.1 (attention
+/// and residual), clipping at 1, no held-out split.
+fn small_gpt(data: DataSpec) -> GptTrainConfig {
+    let tiny = GptTrainConfig::tiny(data);
+    GptTrainConfig {
+        model: GptConfig {
+            block_size: 64,
+            n_layer: 2,
+            n_head: 2,
+            n_embd: 64,
+            ..tiny.model
+        },
+        context: 32,
+        batch_size: 8,
+        val_fraction: 0.0,
+        device: Device::Cuda(0),
+        ..tiny
+    }
+}
+
+/// `steps` deferred steps, the losses read every `read_every` and at the end.
+fn drive<R: Run>(trainer: &mut R, steps: u64, read_every: u64) {
     while trainer.step_count() < steps {
         trainer.step_deferred().unwrap();
         if trainer.step_count().is_multiple_of(read_every) {
@@ -58,9 +93,25 @@ fn child_trains() {
 }
 
 /// Runs [`child_trains`] for `steps` steps in a new process and returns its counts.
-fn counts_of_run(dir: &Path, steps: u64, read_every: u64, graphed: bool) -> Counts {
-    let stats = dir.join(format!("stats-{steps}-{read_every}-{graphed}.json"));
-    let output = Command::new(std::env::current_exe().unwrap())
+fn counts_of_run(dir: &Path, steps: u64, read_every: u64, graphed: bool, gpt: bool) -> Counts {
+    let stats = dir.join(format!("stats-{steps}-{read_every}-{graphed}-{gpt}.json"));
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    if gpt {
+        let text = dir.join("text.txt");
+        let words = b"it was the best of times, it was the worst of times; we had everything. ";
+        std::fs::write(
+            &text,
+            words
+                .iter()
+                .copied()
+                .cycle()
+                .take(40_000)
+                .collect::<Vec<u8>>(),
+        )
+        .unwrap();
+        child.env("DITTO_STEP_BUDGET_TEXT", &text);
+    }
+    let output = child
         .args([
             "--exact",
             test_support::exact_name(module_path!(), "child_trains").as_str(),
@@ -87,9 +138,14 @@ fn counts_of_run(dir: &Path, steps: u64, read_every: u64, graphed: bool) -> Coun
 /// call made every k steps shows as 1/k. `graphed`: steps replayed as a CUDA graph
 /// (captured at step 2, so inside the first N).
 fn per_step(read_every: u64, graphed: bool) -> BTreeMap<String, f64> {
+    per_step_of(read_every, graphed, false)
+}
+
+/// [`per_step`] of the MLP, or (`gpt`) of [`small_gpt`].
+fn per_step_of(read_every: u64, graphed: bool, gpt: bool) -> BTreeMap<String, f64> {
     let dir = tempfile::tempdir().unwrap();
-    let short = counts_of_run(dir.path(), STEPS, read_every, graphed);
-    let long = counts_of_run(dir.path(), 2 * STEPS, read_every, graphed);
+    let short = counts_of_run(dir.path(), STEPS, read_every, graphed, gpt);
+    let long = counts_of_run(dir.path(), 2 * STEPS, read_every, graphed, gpt);
     long.iter()
         .map(|(name, &n)| {
             let extra = n.saturating_sub(short.get(name).copied().unwrap_or(0));
@@ -242,4 +298,36 @@ fn a_graphed_step_is_one_graph_launch_and_its_batch() {
     assert_eq!(total(&every_4, DEVICE_TO_HOST), 0.25, "{every_4:?}");
     assert_eq!(total(&every_4, WAITS), 0.25, "{every_4:?}");
     assert_eq!(total(&every_4, &["cuGraphLaunch"]), 1.0, "{every_4:?}");
+}
+
+#[test]
+fn a_gpt_step_stays_within_the_same_budget() {
+    if !gpu() || !standin() {
+        return;
+    }
+    let per = per_step_of(1, false, true);
+    println!("calls per GPT step, loss read every step (CUDA stand-in): {per:?}");
+    let within = |what: &str, names: &[&str], most: f64| {
+        let n = total(&per, names);
+        assert!(n <= most, "{what}: {n} per step, budget {most}: {per:?}");
+    };
+    within("driver allocations", ALLOCATIONS, 0.0);
+    within("driver frees", FREES, 0.0);
+    within("memsets", MEMSETS, 0.0);
+    // The loss (with the gradient norm beside it): one copy, one wait. Clipping reads
+    // nothing; the token ids are checked on the host before they go up.
+    within("device-to-host copies", DEVICE_TO_HOST, 1.0);
+    within("waits for the device", WAITS, 1.0);
+    within("host-to-device copies", HOST_TO_DEVICE, 2.0);
+    within("uploads from pageable memory", &["htod_from_pageable"], 0.0);
+    for name in PER_STEP_NEVER {
+        within(name, &[name], 0.0);
+    }
+    // Attention is one fused kernel each way: the per-head products of the unfused
+    // path (192 gemm calls a step at this size) are gone.
+    within(
+        "cuBLAS gemm calls",
+        &["cublasSgemm_v2", "cublasSgemmStridedBatched"],
+        27.0,
+    );
 }

@@ -107,8 +107,8 @@ DITTO_FLOAT_KERNELS(f64, double)
                                                               ditto_u64 inner, ditto_u64 n, T alpha, \
                                                               const ditto_u64* starts,              \
                                                               const ditto_u64* positions,           \
-                                                              const T* src, T* out) {               \
-        DITTO_GRID_STRIDE(t, outer * size * inner) { ditto_index_add_owner_item<T>(t, size, inner, n, alpha, starts, positions, src, out); } \
+                                                              const T* src, T* out, int fresh) {    \
+        DITTO_GRID_STRIDE(t, outer * size * inner) { ditto_index_add_owner_item<T>(t, size, inner, n, alpha, starts, positions, src, out, fresh != 0); } \
     }                                                                                               \
     extern "C" __global__ void ditto_scatter_add_atomic_##SUFFIX(ditto_u64 count, ditto_u64 n,      \
                                                                  ditto_u64 index_step,              \

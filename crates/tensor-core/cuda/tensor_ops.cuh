@@ -285,15 +285,20 @@ DITTO_OPS_HD void ditto_index_add_atomic_item(ditto_u64 t, ditto_u64 size, ditto
 // row r (positions[starts[r] .. starts[r + 1]], ascending) in tensor-core's grouped order
 // (ops::accumulate::grouped): the positions of each group of DITTO_INDEX_ADD_GROUP are
 // summed from +0.0 in index order, and each group's sum is added to out[t] in group order.
+// With `fresh` out is taken to hold +0.0 (it is written, not read): the sums of a zero
+// tensor's index_add without writing the zeros first.
 #define DITTO_INDEX_ADD_GROUP 1024ULL
 template <typename T>
 DITTO_OPS_HD void ditto_index_add_owner_item(ditto_u64 t, ditto_u64 size, ditto_u64 inner, ditto_u64 n,
                                              T alpha, const ditto_u64* starts, const ditto_u64* positions,
-                                             const T* src, T* out) {
+                                             const T* src, T* out, bool fresh) {
     const ditto_u64 j = t % inner, r = (t / inner) % size, o = t / (inner * size);
     const ditto_u64 begin = starts[r], end = starts[r + 1];
-    if (begin == end) return;
-    T acc = out[t];
+    if (begin == end) {
+        if (fresh) out[t] = (T)0;
+        return;
+    }
+    T acc = fresh ? (T)0 : out[t];
     T partial = (T)0;
     ditto_u64 group = positions[begin] / DITTO_INDEX_ADD_GROUP;
     for (ditto_u64 p = begin; p < end; ++p) {

@@ -53,7 +53,13 @@ impl CheckedIndex {
                         op: "CheckedIndex::new",
                         message: format!("{} indices do not fit in memory", indices.len()),
                     })?;
-                words.extend(indices.iter().chain(&starts).chain(&positions).map(|&v| v as i64));
+                words.extend(
+                    indices
+                        .iter()
+                        .chain(&starts)
+                        .chain(&positions)
+                        .map(|&v| v as i64),
+                );
                 let n = words.len();
                 Some(Tensor::from_vec(words, &[n], device)?)
             }
@@ -76,7 +82,10 @@ impl CheckedIndex {
                 got: index.dtype(),
             });
         }
-        let values = index.to_device(Device::Cpu)?.contiguous()?.to_vec::<i64>()?;
+        let values = index
+            .to_device(Device::Cpu)?
+            .contiguous()?
+            .to_vec::<i64>()?;
         let mut indices = Vec::with_capacity(values.len());
         for (position, &value) in values.iter().enumerate() {
             match usize::try_from(value) {
@@ -172,12 +181,20 @@ mod tests {
         assert_eq!((index.len(), index.bound()), (3, 3));
         assert!(matches!(
             CheckedIndex::new(vec![0, 3], 3, Device::Cpu),
-            Err(TensorError::IndexValueOutOfRange { position: 1, value: 3, .. })
+            Err(TensorError::IndexValueOutOfRange {
+                position: 1,
+                value: 3,
+                ..
+            })
         ));
         let t = Tensor::from_vec(vec![1i64, -1], &[2], Device::Cpu).unwrap();
         assert!(matches!(
             CheckedIndex::from_tensor(&t, 4, Device::Cpu),
-            Err(TensorError::IndexValueOutOfRange { position: 1, value: -1, .. })
+            Err(TensorError::IndexValueOutOfRange {
+                position: 1,
+                value: -1,
+                ..
+            })
         ));
         let f = Tensor::from_vec(vec![1.0f32], &[1], Device::Cpu).unwrap();
         assert!(CheckedIndex::from_tensor(&f, 4, Device::Cpu).is_err());

@@ -70,7 +70,7 @@ void index_add_owner(ditto_u64 outer, ditto_u64 size, ditto_u64 inner, ditto_u64
     const ditto_u64 items = outer * size * inner;
     for (ditto_u64 i = 0; i < items; ++i) {
         const ditto_u64 t = reverse ? items - 1 - i : i;
-        ditto_index_add_owner_item<T>(t, size, inner, n, alpha, starts, positions, src, out);
+        ditto_index_add_owner_item<T>(t, size, inner, n, alpha, starts, positions, src, out, false);
     }
 }
 

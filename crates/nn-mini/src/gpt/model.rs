@@ -44,6 +44,9 @@ pub struct Gpt {
     pub(super) blocks: Vec<Block>,
     pub(super) ln_f: LayerNorm,
     saved: Option<SavedHead>,
+    /// Zeros for the position rows past the context, `[block_size - t, width]`: their
+    /// gradient every step, written once (a step on a GPU then sets no memory).
+    wpe_tail_zeros: Option<Tensor>,
 }
 
 impl Gpt {
@@ -102,6 +105,7 @@ impl Gpt {
             blocks,
             ln_f: LayerNorm::with_options(c, bias, 1e-5, dtype, device)?,
             saved: None,
+            wpe_tail_zeros: None,
         })
     }
 
@@ -223,8 +227,24 @@ impl Module for Gpt {
         let g = self.drop.backward(&g)?;
         // The position rows 0..t get the sum over the batch; rows past t get zeros.
         let used = g.sum_dim(0, false)?;
-        let mut wpe_grad = self.wpe.value.zeros_like()?;
-        wpe_grad.slice_scatter_(&used, 0, 0)?;
+        // Positions past the context get zeros; at full context there are none.
+        let table = &self.wpe.value;
+        let tail = table.dims()[0] - t;
+        let wpe_grad = if tail == 0 {
+            used
+        } else {
+            let fits = |z: &&Tensor| {
+                z.dims()[0] == tail && z.device() == table.device() && z.dtype() == table.dtype()
+            };
+            let zeros = match self.wpe_tail_zeros.as_ref().filter(fits) {
+                Some(zeros) => zeros.clone(),
+                None => {
+                    let zeros = Tensor::zeros(&[tail, c], table.dtype(), table.device())?;
+                    self.wpe_tail_zeros.insert(zeros).clone()
+                }
+            };
+            Tensor::cat(&[used, zeros], 0)?
+        };
         self.wpe.accumulate_grad(wpe_grad)?;
         self.wte.backward_params(&g)?;
         self.wte.weight_mut().accumulate_grad(head_grad)

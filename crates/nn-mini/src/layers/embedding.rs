@@ -164,8 +164,15 @@ impl Module for Embedding {
         // Rows used several times get several gradients: the accumulation whose order
         // the algorithm (and the switch) decides.
         let table_grad = |index: &CheckedIndex, grad: &Tensor| -> Result<Tensor> {
-            let zeros = Tensor::zeros(table.dims(), table.dtype(), table.device())?;
-            Ok(zeros.index_add_checked(0, index, grad, 1.0, self.algorithm)?)
+            let dims = table.dims();
+            Ok(Tensor::zeros_index_add_checked(
+                dims,
+                0,
+                index,
+                grad,
+                1.0,
+                self.algorithm,
+            )?)
         };
         let Some(groups) = &self.row_groups else {
             let grad_weight = table_grad(&index, &grad)?;

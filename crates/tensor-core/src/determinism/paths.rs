@@ -125,7 +125,11 @@ pub static INDEX_ADD_CUDA: FastPath = FastPath {
     deterministic: "one thread per target element walks its contributions (sorted on the \
                     host) in the CPU's grouped order: bit-identical to the CPU's \
                     deterministic path, for every launch configuration",
-    auto_fast_when: Some("always"),
+    auto_fast_when: Some(
+        "always, except for indices placed with their sort \
+                          (`CheckedIndex`, as `Embedding` does), where the deterministic \
+                          path needs no copy to the host and costs no more",
+    ),
     alternative: "Algorithm::Deterministic (or Auto)",
     fast_runs: AtomicU64::new(0),
 };

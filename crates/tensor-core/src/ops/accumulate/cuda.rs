@@ -30,32 +30,46 @@ pub(crate) enum IndexSource<'a> {
     Checked(&'a CheckedIndex),
 }
 
+/// What an `index_add` on the device adds into.
+pub(crate) enum Start<'a> {
+    /// A tensor (its dense copy receives the sums).
+    Tensor(&'a Tensor),
+    /// Zeros of these dims, like `source`'s dtype and device. The deterministic kernel
+    /// starts each sum from +0.0 itself, so nothing writes the zeros first.
+    Zeros(&'a [usize]),
+}
+
 /// `this` with `alpha * source` added at the checked indices along the dim.
 pub(crate) fn index_add(
-    this: &Tensor,
+    this: Start<'_>,
     index: IndexSource<'_>,
     source: &Tensor,
     shape: IndexAddShape,
     alpha: f64,
     chosen: Chosen,
 ) -> Result<Tensor> {
-    match float_suffix("index_add", this.dtype())? {
+    match float_suffix("index_add", source.dtype())? {
         "f32" => index_add_typed(this, index, source, shape, f32::from_f64(alpha), chosen),
         _ => index_add_typed(this, index, source, shape, alpha, chosen),
     }
 }
 
 fn index_add_typed<T: Float + DeviceRepr>(
-    this: &Tensor,
+    this: Start<'_>,
     index: IndexSource<'_>,
     source: &Tensor,
     shape: IndexAddShape,
     alpha: T,
     chosen: Chosen,
 ) -> Result<Tensor> {
-    let suffix = float_suffix("index_add", this.dtype())?;
-    let mut out = contiguous(this)?;
-    let ordinal = storage_of(&out)?.1;
+    let suffix = float_suffix("index_add", source.dtype())?;
+    let ordinal = storage_of(source)?.1;
+    let fresh = matches!((&this, chosen), (Start::Zeros(_), Chosen::Deterministic));
+    let mut out = match this {
+        Start::Tensor(this) => contiguous(this)?,
+        Start::Zeros(dims) if fresh => crate::ops::cuda::uninit(dims, source.dtype(), ordinal)?,
+        Start::Zeros(dims) => crate::ops::cuda::empty(dims, source.dtype(), ordinal)?,
+    };
     let (outer, size, inner, n) = (
         shape.outer as u64,
         shape.size as u64,
@@ -75,19 +89,30 @@ fn index_add_typed<T: Float + DeviceRepr>(
     let (rows, path, items) = match (chosen, index) {
         (Chosen::Fast, IndexSource::Tensor(index, _)) => {
             given = dense(index)?;
-            (IndexRows::AsGiven(dense_view(&given)?), "atomic", outer * n * inner)
+            (
+                IndexRows::AsGiven(dense_view(&given)?),
+                "atomic",
+                outer * n * inner,
+            )
         }
         (Chosen::Fast, IndexSource::Checked(index)) => {
             let [words, _, _] = index.device_parts()?;
             given = words;
-            (IndexRows::AsGiven(dense_view(&given)?), "atomic", outer * n * inner)
+            (
+                IndexRows::AsGiven(dense_view(&given)?),
+                "atomic",
+                outer * n * inner,
+            )
         }
         (Chosen::Deterministic, source) => {
             sorted = match source {
                 IndexSource::Tensor(_, values) => {
                     let (starts, positions) = rows_by_target(values, shape.size);
                     let upload = |v: &[usize]| -> Result<Tensor> {
-                        Tensor::from_storage(crate::Storage::Cuda(upload_u64(ordinal, v)?), &[v.len()])
+                        Tensor::from_storage(
+                            crate::Storage::Cuda(upload_u64(ordinal, v)?),
+                            &[v.len()],
+                        )
                     };
                     (upload(&starts)?, upload(&positions)?)
                 }
@@ -118,13 +143,18 @@ fn index_add_typed<T: Float + DeviceRepr>(
         IndexRows::ByTarget { starts, positions } => launch.arg(starts).arg(positions),
     };
     launch.arg(&src_view).arg(dst.bytes_mut());
+    let fresh = i32::from(fresh);
+    if let IndexRows::ByTarget { .. } = rows {
+        launch.arg(&fresh);
+    }
     // SAFETY: matches `ditto_index_add_atomic_<T>(u64 outer, u64 size, u64 inner, u64 n,
     // T alpha, const i64* index, const T* src, T* out)`, where `index` holds n values in
     // 0..size (checked on the host), or `ditto_index_add_owner_<T>(u64 outer, u64 size,
     // u64 inner, u64 n, T alpha, const u64* starts, const u64* positions, const T* src,
-    // T* out)`, where `starts` has size + 1 ascending offsets into `positions`, whose n
-    // values are < n; `src` holds outer*n*inner dense elements, `out` (a fresh dense
-    // copy) outer*size*inner.
+    // T* out, int fresh)`, where `starts` has size + 1 ascending offsets into
+    // `positions`, whose n values are < n; `src` holds outer*n*inner dense elements,
+    // `out` (a fresh dense copy, or with `fresh` a buffer the kernel writes whole)
+    // outer*size*inner.
     unsafe { kernel.launch(launch) }?;
     Ok(out)
 }

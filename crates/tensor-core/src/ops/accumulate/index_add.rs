@@ -169,7 +169,8 @@ impl Tensor {
             on_cuda!(self => {
                 let chosen = INDEX_ADD_CUDA.choose(algorithm, self.device(), true)?;
                 let rows = crate::ops::accumulate::cuda::IndexSource::Tensor(index, &args.index);
-                crate::ops::cuda::index_add(self, rows, source, args.shape, alpha, chosen)
+                let start = crate::ops::accumulate::cuda::Start::Tensor(self);
+                crate::ops::cuda::index_add(start, rows, source, args.shape, alpha, chosen)
             });
             self.require_cpu(OP)?;
             let pays = arrival_order::private_copies_pay(args.shape);
@@ -202,12 +203,17 @@ impl Tensor {
             index.require_fits(OP, self.dims()[dim], self.device())?;
             let shape = index_add_shape(OP, self, dim, index.len(), source)?;
             on_cuda!(self => {
-                let chosen = INDEX_ADD_CUDA.choose(algorithm, self.device(), true)?;
+                // The sort is on the device already: the owner path costs no more.
+                let chosen = INDEX_ADD_CUDA.choose(algorithm, self.device(), false)?;
                 let rows = crate::ops::accumulate::cuda::IndexSource::Checked(index);
-                crate::ops::cuda::index_add(self, rows, source, shape, alpha, chosen)
+                let start = crate::ops::accumulate::cuda::Start::Tensor(self);
+                crate::ops::cuda::index_add(start, rows, source, shape, alpha, chosen)
             });
             self.require_cpu(OP)?;
-            let args = IndexAddArgs { shape, index: index.as_slice().to_vec() };
+            let args = IndexAddArgs {
+                shape,
+                index: index.as_slice().to_vec(),
+            };
             let pays = arrival_order::private_copies_pay(args.shape);
             let chosen = INDEX_ADD_CPU.choose(algorithm, Device::Cpu, pays)?;
             with_float_dtype!(self.dtype(), OP, T => {
@@ -216,6 +222,59 @@ impl Tensor {
                 Tensor::from_cpu_storage(T::into_storage(out), self.dims())
             })
         })
+    }
+
+    /// `Tensor::zeros(dims)` (of `source`'s dtype and device) with
+    /// [`index_add_checked`](Self::index_add_checked) applied: an embedding's table
+    /// gradient. On CUDA's deterministic path each target's sum starts from +0.0 in the
+    /// kernel, so no zeros are written first; the bits are the same either way.
+    #[track_caller]
+    pub fn zeros_index_add_checked(
+        dims: &[usize],
+        dim: usize,
+        index: &crate::CheckedIndex,
+        source: &Tensor,
+        alpha: f64,
+        algorithm: Algorithm,
+    ) -> Result<Tensor> {
+        #[cfg(feature = "cuda")]
+        if source.device().is_cuda() {
+            const OP: &str = "index_add";
+            crate::Shape::new(dims)?;
+            if dim >= dims.len() {
+                return Err(TensorError::DimOutOfRange {
+                    op: OP,
+                    dim,
+                    rank: dims.len(),
+                });
+            }
+            index.require_fits(OP, dims[dim], source.device())?;
+            let mut expected = dims.to_vec();
+            expected[dim] = index.len();
+            if source.dims() != expected {
+                return Err(TensorError::ShapeMismatch {
+                    op: OP,
+                    lhs: expected,
+                    rhs: source.dims().to_vec(),
+                });
+            }
+            let shape = IndexAddShape {
+                outer: dims[..dim].iter().product(),
+                size: dims[dim],
+                inner: dims[dim + 1..].iter().product(),
+                n: index.len(),
+            };
+            // The sort is on the device already: the owner path costs no more.
+            let chosen = INDEX_ADD_CUDA.choose(algorithm, source.device(), false)?;
+            let rows = crate::ops::accumulate::cuda::IndexSource::Checked(index);
+            let start = crate::ops::accumulate::cuda::Start::Zeros(dims);
+            let recorder = crate::audit::OpRecorder::begin("index_add", &[source]);
+            return recorder.finish_result(crate::ops::cuda::index_add(
+                start, rows, source, shape, alpha, chosen,
+            ));
+        }
+        let zeros = Tensor::zeros(dims, source.dtype(), source.device())?;
+        zeros.index_add_checked(dim, index, source, alpha, algorithm)
     }
 
     /// [`Tensor::index_add`] in place (`torch.Tensor.index_add_`), with

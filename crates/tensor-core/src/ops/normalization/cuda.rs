@@ -94,12 +94,14 @@ pub(crate) fn layer_norm_backward(
     let (rows, c) = rows_and_width(&x);
     let width = c as usize;
     let mut dx = uninit(x.dims(), x.dtype(), ordinal)?;
-    // Zeroed: with no rows the parameter gradients are empty sums.
-    let mut dw = crate::ops::cuda::empty(&[width], x.dtype(), ordinal)?;
-    let mut db = crate::ops::cuda::empty(&[width], x.dtype(), ordinal)?;
     if rows == 0 {
-        return Ok((dx, dw, db));
+        // Zeros: with no rows the parameter gradients are empty sums.
+        let zeros = || crate::ops::cuda::empty(&[width], x.dtype(), ordinal);
+        return Ok((dx, zeros()?, zeros()?));
     }
+    // Every column's kernel writes its element of both (no memset needed).
+    let mut dw = uninit(&[width], x.dtype(), ordinal)?;
+    let mut db = uninit(&[width], x.dtype(), ordinal)?;
     let views = [&dy, &x, &mean, &rstd].map(dense_view);
     let [dy_view, x_view, mean_view, rstd_view] = views;
     let (dy_view, x_view) = (dy_view?, x_view?);
