@@ -28,6 +28,7 @@ count (RAYON_NUM_THREADS), interleaved on the same machine (benches/RESULTS.md).
 """
 
 import argparse
+import contextlib
 import math
 import os
 import statistics
@@ -55,6 +56,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--no-bias", action="store_true", help="nanoGPT's bias=False")
+    parser.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                        help="f32 (TF32 off, as ditto) or bf16 autocast (torch.autocast)")
+    parser.add_argument("--attention", choices=["manual", "sdpa"], default="manual",
+                        help="nanoGPT's masked softmax, or F.scaled_dot_product_attention (its flash kernel)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
     parser.add_argument("--beta2", type=float, default=0.95)
     parser.add_argument("--train-steps", type=int, default=0, help="train, then evaluate")
     parser.add_argument("--generate", type=int, default=0, help="time N new bytes of nanoGPT's generate")
@@ -71,10 +77,18 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     config = dict(vocab_size=256, block_size=args.block, n_layer=args.layers, n_head=args.heads,
-                  n_embd=args.width, dropout=args.dropout, bias=not args.no_bias)
+                  n_embd=args.width, dropout=args.dropout, bias=not args.no_bias,
+                  sdpa=args.attention == "sdpa")
     t, batch = args.block, args.batch
+    if device.type == "cuda":
+        # ditto's f32 GEMMs are plain f32: so are PyTorch's here.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     model = GPT(config).to(device)
     model.train()
+    forward = torch.compile(model) if args.compile else model
+    autocast = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if args.precision == "bf16"
+                else contextlib.nullcontext())
     named = list(model.named_parameters())
     groups = [
         {"params": [p for n, p in named if decays(n)], "weight_decay": 0.1},
@@ -92,7 +106,8 @@ def main() -> None:
         x = torch.stack([data[s : s + t] for s in starts])
         y = torch.stack([data[s + 1 : s + t + 1] for s in starts])
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with autocast:
+            loss = forward(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -108,11 +123,14 @@ def main() -> None:
         sync()
         times.append((time.perf_counter() - start) / args.steps_per_round)
     print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
-          f"model {config}, batch {batch}")
+          f"model {config}, batch {batch}, {args.precision}, attention {args.attention}"
+          f"{', compiled' if args.compile else ''}")
     median = statistics.median(times)
+    memory = (f", peak device memory {torch.cuda.max_memory_allocated(device) / 2**20:.1f} MiB"
+              if device.type == "cuda" else "")
     print(f"time per step: median {1e3 * median:.2f} ms "
           f"(min {1e3 * min(times):.2f}, max {1e3 * max(times):.2f}, {args.rounds} rounds): "
-          f"{1 / median:.2f} steps/s")
+          f"{1 / median:.2f} steps/s{memory}")
 
 
 @torch.no_grad()

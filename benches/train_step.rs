@@ -94,6 +94,10 @@ struct Args {
     /// With --gpt: no biases (nanoGPT's bias=False).
     #[arg(long, requires = "gpt")]
     no_bias: bool,
+    /// With --gpt: the text the windows come from (a GPU machine running the bundle has
+    /// no checkout) [default: the repository's data/tinyshakespeare.txt].
+    #[arg(long, requires = "gpt")]
+    data: Option<std::path::PathBuf>,
     /// `cargo bench` passes `--bench`; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -250,8 +254,9 @@ fn gpt_trainer(args: &Args, shape: &[usize]) -> nn_mini::gpt::GptTrainer {
             )
             .exit();
     };
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/tinyshakespeare.txt");
-    let data = DataSpec::of(path, &Text::read(path).unwrap());
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/data/tinyshakespeare.txt");
+    let path = args.data.clone().unwrap_or_else(|| shipped.into());
+    let data = DataSpec::of(&path, &Text::read(&path).unwrap());
     let config = GptTrainConfig {
         model: GptConfig {
             n_layer: layers,
@@ -289,8 +294,20 @@ fn report(args: &Args, rates: &[f64]) {
     };
     let shape = args.gpt.as_ref().unwrap_or(&args.widths);
     let widths: Vec<String> = shape.iter().map(usize::to_string).collect();
+    // The caching allocator's peak (what torch.cuda.max_memory_allocated reports for
+    // PyTorch's twin): everything the run held at once, model and optimiser included.
+    #[cfg(feature = "cuda")]
+    let memory = match args.device {
+        Device::Cuda(ordinal) => format!(
+            ", peak device memory {:.1} MiB",
+            tensor_core::cuda::max_memory_allocated(ordinal) as f64 / (1 << 20) as f64
+        ),
+        Device::Cpu => String::new(),
+    };
+    #[cfg(not(feature = "cuda"))]
+    let memory = String::new();
     println!(
-        "{what}{place} threads={} widths={} batch={}: {:.2} steps/s (median of {} rounds: {:?})",
+        "{what}{place} threads={} widths={} batch={}: {:.2} steps/s (median of {} rounds: {:?}){memory}",
         args.threads,
         widths.join("-"),
         args.batch,

@@ -41,6 +41,8 @@ class CausalSelfAttention(nn.Module):
         self.attn_dropout = nn.Dropout(c["dropout"])
         self.resid_dropout = nn.Dropout(c["dropout"])
         self.n_head, self.n_embd = c["n_head"], c["n_embd"]
+        # F.scaled_dot_product_attention (nanoGPT's flash path) instead of the masked softmax.
+        self.sdpa, self.dropout = c.get("sdpa", False), c["dropout"]
         t = c["block_size"]
         # Not part of the state: nanoGPT's flash-attention variant has no mask buffer.
         self.register_buffer("mask", torch.tril(torch.ones(t, t)).view(1, 1, t, t), persistent=False)
@@ -50,10 +52,14 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
         heads = lambda y: y.view(b, t, self.n_head, c // self.n_head).transpose(1, 2)
         q, k, v = heads(q), heads(k), heads(v)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
-        att = self.attn_dropout(F.softmax(att, dim=-1))
-        y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+        if self.sdpa:
+            p = self.dropout if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.mask[:, :, :t, :t] == 0, float("-inf"))
+            y = self.attn_dropout(F.softmax(att, dim=-1)) @ v
+        y = y.transpose(1, 2).contiguous().view(b, t, c)
         return self.resid_dropout(self.c_proj(y))
 
 

@@ -83,7 +83,8 @@ done
 # binary); panics still print their messages and locations.
 if command -v strip > /dev/null; then strip --strip-all "$BUNDLE"/bin/*; fi
 cp "$ROOT/benches/compare_torch.py" "$ROOT/benches/compare_torch_train.py" "$ROOT/benches/compare_torch_gpt.py" \
-  "$ROOT/scripts/gpt_torch_parity.py" "$ROOT/scripts/gpu_profile_step.sh" "$ROOT/scripts/gpu_cuda_lib.sh" "$ROOT/data/emma.txt" "$BUNDLE/"
+  "$ROOT/scripts/gpt_torch_parity.py" "$ROOT/scripts/gpu_profile_step.sh" "$ROOT/scripts/gpu_cuda_lib.sh" "$ROOT/data/emma.txt" \
+  "$ROOT/data/tinyshakespeare.txt" "$BUNDLE/"
 
 cat > "$BUNDLE/run.sh" <<'RUN'
 #!/usr/bin/env bash
@@ -281,6 +282,21 @@ S="$HERE/logs/step"; mkdir -p "$S"
       done
       echo "(round $round done)"
     done
+    # Issue 43's targets: nanoGPT's Shakespeare recipe shape (6 layers, 6 heads, width 384,
+    # block 256, batch 64, dropout 0.2), the step alone, ditto (f32, fused attention) and
+    # PyTorch eager alternating: f32 with TF32 off (masked softmax, and SDPA), bf16 autocast
+    # with SDPA, and bf16 compiled. Each line ends with its process's peak device memory.
+    gpt=(--layers 6 --heads 6 --width 384 --block 256 --batch 64 --dropout 0.2)
+    for round in 1 2 3; do
+      "$HERE/bin/train_step" --device cuda:0 --gpt 6,6,384,256 --batch 64 --dropout 0.2 \
+        --data "$HERE/tinyshakespeare.txt" --rounds 3 --seconds 2 2>> "$HERE/logs/train_step.err" || echo "train_step --gpt failed"
+      for torch_flags in "--attention manual" "--attention sdpa" "--precision bf16 --attention sdpa" \
+                         "--precision bf16 --attention sdpa --compile"; do
+        python3 "$HERE/compare_torch_gpt.py" --device cuda "${gpt[@]}" $torch_flags --rounds 3 --steps-per-round 10 \
+          2>> "$HERE/logs/compare_torch_gpt.err" | tail -2 || echo "compare_torch_gpt.py $torch_flags failed"
+      done
+      echo "(GPT round $round done)"
+    done
   else
     echo "PyTorch with CUDA is not importable here: no PyTorch numbers"
   fi
@@ -294,4 +310,4 @@ chmod +x "$BUNDLE/run.sh"
 du -sh "$BUNDLE" >&2
 echo "bundle ready: $(ls "$BUNDLE/bin" | tr '\n' ' ')" >&2
 echo "on the GPU machine, run:  bash gpu-bundle/run.sh" >&2
-echo "where a step's GPU time goes (Nsight Compute):  bash gpu-bundle/gpu_profile_step.sh" >&2
+echo "where a step's GPU time goes (Nsight Compute):  bash gpu-bundle/gpu_profile_step.sh [OUT] [--gpt 6,6,384,256 --batch 64 --dropout 0.2]" >&2

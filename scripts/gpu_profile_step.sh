@@ -8,7 +8,10 @@
 # scripts/gpu_bundle.sh copies it into gpu-bundle/; on the GPU machine, from the folder
 # holding gpu-bundle/:
 #   bash gpu-bundle/gpu_profile_step.sh [OUT_DIR] [--widths 1024,4096,4096,10 --batch 1024]
+#   bash gpu-bundle/gpu_profile_step.sh [OUT_DIR] --gpt 6,6,384,256 --batch 64 --dropout 0.2
 # OUT_DIR (default gpu-bundle/profile) gets ncu_ditto.csv, ncu_torch.csv and summary.md.
+# With --gpt the twin is benches/compare_torch_gpt.py with the same shape (f32, TF32 off),
+# on the bundle's tiny Shakespeare.
 #
 #   bash scripts/gpu_profile_step.sh --summarize ditto.csv torch.csv
 # prints the summary of two CSVs made earlier (runs anywhere with python3).
@@ -70,11 +73,19 @@ export LD_LIBRARY_PATH="$HERE/lib:$LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 profile=(--clock-control none --launch-skip 400 --launch-count 120
          --metrics gpu__time_duration.sum --csv --print-units base)
 timing=(--rounds 2 --seconds 1)
+twin=("$HERE/compare_torch_train.py" "${shape[@]}" "${timing[@]}")
+ditto=("${shape[@]}")
+if [ "${shape[0]}" = --gpt ]; then
+  IFS=, read -r layers heads width block <<< "${shape[1]}"
+  twin=("$HERE/compare_torch_gpt.py" --layers "$layers" --heads "$heads" --width "$width"
+        --block "$block" "${shape[@]:2}" --rounds 2 --steps-per-round 3)
+  ditto+=(--data "$HERE/tinyshakespeare.txt")
+fi
 status=0
-timeout 120 "$NCU" "${profile[@]}" "$HERE/bin/train_step" --device cuda:0 "${shape[@]}" "${timing[@]}" \
+timeout 120 "$NCU" "${profile[@]}" "$HERE/bin/train_step" --device cuda:0 "${ditto[@]}" "${timing[@]}" \
   > "$OUT_DIR/ncu_ditto.csv" 2> "$OUT_DIR/ncu_ditto.err" || { echo "ncu on train_step failed: $OUT_DIR/ncu_ditto.err"; status=1; }
-timeout 120 "$NCU" "${profile[@]}" python3 "$HERE/compare_torch_train.py" --device cuda "${shape[@]}" "${timing[@]}" \
-  > "$OUT_DIR/ncu_torch.csv" 2> "$OUT_DIR/ncu_torch.err" || { echo "ncu on compare_torch_train.py failed: $OUT_DIR/ncu_torch.err"; status=1; }
+timeout 120 "$NCU" "${profile[@]}" python3 "${twin[0]}" --device cuda "${twin[@]:1}" \
+  > "$OUT_DIR/ncu_torch.csv" 2> "$OUT_DIR/ncu_torch.err" || { echo "ncu on ${twin[0]##*/} failed: $OUT_DIR/ncu_torch.err"; status=1; }
 {
   echo "# Kernel times of a few training steps: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), ${shape[*]}"
   summarize "$OUT_DIR/ncu_ditto.csv" "$OUT_DIR/ncu_torch.csv"
