@@ -341,3 +341,76 @@ fn clip_coefficients_on_cuda_are_the_cpus() {
         });
     }
 }
+
+/// `adamw_step_many_` over 30 parameters of f32 and f64 (two launches for the f32 ones,
+/// their own step counts and decays) gives the bits of `adamw_step_` on each, on the CPU.
+#[test]
+fn adamw_over_many_parameters_is_the_single_step_on_each() {
+    if !gpu() {
+        return;
+    }
+    use ditto::tensor_core::ops::{adamw_step_many_, AdamWSlot, AdamWStep};
+    let shapes: Vec<Vec<usize>> = (0..30).map(|i| vec![1 + i % 5, 3 + (i * 7) % 40]).collect();
+    let dtype = |i: usize| if i % 7 == 3 { DType::F64 } else { DType::F32 };
+    let make = |i: usize, salt: u64| {
+        cpu_tensor(&shapes[i], salt + 10 * i as u64)
+            .to_dtype(dtype(i))
+            .unwrap()
+    };
+    let hyper = |i: usize| AdamWStep {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.95,
+        eps: 1e-8,
+        weight_decay: if i.is_multiple_of(3) { 0.0 } else { 0.1 },
+        step: 1 + i as u64 % 4,
+    };
+    let mut want = Vec::new();
+    for i in 0..30 {
+        let (mut p, mut m, mut v, g) = (
+            make(i, 1),
+            make(i, 2),
+            make(i, 3).mul(&make(i, 3)).unwrap(),
+            make(i, 4),
+        );
+        p.adamw_step_(&mut m, &mut v, &g, &hyper(i)).unwrap();
+        want.push([p, m, v]);
+    }
+    let up = |t: Tensor| t.to_device(Device::Cuda(0)).unwrap();
+    let mut state: Vec<[Tensor; 4]> = (0..30)
+        .map(|i| {
+            [
+                up(make(i, 1)),
+                up(make(i, 2)),
+                up(make(i, 3).mul(&make(i, 3)).unwrap()),
+                up(make(i, 4)),
+            ]
+        })
+        .collect();
+    let mut slots: Vec<AdamWSlot<'_>> = state
+        .iter_mut()
+        .enumerate()
+        .map(|(i, [p, m, v, g])| AdamWSlot {
+            param: p,
+            exp_avg: m,
+            exp_avg_sq: v,
+            grad: &*g,
+            hyper: hyper(i),
+        })
+        .collect();
+    adamw_step_many_(&mut slots).unwrap();
+    drop(slots);
+    for (i, ([p, m, v, _], want)) in state.iter().zip(&want).enumerate() {
+        for (name, got, want) in [
+            ("param", p, &want[0]),
+            ("exp_avg", m, &want[1]),
+            ("exp_avg_sq", v, &want[2]),
+        ] {
+            assert_same(
+                &format!("parameter {i}: {name}"),
+                &got.to_device(Device::Cpu).unwrap(),
+                want,
+            );
+        }
+    }
+}

@@ -194,6 +194,14 @@ DITTO_INDEX_KERNELS(f64, double)
                                                     T* v, T* p) {                                   \
         DITTO_GRID_STRIDE(i, n) { ditto_adamw_op<T>(p[i], m[i], v[i], g[i], s); }                   \
     }                                                                                               \
+    /* Parameter blockIdx.y of the list, its elements in a grid-stride loop over blockIdx.x. */     \
+    extern "C" __global__ void ditto_adamw_many_##SUFFIX(DittoAdamWMany<T> a) {                      \
+        const unsigned t = blockIdx.y;                                                              \
+        for (ditto_u64 i = (ditto_u64)blockIdx.x * blockDim.x + threadIdx.x; i < a.n[t];           \
+             i += (ditto_u64)gridDim.x * blockDim.x) {                                              \
+            ditto_adamw_op<T>(a.p[t][i], a.m[t][i], a.v[t][i], a.g[t][i], a.s[t]);                 \
+        }                                                                                           \
+    }                                                                                               \
     /* One thread: the sums are added in parameter order, as on the CPU. */                         \
     extern "C" __global__ void ditto_clip_coefficients_##SUFFIX(ditto_u64 n, double max_norm,       \
                                                                 const T* sums, T* out) {            \

@@ -208,6 +208,19 @@ DITTO_OPS_HD void ditto_adamw_op(T& p, T& m, T& v, T g, const DittoAdamW<T>& s) 
     p = p + s.neg_step_size * m / denom;
 }
 
+// ---- AdamW over up to DITTO_ADAMW_MANY parameters in one launch (ops/optimizers/ ----
+// ---- adamw_many.rs): their sizes, buffers and scalars by value, parameter y in block row y ----
+#define DITTO_ADAMW_MANY 24
+template <typename T>
+struct DittoAdamWMany {
+    ditto_u64 n[DITTO_ADAMW_MANY];
+    const T* g[DITTO_ADAMW_MANY];
+    T* m[DITTO_ADAMW_MANY];
+    T* v[DITTO_ADAMW_MANY];
+    T* p[DITTO_ADAMW_MANY];
+    DittoAdamW<T> s[DITTO_ADAMW_MANY];
+};
+
 // ---- gradient clipping's coefficients (ops/optimizers/clip.rs): from the parameters' ----
 // ---- sums of squares, the global 2-norm and the factor every gradient is multiplied by ----
 template <typename T>

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tensor_core::ops::AdamWStep;
+use tensor_core::ops::{adamw_step_many_, AdamWSlot, AdamWStep};
 use tensor_core::Tensor;
 
 use crate::{Module, NnError, Result};
@@ -175,37 +175,67 @@ impl AdamW {
             eps,
             weight_decay,
         } = self.config;
-        for (name, param) in module.named_parameters_mut() {
+        // Every parameter's state first (zeros at its first step), then one fused step
+        // over all of them: `adamw_step_many_` launches one kernel per 24 parameters on
+        // a GPU, with the bits of a step per parameter.
+        let mut params = module.named_parameters_mut();
+        let mut grads = Vec::with_capacity(params.len());
+        for (name, param) in &mut params {
             let Some(grad) = &param.grad else { continue };
-            let grad = grad.contiguous()?;
+            grads.push(grad.contiguous()?);
             if !param.value.is_contiguous() {
                 param.value = param.value.contiguous()?;
             }
-            let decay = if self.no_decay.contains(&name) {
+            if !self.state.contains_key(name.as_str()) {
+                let state = AdamWState {
+                    step: 0,
+                    exp_avg: param.value.zeros_like()?,
+                    exp_avg_sq: param.value.zeros_like()?,
+                };
+                self.state.insert(name.clone(), state);
+            }
+        }
+        let mut states: std::collections::BTreeMap<&str, &mut AdamWState> = self
+            .state
+            .iter_mut()
+            .map(|(k, v)| (k.as_str(), v))
+            .collect();
+        let mut slots = Vec::with_capacity(grads.len());
+        let with_grads = params.iter_mut().filter(|(_, p)| p.grad.is_some());
+        for ((name, param), grad) in with_grads.zip(&grads) {
+            let decay = if self.no_decay.contains(name.as_str()) {
                 0.0
             } else {
                 weight_decay
             };
-            let state = match self.state.entry(name) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => e.insert(AdamWState {
-                    step: 0,
-                    exp_avg: param.value.zeros_like()?,
-                    exp_avg_sq: param.value.zeros_like()?,
-                }),
-            };
-            state.step += 1;
-            let hyper = AdamWStep {
-                lr,
-                beta1,
-                beta2,
-                eps,
-                weight_decay: decay,
-                step: state.step,
-            };
-            param
-                .value
-                .adamw_step_(&mut state.exp_avg, &mut state.exp_avg_sq, &grad, &hyper)?;
+            let state = states
+                .remove(name.as_str())
+                .expect("every parameter with a gradient has its state, made above");
+            let step = state.step + 1;
+            slots.push(AdamWSlot {
+                param: &mut param.value,
+                exp_avg: &mut state.exp_avg,
+                exp_avg_sq: &mut state.exp_avg_sq,
+                grad,
+                hyper: AdamWStep {
+                    lr,
+                    beta1,
+                    beta2,
+                    eps,
+                    weight_decay: decay,
+                    step,
+                },
+            });
+        }
+        adamw_step_many_(&mut slots)?;
+        // Counted once the step is taken (a rejected step changes nothing).
+        drop(slots);
+        for (name, param) in &params {
+            if param.grad.is_some() {
+                if let Some(state) = self.state.get_mut(name.as_str()) {
+                    state.step += 1;
+                }
+            }
         }
         Ok(())
     }

@@ -35,7 +35,7 @@ pub static PORTABLE_MATMUL: CudaSource = CudaSource {
 };
 
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 64] = [
+pub const TENSOR_OPS_KERNELS: [&str; 66] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -100,4 +100,6 @@ pub const TENSOR_OPS_KERNELS: [&str; 64] = [
     "ditto_adamw_f64",
     "ditto_clip_coefficients_f32",
     "ditto_clip_coefficients_f64",
+    "ditto_adamw_many_f32",
+    "ditto_adamw_many_f64",
 ];

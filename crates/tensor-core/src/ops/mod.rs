@@ -64,6 +64,7 @@ pub use float::Float;
 pub use accumulate::grouped::INDEX_ADD_GROUP;
 pub use accumulate::index_add::scatter_add_atomic_cpu;
 pub use optimizers::adamw::AdamWStep;
+pub use optimizers::adamw_many::{adamw_step_many_, AdamWSlot, ADAMW_MANY};
 pub use optimizers::fused_sgd::SgdMomentumStep;
 pub use reduce::sum_with::SUM_FAST_MIN_LANE;
 pub use reduce::REDUCE_BLOCK;

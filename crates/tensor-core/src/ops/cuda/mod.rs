@@ -76,6 +76,13 @@ impl TensorKernel {
         })
     }
 
+    /// The same kernel with `rows` rows of blocks (`gridDim.y`): a launch whose block row
+    /// picks one item of a list (the multi-tensor AdamW's parameters).
+    pub(crate) fn with_rows(mut self, rows: u32) -> Self {
+        self.config.grid_dim.1 = rows;
+        self
+    }
+
     /// An empty argument list for this kernel, queued on `stream`.
     pub(crate) fn args<'a>(&'a self, stream: &'a CudaStream) -> LaunchArgs<'a> {
         stream.launch_builder(&self.func)

@@ -20,6 +20,7 @@
 //! libm's `pow`, which may differ between machines in the last bit).
 
 use crate::audit::OpRecorder;
+use crate::ops::optimizers::adamw_many::AdamWSlot;
 use crate::{DType, Element, Result, Tensor, TensorError};
 
 /// The hyper-parameters of one AdamW step, as `torch.optim.AdamW` names them, and the
@@ -143,27 +144,7 @@ impl Tensor {
         hyper: &AdamWStep,
     ) -> Result<()> {
         const OP: &str = "adamw_step_";
-        for other in [&*exp_avg, &*exp_avg_sq, grad] {
-            self.require_compatible(OP, other)?;
-            self.require_same_dims(OP, other)?;
-        }
-        for t in [&*self, &*exp_avg, &*exp_avg_sq, grad] {
-            if !t.is_contiguous() {
-                return Err(TensorError::NotContiguous {
-                    op: OP,
-                    dims: t.dims().to_vec(),
-                    strides: t.strides().to_vec(),
-                });
-            }
-        }
-        if !matches!(self.dtype(), DType::F32 | DType::F64) {
-            return Err(TensorError::UnsupportedDType {
-                op: OP,
-                dtype: self.dtype(),
-                supported: "f32, f64",
-            });
-        }
-        check(OP, hyper)?;
+        check_tensors(OP, [&*self, &*exp_avg, &*exp_avg_sq, grad], hyper)?;
         let recorder = OpRecorder::begin("adamw_step", &[&*self, exp_avg, exp_avg_sq, grad]);
         let result = self.adamw_step_on_device(exp_avg, exp_avg_sq, grad, hyper);
         if result.is_ok() {
@@ -186,6 +167,45 @@ impl Tensor {
             _ => cpu_step::<f64>(self, m, v, grad, &AdamWScalars::new(hyper)),
         }
     }
+}
+
+/// Errors unless `[param, exp_avg, exp_avg_sq, grad]` are contiguous tensors of one
+/// float dtype (f32 or f64), device and shape, and the hyper-parameters valid.
+fn check_tensors(op: &'static str, tensors: [&Tensor; 4], hyper: &AdamWStep) -> Result<()> {
+    let [param, ..] = tensors;
+    for other in &tensors[1..] {
+        param.require_compatible(op, other)?;
+        param.require_same_dims(op, other)?;
+    }
+    for t in tensors {
+        if !t.is_contiguous() {
+            return Err(TensorError::NotContiguous {
+                op,
+                dims: t.dims().to_vec(),
+                strides: t.strides().to_vec(),
+            });
+        }
+    }
+    if !matches!(param.dtype(), DType::F32 | DType::F64) {
+        return Err(TensorError::UnsupportedDType {
+            op,
+            dtype: param.dtype(),
+            supported: "f32, f64",
+        });
+    }
+    check(op, hyper)
+}
+
+/// [`check_tensors`] for one slot of `adamw_step_many_`.
+pub(crate) fn check_slot(op: &'static str, slot: &AdamWSlot<'_>) -> Result<()> {
+    let tensors = [&*slot.param, &*slot.exp_avg, &*slot.exp_avg_sq, slot.grad];
+    check_tensors(op, tensors, &slot.hyper)
+}
+
+/// One checked slot's step, by the single-tensor op (any device).
+pub(crate) fn cpu_slot(slot: &mut AdamWSlot<'_>) -> Result<()> {
+    slot.param
+        .adamw_step_(slot.exp_avg, slot.exp_avg_sq, slot.grad, &slot.hyper)
 }
 
 /// The rule for one element (module docs), in place.

@@ -3,6 +3,7 @@
 //! `clip` is gradient-norm clipping's arithmetic, kept on the gradients' device.
 
 pub(crate) mod adamw;
+pub mod adamw_many;
 mod clip;
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
