@@ -89,34 +89,39 @@ pub fn check_index_add(
             got: index.rank(),
         });
     }
-    let shape = index_add_shape(op, this, dim, index.elem_count(), source)?;
+    let shape = index_add_shape(op, this.dims(), dim, index.elem_count(), source)?;
     let index = index_values(op, index, dim, shape.size)?;
     Ok(IndexAddArgs { shape, index })
 }
 
-/// The shape of an `index_add` of `n` contributions along `dim`, checking `source`'s
-/// dims against it.
+/// The shape of an `index_add` into `dims` of `n` contributions along `dim` (checked
+/// against the rank), checking `source`'s dims against it.
 fn index_add_shape(
     op: &'static str,
-    this: &Tensor,
+    dims: &[usize],
     dim: usize,
     n: usize,
     source: &Tensor,
 ) -> Result<IndexAddShape> {
-    let mut expected = this.dims().to_vec();
+    if dim >= dims.len() {
+        return Err(TensorError::DimOutOfRange {
+            op,
+            dim,
+            rank: dims.len(),
+        });
+    }
+    let mut expected = dims.to_vec();
     expected[dim] = n;
     if source.dims() != expected {
         return Err(TensorError::InvalidArgument {
             op,
             message: format!(
-                "source must have dims {expected:?} (self's dims {:?} with the {n} index \
+                "source must have dims {expected:?} (self's dims {dims:?} with the {n} index \
                  elements along dim {dim}), got {:?}",
-                this.dims(),
                 source.dims()
             ),
         });
     }
-    let dims = this.dims();
     let shape = IndexAddShape {
         outer: dims[..dim].iter().product(),
         size: dims[dim],
@@ -172,14 +177,7 @@ impl Tensor {
                 let start = crate::ops::accumulate::cuda::Start::Tensor(self);
                 crate::ops::cuda::index_add(start, rows, source, args.shape, alpha, chosen)
             });
-            self.require_cpu(OP)?;
-            let pays = arrival_order::private_copies_pay(args.shape);
-            let chosen = INDEX_ADD_CPU.choose(algorithm, Device::Cpu, pays)?;
-            with_float_dtype!(self.dtype(), OP, T => {
-                let mut out = self.values::<T>()?.into_owned();
-                index_add_cpu::<T>(&mut out, source, &args, T::from_f64(alpha), chosen)?;
-                Tensor::from_cpu_storage(T::into_storage(out), self.dims())
-            })
+            self.index_add_on_cpu(OP, source, &args, alpha, algorithm)
         })
     }
 
@@ -201,7 +199,7 @@ impl Tensor {
             self.check_dim(OP, dim)?;
             self.require_compatible(OP, source)?;
             index.require_fits(OP, self.dims()[dim], self.device())?;
-            let shape = index_add_shape(OP, self, dim, index.len(), source)?;
+            let shape = index_add_shape(OP, self.dims(), dim, index.len(), source)?;
             on_cuda!(self => {
                 // The sort is on the device already: the owner path costs no more.
                 let chosen = INDEX_ADD_CUDA.choose(algorithm, self.device(), false)?;
@@ -209,18 +207,30 @@ impl Tensor {
                 let start = crate::ops::accumulate::cuda::Start::Tensor(self);
                 crate::ops::cuda::index_add(start, rows, source, shape, alpha, chosen)
             });
-            self.require_cpu(OP)?;
             let args = IndexAddArgs {
                 shape,
                 index: index.as_slice().to_vec(),
             };
-            let pays = arrival_order::private_copies_pay(args.shape);
-            let chosen = INDEX_ADD_CPU.choose(algorithm, Device::Cpu, pays)?;
-            with_float_dtype!(self.dtype(), OP, T => {
-                let mut out = self.values::<T>()?.into_owned();
-                index_add_cpu::<T>(&mut out, source, &args, T::from_f64(alpha), chosen)?;
-                Tensor::from_cpu_storage(T::into_storage(out), self.dims())
-            })
+            self.index_add_on_cpu(OP, source, &args, alpha, algorithm)
+        })
+    }
+
+    /// The CPU path of the `index_add` ops, with checked arguments.
+    fn index_add_on_cpu(
+        &self,
+        op: &'static str,
+        source: &Tensor,
+        args: &IndexAddArgs,
+        alpha: f64,
+        algorithm: Algorithm,
+    ) -> Result<Tensor> {
+        self.require_cpu(op)?;
+        let pays = arrival_order::private_copies_pay(args.shape);
+        let chosen = INDEX_ADD_CPU.choose(algorithm, Device::Cpu, pays)?;
+        with_float_dtype!(self.dtype(), op, T => {
+            let mut out = self.values::<T>()?.into_owned();
+            index_add_cpu::<T>(&mut out, source, args, T::from_f64(alpha), chosen)?;
+            Tensor::from_cpu_storage(T::into_storage(out), self.dims())
         })
     }
 
@@ -241,29 +251,8 @@ impl Tensor {
         if source.device().is_cuda() {
             const OP: &str = "index_add";
             crate::Shape::new(dims)?;
-            if dim >= dims.len() {
-                return Err(TensorError::DimOutOfRange {
-                    op: OP,
-                    dim,
-                    rank: dims.len(),
-                });
-            }
+            let shape = index_add_shape(OP, dims, dim, index.len(), source)?;
             index.require_fits(OP, dims[dim], source.device())?;
-            let mut expected = dims.to_vec();
-            expected[dim] = index.len();
-            if source.dims() != expected {
-                return Err(TensorError::ShapeMismatch {
-                    op: OP,
-                    lhs: expected,
-                    rhs: source.dims().to_vec(),
-                });
-            }
-            let shape = IndexAddShape {
-                outer: dims[..dim].iter().product(),
-                size: dims[dim],
-                inner: dims[dim + 1..].iter().product(),
-                n: index.len(),
-            };
             // The sort is on the device already: the owner path costs no more.
             let chosen = INDEX_ADD_CUDA.choose(algorithm, source.device(), false)?;
             let rows = crate::ops::accumulate::cuda::IndexSource::Checked(index);
