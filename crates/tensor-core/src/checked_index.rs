@@ -23,7 +23,9 @@ pub struct CheckedIndex {
     host: Vec<usize>,
     bound: usize,
     device: Device,
-    /// CUDA: `[index (len) | starts (bound + 1) | positions (len)]` as I64 words.
+    /// CUDA: `[index (len) | starts (bound + 1) | positions (len)]` as I64 words. (Read
+    /// only by the CUDA paths: a build without them never places indices on a GPU.)
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     words: Option<Tensor>,
 }
 

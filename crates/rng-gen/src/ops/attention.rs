@@ -20,14 +20,11 @@
 //! generator states, and every later draw, are the same on both paths. Values agree to
 //! rounding (the fused sums run in another order); the tests bound the difference.
 
-use std::sync::Arc;
-
-use tensor_core::audit::{OpRecorder, RngRecord};
 use tensor_core::{DType, Tensor, TensorError};
 
 use super::args::{generator_for, probability};
-use super::dropout::{dropout_backward, dropout_rows, dropout_scale, dropout_with_mask};
-use crate::{DropoutState, Generator, Key, RandomOp, RngError};
+use super::dropout::{dropout_backward, dropout_rows, dropout_with_mask};
+use crate::{DropoutState, Generator, Key, RngError};
 
 /// Where the attention dropout's mask comes from. Training passes one; evaluation passes
 /// none (nothing is drawn).
@@ -273,57 +270,6 @@ fn check(
         }
     }
     Ok(())
-}
-
-/// A fused attention's dropout: the reservation, `p` in f32, and the global rows
-/// (`None`: entry `b` is row `b`).
-pub(crate) type FusedDropout = (Key, f32, Option<Arc<[u64]>>);
-
-/// The reservation and rows the fused kernel draws from: what `dropout` of `n`
-/// probabilities reserves (for [`AttentionDropout::Draw`], recorded for the audit as
-/// `dropout` records it) or the given key and rows.
-pub(crate) fn reserve_for_fused(
-    probs_dims: &[usize],
-    inputs: &[&Tensor],
-    dropout: Option<AttentionDropout<'_>>,
-) -> Result<Option<FusedDropout>, RngError> {
-    const OP: &str = "dropout";
-    let Some(dropout) = dropout else {
-        return Ok(None);
-    };
-    let n: u64 = probs_dims.iter().map(|&d| d as u64).product();
-    match dropout {
-        AttentionDropout::Draw { p, generator } => {
-            let generator = generator_for(OP, inputs[0].device(), Some(generator))?;
-            let blocks = crate::increment_for(RandomOp::Dropout, inputs[0].dtype(), n);
-            let mut recorder = OpRecorder::begin(OP, inputs);
-            let key = crate::graph::reserve(OP, &generator, blocks)?.key;
-            recorder.rng(RngRecord {
-                device: inputs[0].device(),
-                seed: key.seed,
-                offset: key.offset,
-                blocks,
-            });
-            recorder.finish(inputs[0]);
-            Ok(Some((key, probability(OP, p)?, None)))
-        }
-        AttentionDropout::Rows {
-            p,
-            key,
-            batch_rows,
-            rows,
-        } => {
-            let identity = batch_rows == rows.len() as u64
-                && rows.iter().enumerate().all(|(i, &r)| r == i as u64);
-            let rows = (!identity).then(|| Arc::from(rows));
-            Ok(Some((key, probability(OP, p)?, rows)))
-        }
-    }
-}
-
-/// `1 / (1 - p)` as dropout computes it.
-pub(crate) fn keep_scale(p: f32) -> f32 {
-    dropout_scale(p)
 }
 
 #[cfg(test)]

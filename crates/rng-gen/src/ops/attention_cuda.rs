@@ -11,8 +11,12 @@ use kernels::launch::{
 use tensor_core::cuda::CudaStorage;
 use tensor_core::{DType, Device, Storage, Tensor};
 
-use super::attention::{keep_scale, reserve_for_fused, AttentionDropout, AttentionSaved};
-use crate::RngError;
+use tensor_core::audit::{OpRecorder, RngRecord};
+
+use super::args::{generator_for, probability};
+use super::attention::{AttentionDropout, AttentionSaved};
+use super::dropout::dropout_scale;
+use crate::{Key, RandomOp, RngError};
 
 /// What the fused backward needs besides q, k and v.
 #[derive(Debug)]
@@ -117,7 +121,7 @@ pub(crate) fn forward(
         offset,
         scale: scale as f32,
         p,
-        keep_scale: keep_scale(p),
+        keep_scale: dropout_scale(p),
         // p = 0 keeps everything with scale 1: the reservation is made, no mask needed.
         dropout: i32::from(reserved.is_some() && p > 0.0),
     };
@@ -203,4 +207,50 @@ fn upload_rows(rows: &Arc<[u64]>, ordinal: usize) -> Result<Tensor, RngError> {
         &[rows.len()],
         Device::Cuda(ordinal),
     )?)
+}
+
+/// A fused attention's dropout: the reservation, `p` in f32, and the global rows
+/// (`None`: entry `b` is row `b`).
+pub(crate) type FusedDropout = (Key, f32, Option<Arc<[u64]>>);
+
+/// The reservation and rows the fused kernel draws from: what `dropout` of `n`
+/// probabilities reserves (for [`AttentionDropout::Draw`], recorded for the audit as
+/// `dropout` records it) or the given key and rows.
+pub(crate) fn reserve_for_fused(
+    probs_dims: &[usize],
+    inputs: &[&Tensor],
+    dropout: Option<AttentionDropout<'_>>,
+) -> Result<Option<FusedDropout>, RngError> {
+    const OP: &str = "dropout";
+    let Some(dropout) = dropout else {
+        return Ok(None);
+    };
+    let n: u64 = probs_dims.iter().map(|&d| d as u64).product();
+    match dropout {
+        AttentionDropout::Draw { p, generator } => {
+            let generator = generator_for(OP, inputs[0].device(), Some(generator))?;
+            let blocks = crate::increment_for(RandomOp::Dropout, inputs[0].dtype(), n);
+            let mut recorder = OpRecorder::begin(OP, inputs);
+            let key = crate::graph::reserve(OP, &generator, blocks)?.key;
+            recorder.rng(RngRecord {
+                device: inputs[0].device(),
+                seed: key.seed,
+                offset: key.offset,
+                blocks,
+            });
+            recorder.finish(inputs[0]);
+            Ok(Some((key, probability(OP, p)?, None)))
+        }
+        AttentionDropout::Rows {
+            p,
+            key,
+            batch_rows,
+            rows,
+        } => {
+            let identity = batch_rows == rows.len() as u64
+                && rows.iter().enumerate().all(|(i, &r)| r == i as u64);
+            let rows = (!identity).then(|| Arc::from(rows));
+            Ok(Some((key, probability(OP, p)?, rows)))
+        }
+    }
 }
