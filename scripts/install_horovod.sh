@@ -37,8 +37,13 @@ if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then
 fi
 [ "$packages_only" = 1 ] && exit 0
 
+# The report is read whole before it is searched: `horovodrun ... | grep -q` under
+# pipefail fails whenever grep exits before horovodrun's last write (with Python's output
+# unbuffered, as CI's is, that depends on the machine's load).
 installed() {
-  [ -x "$VENV/bin/horovodrun" ] && "$VENV/bin/horovodrun" --check-build 2>/dev/null | grep -q "v$VERSION"
+  local report
+  [ -x "$VENV/bin/horovodrun" ] && report="$("$VENV/bin/horovodrun" --check-build 2>/dev/null)" &&
+    [[ "$report" == *"v$VERSION"* ]]
 }
 
 if ! installed; then
