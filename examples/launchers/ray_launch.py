@@ -70,10 +70,16 @@ class Rank:
                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         tail = collections.deque(maxlen=20)
-        for line in self.proc.stdout:
-            # Ray forwards an actor's stdout to the driver, so this streams the output.
-            print(f"[rank {rank}] {line}", end="", flush=True)
-            tail.append(line)
+        # Ray forwards an actor's stdout to the driver, so printing streams the output;
+        # but it forwards asynchronously and drops what is still in flight when the
+        # driver exits. So every line also goes to rank-N.log in the ranks' folder
+        # (appended to by each attempt): the whole record, whatever Ray shows.
+        with open(os.path.join(cwd, f"rank-{rank}.log"), "a", encoding="utf-8") as record:
+            for line in self.proc.stdout:
+                print(f"[rank {rank}] {line}", end="", flush=True)
+                record.write(line)
+                record.flush()
+                tail.append(line)
         return self.proc.wait(), self.proc.pid, list(tail)
 
     def stop(self, grace_s):
