@@ -85,7 +85,7 @@ LIB="$OUT/lib/libditto_cuda_standin.so"
 # Everything the library depends on, hashed: a change anywhere means a rebuild.
 stamp() {
   {
-    echo "${CXXFLAGS[*]}"; "$CXX" --version | head -1
+    echo "${CXXFLAGS[*]}"; "$CXX" --version | sed -n 1p
     cat "$0" "$SRC"/generate.py "$SRC"/src/* "$SRC"/shim/* "$CUDARC"/src/driver/sys/mod.rs "$CUDARC"/src/cublas/sys/mod.rs
     for f in "${KERNEL_SOURCES[@]}"; do echo "$f"; done
     cat "${KERNEL_FILES[@]}"

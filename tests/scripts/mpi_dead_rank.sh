@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if ! mpirun --version 2>&1 | grep -qi "open mpi"; then
+if ! grep -qi "open mpi" <<< "$(mpirun --version 2>&1)"; then
     echo "mpi_dead_rank: needs OpenMPI's mpirun (its behaviour is what this checks)" >&2
     exit 1
 fi

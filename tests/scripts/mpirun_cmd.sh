@@ -9,7 +9,7 @@ if ! command -v mpirun >/dev/null; then
     exit 1
 fi
 mpirun=(mpirun)
-if mpirun --version 2>&1 | grep -qi "open mpi"; then
+if grep -qi "open mpi" <<< "$(mpirun --version 2>&1)"; then
     mpirun+=(--oversubscribe)
     if [ "$(id -u)" = 0 ]; then mpirun+=(--allow-run-as-root); fi
 fi

@@ -112,7 +112,7 @@ if [ "$parts" = a ] || [ "$parts" = all ]; then
   agent a a-host-b "$ns_b" ditto-host-b 2,3 --steps 60 --out "$work/shared/a.csv" & pb=$!
   wait "$pa" || fail "(a) host A's agent failed"
   wait "$pb" || fail "(a) host B's agent failed"
-  cat "$work"/a-host-*.log | grep -q "x 4)" || fail "(a) the job did not run at world size 4"
+  grep -q "x 4)" "$work"/a-host-*.log || fail "(a) the job did not run at world size 4"
   cmp "$work/one/curve.csv" "$work/shared/a.csv" || fail "(a) the 2-host CSV differs from the 1-process CSV"
   echo "(a) 4 workers on 2 hosts (network namespaces, ${common[1]} over the veth) wrote the 1-process CSV's bytes"
 fi
