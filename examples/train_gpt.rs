@@ -147,13 +147,14 @@ fn describe<R: Run<Config = GptTrainConfig>>(run: &R) -> String {
     let (c, placement) = (run.config(), run.placement());
     let m = &c.model;
     format!(
-        "seed {} | GPT {} layers x {} heads x width {}, context {}, bias {} | dropout {} | AdamW lr {} betas ({}, {}) wd {} | warm-up {} then cosine to {} after {} steps | clip {} | batch {} | {} ({} bytes, {} held out) | {placement}",
+        "seed {} | GPT {} layers x {} heads x width {}, context {}, bias {}, {} | dropout {} | AdamW lr {} betas ({}, {}) wd {} | warm-up {} then cosine to {} after {} steps | clip {} | batch {} | {} ({} bytes, {} held out) | {placement}",
         c.seed,
         m.n_layer,
         m.n_head,
         m.n_embd,
         c.context,
         m.bias,
+        m.precision,
         m.dropout,
         c.optimizer.lr,
         c.optimizer.betas.0,

@@ -246,6 +246,7 @@ impl Args {
             block_size: self.block_size.unwrap_or(defaults.model.block_size),
             dropout: self.dropout.unwrap_or(defaults.model.dropout),
             bias: self.nano.bias.unwrap_or(defaults.model.bias),
+            precision: self.nano.precision.unwrap_or(defaults.model.precision),
             ..defaults.model
         };
         let lr = self.lr.unwrap_or(defaults.optimizer.lr);

@@ -9,10 +9,11 @@
 //! byte values (the same tokens for this ASCII text; the loss is per character in
 //! both), and ditto's GELU is GPT-2's tanh approximation.
 
-use clap::builder::{RangedU64ValueParser, ValueParser};
+use clap::builder::{PossibleValuesParser, RangedU64ValueParser, TypedValueParser, ValueParser};
 use clap::{Args, ValueEnum};
 
 use super::args::float_in;
+use nn_mini::gpt::Precision;
 
 /// A named training recipe.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +121,12 @@ pub struct NanoFlags {
     /// [default: true]
     #[arg(long, value_name = "BOOL", value_parser = ValueParser::bool())]
     pub bias: Option<bool>,
+
+    /// The precision of the matrix products (nanoGPT's dtype): f32, or bf16 autocast
+    /// with f32 weights, sums and statistics; kept in the checkpoint [default: f32]
+    #[arg(long, value_name = "P",
+          value_parser = PossibleValuesParser::new(Precision::NAMES).try_map(|s| s.parse::<Precision>()))]
+    pub precision: Option<Precision>,
 }
 
 /// The number of evaluation batches when `--eval-iters` is not given (nanoGPT's).

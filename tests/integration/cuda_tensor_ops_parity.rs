@@ -77,7 +77,7 @@ fn binary_bodies_broadcast_and_read_views_like_the_cpu() {
 fn unary_bodies_match_the_cpu() {
     let x = cpu(&[9, 31], 10);
     let pos = x.mul(&x).unwrap().add_scalar(0.25).unwrap();
-    let cases: [(&str, Tensor, Tensor); 9] = [
+    let cases: [(&str, Tensor, Tensor); 10] = [
         (
             "relu",
             x.relu().unwrap(),
@@ -122,6 +122,11 @@ fn unary_bodies_match_the_cpu() {
             "powf",
             pos.powf(1.5).unwrap(),
             host_parity::unary("powf", &pos, 1.5, 0.0).unwrap(),
+        ),
+        (
+            "round_to_bf16",
+            x.round_to_bf16().unwrap(),
+            host_parity::unary("round_to_bf16", &x, 0.0, 0.0).unwrap(),
         ),
     ];
     for (name, want, got) in &cases {

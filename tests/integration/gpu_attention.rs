@@ -192,6 +192,25 @@ fn fused_values_and_gradients_are_the_unfused_ones_to_rounding() {
             assert!(d < 1e-5, "p {p:?}: {name} differs by {d:e}");
         }
     }
+    // Under bf16 autocast both paths attend over the rounded operands: still one
+    // function, to rounding, and not the f32 one.
+    let f32_output = causal_attention(&q, &k, &v, SCALE, None).unwrap().0;
+    let _bf16 = ditto::tensor_core::autocast(ditto::tensor_core::DType::BF16).unwrap();
+    let (y_fused, fused) = causal_attention(&q, &k, &v, SCALE, None).unwrap();
+    let (y_ref, reference) = causal_attention_unfused(&q, &k, &v, SCALE, None).unwrap();
+    assert!(fused.is_fused());
+    let d = relative_distance(&y_fused, &y_ref);
+    assert!(d < 2e-6, "bf16: output differs by {d:e}");
+    assert!(
+        relative_distance(&y_fused, &f32_output) > 1e-4,
+        "bf16 rounds the operands"
+    );
+    let grads = causal_attention_backward(&dy, fused).unwrap();
+    let want = causal_attention_backward(&dy, reference).unwrap();
+    for (name, (g, w)) in ["dq", "dk", "dv"].iter().zip(grads.iter().zip(&want)) {
+        let d = relative_distance(g, w);
+        assert!(d < 1e-5, "bf16: {name} differs by {d:e}");
+    }
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use crate::support;
 
-use ditto::nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
+use ditto::nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Precision, Text};
 use ditto::nn_mini::train::{Run, TrainingRun};
 use ditto::nn_mini::Module;
 use ditto::tensor_core::{use_portable_arithmetic, Device};
@@ -34,13 +34,14 @@ fn write_text(dir: &Path, len: usize) -> DataSpec {
 
 /// Two layers of two heads, width 16, context 8, batches of 4, dropout 0.1 (attention
 /// and residual masks), a short warm-up: small enough for the stand-in.
-fn tiny(data: DataSpec, device: Device) -> GptTrainConfig {
+fn tiny(data: DataSpec, device: Device, precision: Precision) -> GptTrainConfig {
     let tiny = GptTrainConfig::tiny(data);
     GptTrainConfig {
         seed: 11,
         device,
         model: GptConfig {
             n_layer: 2,
+            precision,
             ..tiny.model
         },
         ..tiny
@@ -70,16 +71,18 @@ fn finish(mut trainer: GptTrainer) -> (Vec<u32>, Vec<Vec<u32>>) {
     (losses, params)
 }
 
-fn straight(data: &DataSpec, device: Device) -> (Vec<u32>, Vec<Vec<u32>>) {
-    let trainer = GptTrainer::new(tiny(data.clone(), device)).unwrap();
+type Bits = (Vec<u32>, Vec<Vec<u32>>);
+
+fn straight(data: &DataSpec, device: Device, precision: Precision) -> Bits {
+    let trainer = GptTrainer::new(tiny(data.clone(), device, precision)).unwrap();
     assert_eq!(trainer.model().parameters()[0].value.device(), device);
     finish(trainer)
 }
 
 /// Saved after `SAVE_AT` steps on `from`, resumed on `to`.
-fn moved(data: &DataSpec, from: Device, to: Device, dir: &Path) -> (Vec<u32>, Vec<Vec<u32>>) {
-    let path = dir.join(format!("{from}-{to}.safetensors").replace(':', ""));
-    let mut first = GptTrainer::new(tiny(data.clone(), from)).unwrap();
+fn moved(data: &DataSpec, from: Device, to: Device, dir: &Path, precision: Precision) -> Bits {
+    let path = dir.join(format!("{from}-{to}-{precision}.safetensors").replace(':', ""));
+    let mut first = GptTrainer::new(tiny(data.clone(), from, precision)).unwrap();
     while first.step_count() < SAVE_AT {
         first.step().unwrap();
     }
@@ -87,6 +90,11 @@ fn moved(data: &DataSpec, from: Device, to: Device, dir: &Path) -> (Vec<u32>, Ve
     drop(first);
     let resumed = GptTrainer::resume(&path, None, Some(to)).unwrap();
     assert_eq!(resumed.config().device, to);
+    assert_eq!(
+        resumed.config().model.precision,
+        precision,
+        "kept in the checkpoint"
+    );
     finish(resumed)
 }
 
@@ -101,18 +109,19 @@ fn portable_gpt_runs_are_the_same_bytes_on_cpu_and_both_devices_and_across_resum
     let dir = tempfile::tempdir().unwrap();
     let data = write_text(dir.path(), 2000);
     use_portable_arithmetic(true);
-    let cpu = straight(&data, Device::Cpu);
+    let f32 = Precision::F32;
+    let cpu = straight(&data, Device::Cpu, f32);
     assert!(cpu.0.iter().all(|&l| f32::from_bits(l).is_finite()));
-    assert_eq!(straight(&data, Device::Cuda(0)), cpu, "cuda:0");
-    assert_eq!(straight(&data, Device::Cuda(1)), cpu, "cuda:1");
+    assert_eq!(straight(&data, Device::Cuda(0), f32), cpu, "cuda:0");
+    assert_eq!(straight(&data, Device::Cuda(1), f32), cpu, "cuda:1");
     assert_eq!(
-        moved(&data, Device::Cuda(0), Device::Cpu, dir.path()),
+        moved(&data, Device::Cuda(0), Device::Cpu, dir.path(), f32),
         cpu,
         "saved on cuda:0, resumed on the cpu"
     );
     use_portable_arithmetic(false);
-    let (default_cuda, cuda_params) = straight(&data, Device::Cuda(0));
-    let (default_cpu, cpu_params) = straight(&data, Device::Cpu);
+    let (default_cuda, cuda_params) = straight(&data, Device::Cuda(0), f32);
+    let (default_cpu, cpu_params) = straight(&data, Device::Cpu, f32);
     for (g, c) in default_cuda.iter().zip(&default_cpu) {
         let (g, c) = (f32::from_bits(*g), f32::from_bits(*c));
         assert!(
@@ -126,6 +135,46 @@ fn portable_gpt_runs_are_the_same_bytes_on_cpu_and_both_devices_and_across_resum
         assert_ne!(
             cuda_params, cpu_params,
             "the stand-in rounds expf and sgemm like the CPU"
+        );
+    }
+}
+
+/// Issue 43's bf16 autocast on CUDA: in portable arithmetic a bf16 run is the same
+/// bytes on the CPU and `cuda:0`, saved on `cuda:0` and resumed on the CPU (a bf16 run
+/// resumes and audits on a CPU), and not the f32 run's bytes (the rounding happened).
+/// In default arithmetic the CUDA run (fused attention over bf16 operands, sgemm of
+/// rounded operands) stays close to the CPU's.
+#[test]
+fn bf16_gpt_runs_are_the_same_bytes_on_cpu_and_cuda_and_across_resumes() {
+    test_support::own_process!(bf16_gpt_runs_are_the_same_bytes_on_cpu_and_cuda_and_across_resumes);
+    if !gpus(1) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_text(dir.path(), 2000);
+    let bf16 = Precision::Bf16;
+    use_portable_arithmetic(true);
+    let cpu = straight(&data, Device::Cpu, bf16);
+    assert!(cpu.0.iter().all(|&l| f32::from_bits(l).is_finite()));
+    assert_ne!(
+        cpu.1,
+        straight(&data, Device::Cpu, Precision::F32).1,
+        "bf16 is not f32"
+    );
+    assert_eq!(straight(&data, Device::Cuda(0), bf16), cpu, "cuda:0");
+    assert_eq!(
+        moved(&data, Device::Cuda(0), Device::Cpu, dir.path(), bf16),
+        cpu,
+        "saved on cuda:0, resumed on the cpu"
+    );
+    use_portable_arithmetic(false);
+    let (default_cuda, _) = straight(&data, Device::Cuda(0), bf16);
+    let (default_cpu, _) = straight(&data, Device::Cpu, bf16);
+    for (g, c) in default_cuda.iter().zip(&default_cpu) {
+        let (g, c) = (f32::from_bits(*g), f32::from_bits(*c));
+        assert!(
+            (g - c).abs() <= 1e-3 * c.abs(),
+            "default cuda:0 bf16 loss {g}, cpu {c}"
         );
     }
 }

@@ -174,7 +174,7 @@ fn a_recipe_resolves_to_nanogpts_values_and_flags_override_it() {
     assert!(out.status.success(), "{}", text(&out));
     let header = stdout(&out).lines().next().unwrap_or_default().to_string();
     for part in [
-        "4 layers x 4 heads x width 64, context 64, bias false",
+        "4 layers x 4 heads x width 64, context 64, bias false, f32",
         "dropout 0 | AdamW lr 0.001 betas (0.9, 0.99) wd 0.1",
         "warm-up 100 then cosine to 0.0001 after 2000 steps | clip 1 | batch 12",
         "tinyshakespeare.txt (1115394 bytes, 111540 held out)",

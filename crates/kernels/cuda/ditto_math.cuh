@@ -122,24 +122,8 @@ DITTO_HD float ditto_f16_to_f32(uint16_t h) {
     return ditto_f32_from_bits(sign | (((exp >> 10) + 127 - 15) << 23) | (man << 13));
 }
 
-// f32 -> bf16, round to nearest even.
-DITTO_HD uint16_t ditto_f32_to_bf16(float value) {
-    const uint32_t x = ditto_f32_to_bits(value);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) {  // NaN: keep it quiet
-        return (uint16_t)((x >> 16) | 0x0040u);
-    }
-    const uint32_t round_bit = 0x00008000u;
-    if ((x & round_bit) != 0 && (x & (3u * round_bit - 1u)) != 0) {
-        return (uint16_t)((x >> 16) + 1u);
-    }
-    return (uint16_t)(x >> 16);
-}
-
-// bf16 -> f32, exact (NaN made quiet, as `half` does).
-DITTO_HD float ditto_bf16_to_f32(uint16_t b) {
-    const uint32_t bits = (b & 0x7FFFu) > 0x7F80u ? ((uint32_t)b | 0x0040u) : (uint32_t)b;
-    return ditto_f32_from_bits(bits << 16);
-}
+// f32 <-> bf16 (ditto_f32_to_bf16, ditto_bf16_to_f32) are in ditto_host_device.cuh,
+// which tensor-core's kernels share: autocast rounds matmul operands with them.
 
 // ---------------------------------------------------------------------------------
 // Words to uniforms (docs/contract.md §5.2).

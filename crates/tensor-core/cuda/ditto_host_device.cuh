@@ -57,4 +57,27 @@ DITTO_HD uint64_t ditto_mul_hi_u64(uint64_t a, uint64_t b) {
 }
 #endif
 
+// bf16 as its uint16 bit pattern, converted with integer code (no cuda_bf16.h) so host
+// and device share it, by the rules of the `half` crate: round to nearest even, overflow
+// to infinity, NaN kept quiet with the top mantissa bits it had. The random kernels
+// store bf16 with it; tensor-core's autocast rounds matmul operands with it.
+// f32 -> bf16, round to nearest even.
+DITTO_HD uint16_t ditto_f32_to_bf16(float value) {
+    const uint32_t x = ditto_f32_to_bits(value);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) {  // NaN: keep it quiet
+        return (uint16_t)((x >> 16) | 0x0040u);
+    }
+    const uint32_t round_bit = 0x00008000u;
+    if ((x & round_bit) != 0 && (x & (3u * round_bit - 1u)) != 0) {
+        return (uint16_t)((x >> 16) + 1u);
+    }
+    return (uint16_t)(x >> 16);
+}
+
+// bf16 -> f32, exact (NaN made quiet, as `half` does).
+DITTO_HD float ditto_bf16_to_f32(uint16_t b) {
+    const uint32_t bits = (b & 0x7FFFu) > 0x7F80u ? ((uint32_t)b | 0x0040u) : (uint32_t)b;
+    return ditto_f32_from_bits(bits << 16);
+}
+
 #endif  // DITTO_HOST_DEVICE_CUH

@@ -77,6 +77,8 @@ DITTO_OPS_HD ditto_u64 ditto_min_u64(ditto_u64 a, ditto_u64 b) { return a < b ? 
 // libdevice's, which portable arithmetic does not cover.
 #define DITTO_PORTABLE_EXP 9
 #define DITTO_PORTABLE_LOG 10
+// Autocast (tensor-core's autocast.rs): f32 rounded to the nearest bf16, kept in f32.
+#define DITTO_ROUND_BF16 11
 
 // libdevice on the GPU (the same code on every GPU), the C library on the host.
 DITTO_OPS_HD float ditto_exp(float x) { return expf(x); }
@@ -89,6 +91,9 @@ DITTO_OPS_HD double ditto_portable_exp(double x) { return exp(x); }
 DITTO_OPS_HD double ditto_portable_log(double x) { return log(x); }
 DITTO_OPS_HD double ditto_portable_log_of_sum_as(double total, double) { return log(total); }
 DITTO_OPS_HD float ditto_portable_log_of_sum_as(double total, float) { return ditto_portable_log_of_sum(total); }
+DITTO_OPS_HD float ditto_round_bf16(float x) { return ditto_bf16_to_f32(ditto_f32_to_bf16(x)); }
+// Never launched: the Rust side refuses f64 (rounding it through f32 would round twice).
+DITTO_OPS_HD double ditto_round_bf16(double x) { return x; }
 DITTO_OPS_HD float ditto_pow(float x, float e) { return powf(x, e); }
 DITTO_OPS_HD double ditto_pow(double x, double e) { return pow(x, e); }
 
@@ -112,6 +117,7 @@ DITTO_OPS_HD T ditto_unary_op(int op, T x, T a, T b) {
         case DITTO_POW: return ditto_pow(x, a);
         case DITTO_PORTABLE_EXP: return ditto_portable_exp(x);
         case DITTO_PORTABLE_LOG: return ditto_portable_log(x);
+        case DITTO_ROUND_BF16: return ditto_round_bf16(x);
         case DITTO_NEG: return -x;
         case DITTO_AFFINE: return x * a + b;  // two roundings, never fused
         case DITTO_MUL_SCALAR: return x * a;

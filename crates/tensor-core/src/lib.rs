@@ -33,6 +33,7 @@ mod macros;
 
 mod access;
 pub mod audit;
+mod autocast;
 mod checked_index;
 mod convert;
 mod creation;
@@ -66,6 +67,9 @@ pub mod cuda;
 #[cfg(feature = "cuda")]
 pub use cuda_runtime::cudarc;
 
+pub use autocast::{
+    autocast, autocast_disabled, autocast_operand, get_autocast_dtype, AutocastGuard,
+};
 pub use checked_index::CheckedIndex;
 pub use creation::try_zeroed_vec;
 pub use cuda_runtime::{CudaError, NvrtcError};

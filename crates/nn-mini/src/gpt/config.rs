@@ -29,6 +29,76 @@ pub struct GptConfig {
     /// keep their bytes.
     #[serde(default = "with_biases", skip_serializing_if = "has_biases")]
     pub bias: bool,
+    /// The precision of the matrix products, forward and backward (see [`Precision`]).
+    /// Part of the model, as the checkpoint must say it: a run resumes, evaluates and
+    /// samples in the precision it trained in. Left out of the JSON when f32 (and f32
+    /// when missing), so earlier checkpoints keep their bytes.
+    #[serde(default, skip_serializing_if = "Precision::is_f32")]
+    pub precision: Precision,
+}
+
+/// The precision of a GPT's matrix products: nanoGPT's `dtype` setting for the
+/// `torch.autocast` context its training, evaluation and sampling run in.
+///
+/// Weights, gradients and optimizer state stay f32 either way (bf16 autocast keeps f32
+/// master weights); layer norm, softmax and the loss compute in f32.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Every product in f32.
+    #[default]
+    F32,
+    /// bf16 autocast ([`tensor_core::autocast`]): every matmul's f32 operands rounded
+    /// to bf16, the products summed in f32; attention over bf16-rounded q, k, v. Defined
+    /// on every device, so a bf16 run resumes and audits on a CPU in portable arithmetic.
+    Bf16,
+}
+
+impl Precision {
+    /// The names the command lines and the JSON use.
+    pub const NAMES: [&'static str; 2] = ["f32", "bf16"];
+
+    fn is_f32(&self) -> bool {
+        *self == Precision::F32
+    }
+
+    /// Enters this precision's autocast scope on the calling thread until the guard
+    /// drops (none for f32: a scope of plain f32, so a bf16 caller's scope does not
+    /// leak into an f32 model).
+    pub fn autocast(self) -> Result<tensor_core::AutocastGuard> {
+        let dtype = match self {
+            Precision::F32 => tensor_core::DType::F32,
+            Precision::Bf16 => tensor_core::DType::BF16,
+        };
+        Ok(tensor_core::autocast(dtype)?)
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+        })
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = NnError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "f32" => Ok(Precision::F32),
+            "bf16" => Ok(Precision::Bf16),
+            other => Err(NnError::invalid(
+                "Precision",
+                format!(
+                    "unknown precision {other:?}; expected one of {:?}",
+                    Self::NAMES
+                ),
+            )),
+        }
+    }
 }
 
 fn with_biases() -> bool {
@@ -52,6 +122,7 @@ impl Default for GptConfig {
             n_embd: 128,
             dropout: 0.1,
             bias: true,
+            precision: Precision::F32,
         }
     }
 }

@@ -63,14 +63,16 @@ impl CausalSelfAttention {
         };
         let (h, d) = (self.heads, c / self.heads);
         let qkv = self.c_attn.forward(x, false)?;
+        // As the training forward's attention op under autocast: q, k, v rounded, the
+        // probabilities and their products in f32 (rng_gen::causal_attention's docs).
         let head = |i: usize| -> Result<Tensor> {
-            Ok(qkv
-                .narrow(1, i * c, c)?
-                .reshape(&[n, h, d])?
-                .transpose(0, 1)?
-                .contiguous()?)
+            let rows = qkv.narrow(1, i * c, c)?.reshape(&[n, h, d])?;
+            Ok(tensor_core::autocast_operand(
+                &rows.transpose(0, 1)?.contiguous()?,
+            )?)
         };
         let (q, k, v) = (head(0)?, head(1)?, head(2)?);
+        let f32_scope = tensor_core::autocast_disabled();
         let scale = 1.0 / (d as f64).sqrt();
         let (k, v, probs) = match (&cache.k, &cache.v) {
             (Some(old_k), Some(old_v)) if n == 1 => {
@@ -92,6 +94,7 @@ impl CausalSelfAttention {
             }
         };
         let y = probs.matmul(&v)?.transpose(0, 1)?.reshape(&[n, c])?;
+        drop(f32_scope);
         (cache.k, cache.v) = (Some(k), Some(v));
         self.c_proj.forward(&y, false)
     }
@@ -139,6 +142,7 @@ impl Gpt {
     /// `tokens` through the model at the next positions of `cache` (all of them when
     /// it is empty, else one).
     fn rows(&mut self, tokens: &[u8], cache: &mut KvCache) -> Result<Tensor> {
+        let _autocast = self.config().precision.autocast()?;
         let (c, vocab, n) = (self.config().n_embd, self.config().vocab_size, tokens.len());
         if let Some(&bad) = tokens.iter().find(|&&t| usize::from(t) >= vocab) {
             return Err(NnError::invalid(

@@ -36,7 +36,7 @@ mod train_config;
 
 pub use attention::CausalSelfAttention;
 pub use block::{Block, Mlp};
-pub use config::GptConfig;
+pub use config::{GptConfig, Precision};
 pub use evaluate::{estimate_loss, Split, EVAL_DOMAIN};
 pub use generate::{generate_batch, Generation, GenerationRequest};
 pub use kv_cache::KvCache;

@@ -172,6 +172,7 @@ impl Gpt {
 impl Module for Gpt {
     fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
         let (b, t) = self.check_input(input)?;
+        let _autocast = self.config.precision.autocast()?;
         let c = self.config.n_embd;
         let tokens = self.wte.forward(input, train)?;
         let positions = self.wpe.value.narrow(0, 0, t)?;
@@ -198,6 +199,7 @@ impl Module for Gpt {
     }
 
     fn backward_params(&mut self, grad_output: &Tensor) -> Result<()> {
+        let _autocast = self.config.precision.autocast()?;
         let SavedHead {
             hidden,
             dims: [b, t, c],

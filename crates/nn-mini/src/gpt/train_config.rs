@@ -127,6 +127,7 @@ impl GptTrainConfig {
                 n_embd: 16,
                 dropout: 0.1,
                 bias: true,
+                precision: crate::gpt::Precision::F32,
             },
             context: 8,
             batch_size: 4,

@@ -73,6 +73,7 @@ fn parity(bias: bool) {
             n_embd: 32,
             dropout: 0.0,
             bias,
+            precision: nn_mini::gpt::Precision::F32,
         },
         context: 16,
         batch_size: 4,

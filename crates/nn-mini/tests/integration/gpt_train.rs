@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use nn_mini::gpt::{DataSpec, GptTrainConfig, GptTrainer, Text};
+use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Precision, Text};
 use nn_mini::train::{Run, TrainConfig, Trainer, TrainingRun};
 use nn_mini::{AdamW, AdamWConfig, Checkpoint, CheckpointError, Module, NnError, Optimizer};
 use test_support::on_threads;
@@ -72,6 +72,65 @@ fn a_resume_at_any_step_continues_the_straight_run() {
             "resumed after step {k}"
         );
     }
+}
+
+/// `--precision bf16` (issue 43): the checkpoint records it, a resume continues in it
+/// bit for bit, the thread count changes nothing, and it is not the f32 run. An f32
+/// checkpoint does not name a precision, so its bytes are what earlier builds wrote.
+#[test]
+fn a_bf16_run_records_its_precision_and_resumes_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let f32_config = tiny(write_text(dir.path(), "text.txt", 700));
+    let config = GptTrainConfig {
+        model: GptConfig {
+            precision: Precision::Bf16,
+            ..f32_config.model
+        },
+        ..f32_config.clone()
+    };
+    const STEPS: u64 = 6;
+    let (straight, final_params) = run(&config, STEPS);
+    assert!(straight.iter().all(|l| l.is_finite()));
+    assert_ne!(
+        run(&f32_config, STEPS).1,
+        final_params,
+        "bf16 rounds the products"
+    );
+    assert_eq!(
+        on_threads(1, || run(&config, STEPS)),
+        (straight.clone(), final_params.clone()),
+        "1 thread"
+    );
+    let save = |config: &GptTrainConfig, name: &str| {
+        let mut first = GptTrainer::new(config.clone()).unwrap();
+        while first.step_count() < 3 {
+            first.step().unwrap();
+        }
+        let path = dir.path().join(name);
+        first.save(&path).unwrap();
+        path
+    };
+    let header =
+        |path: &Path| String::from_utf8_lossy(&std::fs::read(path).unwrap()[..4096]).into_owned();
+    let f32_path = save(&f32_config, "f32.safetensors");
+    assert!(
+        !header(&f32_path).contains("precision"),
+        "{}",
+        header(&f32_path)
+    );
+    let path = save(&config, "bf16.safetensors");
+    assert!(
+        header(&path).contains(r#"\"precision\":\"bf16\""#),
+        "{}",
+        header(&path)
+    );
+    let mut resumed = GptTrainer::resume(&path, None, None).unwrap();
+    assert_eq!(resumed.config().model.precision, Precision::Bf16);
+    while resumed.step_count() < STEPS {
+        resumed.step().unwrap();
+    }
+    assert_eq!(resumed.losses(), &straight[..]);
+    assert_eq!(parameters(resumed.model()), final_params);
 }
 
 #[test]

@@ -516,6 +516,7 @@ fn gpt_backward_matches_finite_differences_with_the_head_tied() {
         n_embd: 4,
         dropout: 0.2,
         bias: true,
+        precision: nn_mini::gpt::Precision::F32,
     };
     let drop = generator(47);
     let start = drop.key();

@@ -19,6 +19,13 @@
 //! path reserves exactly what `dropout` on the probabilities reserves, so a run's
 //! generator states, and every later draw, are the same on both paths. Values agree to
 //! rounding (the fused sums run in another order); the tests bound the difference.
+//!
+//! Inside a bf16 autocast scope ([`tensor_core::autocast`]) both paths compute the
+//! attention of `q`, `k` and `v` rounded to bf16, in f32: products of bf16 values,
+//! summed in f32, as a bf16 flash kernel accumulates. The probabilities stay f32 on both
+//! paths (the op suspends autocast inside, so the unfused path's matmuls do not round
+//! them), so the two paths keep computing one function. The backward runs in f32 from
+//! the rounded operands, and the rounding's gradient is the identity, as a cast's is.
 
 use tensor_core::{DType, Tensor, TensorError};
 
@@ -113,11 +120,14 @@ pub fn causal_attention(
     dropout: Option<AttentionDropout<'_>>,
 ) -> Result<(Tensor, AttentionSaved), RngError> {
     check(q, k, v, dropout.as_ref())?;
+    let [q, k, v] = autocast_operands([q, k, v])?;
+    let _f32 = tensor_core::autocast_disabled();
+    let [q, k, v] = [&q, &k, &v];
     #[cfg(feature = "cuda")]
     if super::attention_cuda::can_fuse(q) {
         return super::attention_cuda::forward(q, k, v, scale, dropout);
     }
-    causal_attention_unfused(q, k, v, scale, dropout)
+    unfused(q, k, v, scale, dropout)
 }
 
 /// [`causal_attention`] by the unfused tensor ops on any device: the reference the fused
@@ -131,6 +141,27 @@ pub fn causal_attention_unfused(
     dropout: Option<AttentionDropout<'_>>,
 ) -> Result<(Tensor, AttentionSaved), RngError> {
     check(q, k, v, dropout.as_ref())?;
+    let [q, k, v] = autocast_operands([q, k, v])?;
+    let _f32 = tensor_core::autocast_disabled();
+    let [q, k, v] = [&q, &k, &v];
+    unfused(q, k, v, scale, dropout)
+}
+
+/// `q`, `k` and `v` as both paths multiply them: rounded to bf16 inside a bf16
+/// autocast scope (module docs).
+fn autocast_operands(qkv: [&Tensor; 3]) -> Result<[Tensor; 3], RngError> {
+    let [q, k, v] = qkv.map(tensor_core::autocast_operand);
+    Ok([q?, k?, v?])
+}
+
+/// The unfused path on operands already checked (and rounded, under autocast).
+fn unfused(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    dropout: Option<AttentionDropout<'_>>,
+) -> Result<(Tensor, AttentionSaved), RngError> {
     let probs = q.matmul(&k.transpose(2, 3)?)?.causal_softmax(scale)?;
     let (dropped, state) = match dropout {
         None => (probs.clone(), None),
@@ -190,6 +221,8 @@ pub fn causal_attention_backward(
         scale,
         path,
     } = saved;
+    // In f32 from the saved (rounded, under autocast) operands: module docs.
+    let _f32 = tensor_core::autocast_disabled();
     match path {
         SavedPath::Unfused {
             probs,
@@ -315,5 +348,47 @@ mod tests {
                 assert_eq!(bit == '1', (word >> 23) & 1 == 1, "element {e}");
             }
         }
+    }
+
+    /// Under bf16 autocast the op is the f32 attention of the bf16-rounded operands,
+    /// forward and backward, and the scope it was called in is back afterwards.
+    #[test]
+    fn bf16_autocast_is_the_attention_of_rounded_operands() {
+        let dims = [2, 2, 5, 3];
+        let tensor = |salt: f32| {
+            let n: usize = dims.iter().product();
+            let v = (0..n)
+                .map(|i| (i as f32 * 0.731 + salt).sin() * 1.001)
+                .collect();
+            Tensor::from_vec(v, &dims, Device::Cpu).unwrap()
+        };
+        let [q, k, v, dy] = [0.1, 0.2, 0.3, 0.4].map(tensor);
+        let run = |qkv: [&Tensor; 3]| {
+            let g = Generator::from_key(Device::Cpu, Key::new(5));
+            let (y, saved) = causal_attention(
+                qkv[0],
+                qkv[1],
+                qkv[2],
+                0.5,
+                Some(AttentionDropout::Draw {
+                    p: 0.2,
+                    generator: &g,
+                }),
+            )
+            .unwrap();
+            let grads = causal_attention_backward(&dy, saved).unwrap();
+            let bits = |t: &Tensor| t.to_vec::<f32>().unwrap();
+            (bits(&y), grads.iter().map(bits).collect::<Vec<_>>())
+        };
+        let rounded = [&q, &k, &v].map(|t| t.round_to_bf16().unwrap());
+        let want = run([&rounded[0], &rounded[1], &rounded[2]]);
+        assert_ne!(
+            run([&q, &k, &v]),
+            want,
+            "the operands have bits below bf16's"
+        );
+        let _bf16 = tensor_core::autocast(DType::BF16).unwrap();
+        assert_eq!(run([&q, &k, &v]), want);
+        assert_eq!(tensor_core::get_autocast_dtype(), Some(DType::BF16));
     }
 }

@@ -277,6 +277,7 @@ pub fn unary(op: &str, x: &Tensor, a: f64, b: f64) -> Result<Tensor> {
         "add_scalar" => UnaryOp::AddScalar(a),
         "portable_exp" => UnaryOp::PortableExp,
         "portable_log" => UnaryOp::PortableLog,
+        "round_to_bf16" => UnaryOp::RoundToBf16,
         _ => return Err(unknown(op)),
     };
     let (code, a, b) = op.kernel_args();

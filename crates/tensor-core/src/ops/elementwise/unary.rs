@@ -41,6 +41,9 @@ pub enum UnaryOp {
     PortableExp,
     /// `log` under portable arithmetic (docs/contract.md §14).
     PortableLog,
+    /// f32 rounded to the nearest bf16 (ties to even), kept in f32: how autocast
+    /// narrows matmul operands (`autocast.rs`). f32 only.
+    RoundToBf16,
 }
 
 impl UnaryOp {
@@ -59,6 +62,7 @@ impl UnaryOp {
             UnaryOp::AddScalar(s) => (8, s, 0.0),
             UnaryOp::PortableExp => (9, 0.0, 0.0),
             UnaryOp::PortableLog => (10, 0.0, 0.0),
+            UnaryOp::RoundToBf16 => (11, 0.0, 0.0),
         }
     }
 }
@@ -79,6 +83,14 @@ macro_rules! unary {
         $tensor.require_cpu($op)?;
         with_float_dtype!($tensor.dtype(), $op, $t => map::<$t>($tensor, $f))
     }};
+}
+
+/// [`Tensor::round_to_bf16`] (`autocast.rs`) once the dtype is known to be f32: half's
+/// rounding on the CPU, `ditto_round_bf16` (the same rule) on CUDA.
+pub(crate) fn round_to_bf16(t: &Tensor) -> Result<Tensor> {
+    on_cuda!(t => crate::ops::cuda::unary("round_to_bf16", UnaryOp::RoundToBf16, t));
+    t.require_cpu("round_to_bf16")?;
+    map::<f32>(t, |x| half::bf16::from_f32(x).to_f32())
 }
 
 impl Tensor {

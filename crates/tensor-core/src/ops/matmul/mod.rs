@@ -57,6 +57,28 @@ fn operand<'a, T>(t: &Tensor, data: &'a [T]) -> Operand<'a, T> {
     }
 }
 
+/// The shapes of a 2-D product: both rank 2, inner sizes equal.
+fn check_2d(lhs: &Tensor, rhs: &Tensor) -> Result<()> {
+    const OP: &str = "matmul";
+    for t in [lhs, rhs] {
+        if t.rank() != 2 {
+            return Err(TensorError::RankMismatch {
+                op: OP,
+                expected: 2,
+                got: t.rank(),
+            });
+        }
+    }
+    if lhs.dims()[1] != rhs.dims()[0] {
+        return Err(TensorError::ShapeMismatch {
+            op: OP,
+            lhs: lhs.dims().to_vec(),
+            rhs: rhs.dims().to_vec(),
+        });
+    }
+    Ok(())
+}
+
 impl Tensor {
     /// Matrix product. Of `(m, k)` and `(k, n)` tensors, a contiguous `(m, n)` tensor;
     /// of two tensors of the same rank above 2, `[..., m, k]` and `[..., k, n]` with the
@@ -65,44 +87,39 @@ impl Tensor {
     /// `ops/matmul/batched_matmul.rs`). Both must be on one device and share an f32 / f64
     /// dtype. On CUDA this is cuBLAS (see the `ops::cuda` matmul docs for what that
     /// means for reproducibility across GPU models), or ditto's portable kernel under
-    /// portable arithmetic.
+    /// portable arithmetic. Inside a bf16 [`crate::autocast`] scope, f32 operands are
+    /// multiplied rounded to bf16, with f32 sums.
     #[track_caller]
     pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
         audited!("matmul", [self, rhs], {
             const OP: &str = "matmul";
             self.require_compatible(OP, rhs)?;
-            if self.rank() > 2 {
-                let dims = crate::ops::matmul::batched_matmul::batched_dims(OP, self, rhs)?;
-                on_cuda!(self => crate::ops::cuda::batched_matmul(self, rhs, &dims));
-                self.require_cpu(OP)?;
+            let batch = if self.rank() > 2 {
+                Some(crate::ops::matmul::batched_matmul::batched_dims(
+                    OP, self, rhs,
+                )?)
+            } else {
+                check_2d(self, rhs)?;
+                None
+            };
+            // Inside a bf16 autocast scope the operands are rounded first (autocast.rs).
+            let rounded = crate::autocast::matmul_operands(self, rhs)?;
+            let (lhs, rhs) = rounded.as_ref().map_or((self, rhs), |(a, b)| (a, b));
+            if let Some(dims) = batch {
+                on_cuda!(lhs => crate::ops::cuda::batched_matmul(lhs, rhs, &dims));
+                lhs.require_cpu(OP)?;
                 let portable = crate::are_portable_arithmetic_enabled();
-                return with_float_dtype!(self.dtype(), OP, T => {
-                    crate::ops::matmul::batched_matmul::batched_matmul_cpu::<T>(self, rhs, &dims, portable)
+                return with_float_dtype!(lhs.dtype(), OP, T => {
+                    crate::ops::matmul::batched_matmul::batched_matmul_cpu::<T>(lhs, rhs, &dims, portable)
                 });
             }
-            for t in [self, rhs] {
-                if t.rank() != 2 {
-                    return Err(TensorError::RankMismatch {
-                        op: OP,
-                        expected: 2,
-                        got: t.rank(),
-                    });
-                }
-            }
-            if self.dims()[1] != rhs.dims()[0] {
-                return Err(TensorError::ShapeMismatch {
-                    op: OP,
-                    lhs: self.dims().to_vec(),
-                    rhs: rhs.dims().to_vec(),
-                });
-            }
-            on_cuda!(self => crate::ops::cuda::matmul(self, rhs));
-            self.require_cpu(OP)?;
-            let dims = [self.dims()[0], rhs.dims()[1]];
+            on_cuda!(lhs => crate::ops::cuda::matmul(lhs, rhs));
+            lhs.require_cpu(OP)?;
+            let dims = [lhs.dims()[0], rhs.dims()[1]];
             let portable = crate::are_portable_arithmetic_enabled();
-            with_float_dtype!(self.dtype(), OP, T => {
-                let (a, b) = (T::slice_of(self)?, T::slice_of(rhs)?);
-                let out = product_2d(operand(self, a), operand(rhs, b), portable)?;
+            with_float_dtype!(lhs.dtype(), OP, T => {
+                let (a, b) = (T::slice_of(lhs)?, T::slice_of(rhs)?);
+                let out = product_2d(operand(lhs, a), operand(rhs, b), portable)?;
                 Tensor::from_cpu_storage(T::into_storage(out), &dims)
             })
         })
