@@ -94,6 +94,9 @@ struct Args {
     /// With --gpt: no biases (nanoGPT's bias=False).
     #[arg(long, requires = "gpt")]
     no_bias: bool,
+    /// With --gpt: the precision of the products, f32 or bf16 (autocast).
+    #[arg(long, default_value = "f32", requires = "gpt")]
+    precision: nn_mini::gpt::Precision,
     /// With --gpt: the text the windows come from (a GPU machine running the bundle has
     /// no checkout) [default: the repository's data/tinyshakespeare.txt].
     #[arg(long, requires = "gpt")]
@@ -265,6 +268,7 @@ fn gpt_trainer(args: &Args, shape: &[usize]) -> nn_mini::gpt::GptTrainer {
             block_size: block,
             dropout: args.dropout,
             bias: !args.no_bias,
+            precision: args.precision,
             ..GptConfig::default()
         },
         context: block,
@@ -278,6 +282,10 @@ fn gpt_trainer(args: &Args, shape: &[usize]) -> nn_mini::gpt::GptTrainer {
 /// Prints the line `benches/compare_torch_train.py` prints for the same flags.
 fn report(args: &Args, rates: &[f64]) {
     let what = match (args.gpt.is_some(), args.with_loader, args.portable) {
+        (true, _, false) if args.precision == nn_mini::gpt::Precision::Bf16 => "ditto-gpt-bf16",
+        (true, _, true) if args.precision == nn_mini::gpt::Precision::Bf16 => {
+            "ditto-gpt-bf16-portable"
+        }
         (true, _, false) => "ditto-gpt-default",
         (true, _, true) => "ditto-gpt-portable",
         (_, true, false) => "ditto-with-loader",

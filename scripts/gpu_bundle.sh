@@ -283,13 +283,16 @@ S="$HERE/logs/step"; mkdir -p "$S"
       echo "(round $round done)"
     done
     # Issue 43's targets: nanoGPT's Shakespeare recipe shape (6 layers, 6 heads, width 384,
-    # block 256, batch 64, dropout 0.2), the step alone, ditto (f32, fused attention) and
-    # PyTorch eager alternating: f32 with TF32 off (masked softmax, and SDPA), bf16 autocast
-    # with SDPA, and bf16 compiled. Each line ends with its process's peak device memory.
+    # block 256, batch 64, dropout 0.2), the step alone, ditto (f32 and bf16 autocast, fused
+    # attention) and PyTorch eager alternating: f32 with TF32 off (masked softmax, and
+    # SDPA), bf16 autocast with SDPA, and bf16 compiled. Each line ends with its process's
+    # peak device memory.
     gpt=(--layers 6 --heads 6 --width 384 --block 256 --batch 64 --dropout 0.2)
     for round in 1 2 3; do
-      "$HERE/bin/train_step" --device cuda:0 --gpt 6,6,384,256 --batch 64 --dropout 0.2 \
-        --data "$HERE/tinyshakespeare.txt" --rounds 3 --seconds 2 2>> "$HERE/logs/train_step.err" || echo "train_step --gpt failed"
+      for precision in f32 bf16; do
+        "$HERE/bin/train_step" --device cuda:0 --gpt 6,6,384,256 --batch 64 --dropout 0.2 --precision "$precision" \
+          --data "$HERE/tinyshakespeare.txt" --rounds 3 --seconds 2 2>> "$HERE/logs/train_step.err" || echo "train_step --gpt --precision $precision failed"
+      done
       for torch_flags in "--attention manual" "--attention sdpa" "--precision bf16 --attention sdpa" \
                          "--precision bf16 --attention sdpa --compile"; do
         python3 "$HERE/compare_torch_gpt.py" --device cuda "${gpt[@]}" $torch_flags --rounds 3 --steps-per-round 10 \
