@@ -119,15 +119,7 @@ pub fn causal_attention(
     scale: f64,
     dropout: Option<AttentionDropout<'_>>,
 ) -> Result<(Tensor, AttentionSaved), RngError> {
-    check(q, k, v, dropout.as_ref())?;
-    let [q, k, v] = autocast_operands([q, k, v])?;
-    let _f32 = tensor_core::autocast_disabled();
-    let [q, k, v] = [&q, &k, &v];
-    #[cfg(feature = "cuda")]
-    if super::attention_cuda::can_fuse(q) {
-        return super::attention_cuda::forward(q, k, v, scale, dropout);
-    }
-    unfused(q, k, v, scale, dropout)
+    attend([q, k, v], scale, dropout, true)
 }
 
 /// [`causal_attention`] by the unfused tensor ops on any device: the reference the fused
@@ -140,25 +132,34 @@ pub fn causal_attention_unfused(
     scale: f64,
     dropout: Option<AttentionDropout<'_>>,
 ) -> Result<(Tensor, AttentionSaved), RngError> {
-    check(q, k, v, dropout.as_ref())?;
-    let [q, k, v] = autocast_operands([q, k, v])?;
-    let _f32 = tensor_core::autocast_disabled();
-    let [q, k, v] = [&q, &k, &v];
-    unfused(q, k, v, scale, dropout)
+    attend([q, k, v], scale, dropout, false)
 }
 
-/// `q`, `k` and `v` as both paths multiply them: rounded to bf16 inside a bf16
-/// autocast scope (module docs).
-fn autocast_operands(qkv: [&Tensor; 3]) -> Result<[Tensor; 3], RngError> {
+/// Both entry points: checks, rounds the operands to bf16 inside a bf16 autocast scope
+/// (module docs), then runs the fused path when `may_fuse` and it can, else the unfused.
+fn attend(
+    qkv: [&Tensor; 3],
+    scale: f64,
+    dropout: Option<AttentionDropout<'_>>,
+    may_fuse: bool,
+) -> Result<(Tensor, AttentionSaved), RngError> {
+    let [q, k, v] = qkv;
+    check(q, k, v, dropout.as_ref())?;
     let [q, k, v] = qkv.map(tensor_core::autocast_operand);
-    Ok([q?, k?, v?])
+    let (q, k, v) = (q?, k?, v?);
+    let _f32 = tensor_core::autocast_disabled();
+    #[cfg(feature = "cuda")]
+    if may_fuse && super::attention_cuda::can_fuse(&q) {
+        return super::attention_cuda::forward(&q, &k, &v, scale, dropout);
+    }
+    #[cfg(not(feature = "cuda"))]
+    let _ = may_fuse;
+    unfused([&q, &k, &v], scale, dropout)
 }
 
 /// The unfused path on operands already checked (and rounded, under autocast).
 fn unfused(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
+    [q, k, v]: [&Tensor; 3],
     scale: f64,
     dropout: Option<AttentionDropout<'_>>,
 ) -> Result<(Tensor, AttentionSaved), RngError> {
