@@ -192,3 +192,69 @@ fn strided_batched_gemm_is_its_entries_gemms_and_checks_its_arguments() {
         assert_eq!(result, invalid, "{cfg:?}");
     }
 }
+
+/// bf16 autocast on CUDA in default arithmetic: the operands narrowed on the device
+/// (`to_dtype(BF16)`, the CPU's rounding bit for bit) and multiplied by cuBLAS's bf16
+/// GEMM into f32 (`cublasGemmEx` / `cublasGemmStridedBatchedEx`), 2-D with a transposed
+/// operand and batched over strided heads as attention's. Each result is the product of
+/// the rounded operands: within f32 rounding of the CPU's, and on the stand-in (whose Ex
+/// gemm widens bf16 exactly and sums as its sgemm does) bit-equal to the f32 cuBLAS
+/// product of the rounded operands, which fails if an operand's layout is misread.
+#[test]
+fn bf16_autocast_products_are_bf16_gemms_into_f32() {
+    use ditto::tensor_core::{autocast, DType, Device, Tensor};
+    use support::{bits_of, cpu_tensor};
+    if !gpu() {
+        return;
+    }
+    let cuda = Device::Cuda(0);
+    let on = |t: &Tensor| t.to_device(cuda).unwrap();
+    let x = cpu_tensor(&[7, 9], 3).t().unwrap();
+    assert_eq!(
+        bits_of(&on(&x).to_dtype(DType::BF16).unwrap()),
+        bits_of(&x.to_dtype(DType::BF16).unwrap()),
+        "to_dtype(BF16) on the device"
+    );
+    let cases = [
+        (
+            cpu_tensor(&[37, 70], 1),
+            cpu_tensor(&[50, 70], 2).t().unwrap(),
+        ),
+        (
+            cpu_tensor(&[2, 9, 3, 8], 3).transpose(1, 2).unwrap(),
+            cpu_tensor(&[2, 3, 6, 8], 4).transpose(2, 3).unwrap(),
+        ),
+    ];
+    let distance = |a: &Tensor, b: &Tensor| {
+        let (a, b) = (
+            a.to_device(Device::Cpu).unwrap(),
+            b.to_device(Device::Cpu).unwrap(),
+        );
+        let (a, b) = (a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+        let scale = b.iter().fold(f32::MIN_POSITIVE, |m, x| m.max(x.abs()));
+        a.iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs() / scale)
+            .fold(0.0, f32::max)
+    };
+    for (lhs, rhs) in &cases {
+        let round = |t: &Tensor| t.round_to_bf16().unwrap();
+        let want = round(lhs).matmul(&round(rhs)).unwrap();
+        let f32_product = on(&round(lhs)).matmul(&on(&round(rhs))).unwrap();
+        let got = {
+            let _bf16 = autocast(DType::BF16).unwrap();
+            on(lhs).matmul(&on(rhs)).unwrap()
+        };
+        assert_eq!((got.dtype(), got.dims()), (DType::F32, want.dims()));
+        let d = distance(&got, &want);
+        assert!(d < 1e-5, "{:?}: {d:e} from the CPU's", want.dims());
+        let unrounded = lhs.matmul(rhs).unwrap();
+        assert!(
+            distance(&got, &unrounded) > 1e-4,
+            "the operands were rounded"
+        );
+        if on_standin() {
+            assert_eq!(bits_of(&got), bits_of(&f32_product), "{:?}", want.dims());
+        }
+    }
+}

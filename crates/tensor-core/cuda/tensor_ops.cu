@@ -39,6 +39,13 @@ DITTO_LAYOUT_KERNELS(16, unsigned short)
 DITTO_LAYOUT_KERNELS(32, unsigned int)
 DITTO_LAYOUT_KERNELS(64, ditto_u64)
 
+// A gather that narrows f32 to bf16 (round to nearest even; the bits as unsigned short):
+// bf16 autocast's GEMM operands, and to_dtype(BF16) of an f32 tensor on the device.
+extern "C" __global__ void ditto_gather_f32_to_bf16(ditto_u64 n, DittoShape shape, DittoView view, const float* src,
+                                                    unsigned short* dst) {
+    DITTO_GRID_STRIDE(i, n) { dst[i] = ditto_f32_to_bf16(src[ditto_position(shape, view, i)]); }
+}
+
 #define DITTO_FLOAT_KERNELS(SUFFIX, T)                                                               \
     extern "C" __global__ void ditto_binary_##SUFFIX(ditto_u64 n, int op, DittoShape shape,         \
                                                      DittoView lhs_view, DittoView rhs_view,        \

@@ -15,7 +15,10 @@
 //! order of additions. So the CPU runs it as a rounding pass and its ordinary f32 gemm;
 //! portable arithmetic (docs/contract.md §14) runs its one defined order on the rounded
 //! operands on every device, and a bf16 run is resumable and auditable on a CPU bit for
-//! bit. Without portable arithmetic the order is the device's, as for f32.
+//! bit. On CUDA in default arithmetic the operands are narrowed to bf16 tensors on the
+//! device and multiplied by cuBLAS's bf16 GEMM into f32 (`cublasGemmEx`, f32 compute):
+//! half the bytes read, and the GPU's bf16 tensor cores; the order of additions is then
+//! cuBLAS's, as for f32.
 //!
 //! # Why thread-local
 //! As in PyTorch, the scope belongs to the thread that entered it: ranks of the threads
@@ -95,16 +98,12 @@ pub fn autocast_operand(t: &Tensor) -> Result<Tensor> {
     }
 }
 
-/// The operands a matmul multiplies: `lhs` and `rhs` rounded to bf16 inside a bf16
-/// scope when both are f32, else `None` (use them as they are).
-pub(crate) fn matmul_operands(lhs: &Tensor, rhs: &Tensor) -> Result<Option<(Tensor, Tensor)>> {
-    if get_autocast_dtype() != Some(DType::BF16)
-        || lhs.dtype() != DType::F32
-        || rhs.dtype() != DType::F32
-    {
-        return Ok(None);
-    }
-    Ok(Some((lhs.round_to_bf16()?, rhs.round_to_bf16()?)))
+/// True when a matmul of `lhs` and `rhs` is a bf16 product: inside a bf16 scope, both
+/// f32.
+pub(crate) fn is_bf16_product(lhs: &Tensor, rhs: &Tensor) -> bool {
+    get_autocast_dtype() == Some(DType::BF16)
+        && lhs.dtype() == DType::F32
+        && rhs.dtype() == DType::F32
 }
 
 impl Tensor {

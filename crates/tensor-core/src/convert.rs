@@ -25,12 +25,17 @@ impl Tensor {
     /// A copy converted to `dtype` (a shared clone when it already has it), with the
     /// rounding rules in this module's docs. A CUDA tensor is converted on the host
     /// (downloaded, converted, uploaded): the same values as on the CPU, at the cost of
-    /// two copies.
+    /// two copies; f32 to bf16 (autocast's narrowing) is converted on the device.
     #[track_caller]
     pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
         audited!("to_dtype", [self], {
             if dtype == self.dtype() {
                 return Ok(self.clone());
+            }
+            #[cfg(feature = "cuda")]
+            if self.device() != Device::Cpu && self.dtype() == DType::F32 && dtype == DType::BF16 {
+                // On the device, by §5.10's rounding (`ditto_gather_f32_to_bf16`).
+                return crate::ops::cuda::to_bf16(self);
             }
             if self.device() != Device::Cpu {
                 return self

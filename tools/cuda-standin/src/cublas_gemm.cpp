@@ -1,5 +1,10 @@
 // cuBLAS's gemm entry points, computed on the host: cublas{S,D}gemm_v2 and
-// cublas{S,D}gemmStridedBatched, each also in its _64 form.
+// cublas{S,D}gemmStridedBatched, each also in its _64 form, and cublasGemmEx /
+// cublasGemmStridedBatchedEx for what ditto's bf16 autocast asks of them: bf16 A and B,
+// f32 C, f32 compute (any other combination of types is CUBLAS_STATUS_NOT_SUPPORTED, with
+// a message naming it). A bf16 element is widened to f32 exactly, and a product of two
+// bf16 values is exact in f32, so the Ex gemm is the f32 gemm below of the widened
+// operands, as a GPU's bf16 GEMM with f32 accumulation is up to its order of additions.
 //
 // Column-major with cuBLAS's argument checks: CUBLAS_STATUS_INVALID_VALUE for a bad
 // transpose, a negative size or batch count, or a leading dimension below max(1, rows of
@@ -37,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "context.h"
@@ -101,14 +107,27 @@ struct GemmShape {
     T alpha, beta;
 };
 
-// One entry: C = alpha * op(A) op(B) + beta * C (C not read when beta == 0).
-template <typename T>
-void gemm_entry(const GemmShape<T>& s, const T* A, const T* B, T* C) {
-    auto input = [&s](T x) -> T {
-        if constexpr (sizeof(T) == 4) {
-            if (s.tf32) return to_tf32(x);
+// A bf16 value (its 16 bits) as the f32 it stands for, exactly.
+float bf16_to_f32(uint16_t b) {
+    const uint32_t bits = uint32_t(b) << 16;
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+// One entry: C = alpha * op(A) op(B) + beta * C (C not read when beta == 0). A and B
+// hold T, or bf16 bits (In = uint16_t) with T = float.
+template <typename In, typename T>
+void gemm_entry(const GemmShape<T>& s, const In* A, const In* B, T* C) {
+    auto input = [&s](In stored) -> T {
+        if constexpr (std::is_same_v<In, uint16_t>) {
+            return bf16_to_f32(stored);
+        } else {
+            if constexpr (sizeof(T) == 4) {
+                if (s.tf32) return to_tf32(stored);
+            }
+            return stored;
         }
-        return x;
     };
     std::vector<T> rows(s.M * s.K), column(s.K);
     for (size_t i = 0; i < s.M; ++i)
@@ -125,10 +144,11 @@ void gemm_entry(const GemmShape<T>& s, const T* A, const T* B, T* C) {
 }
 
 // `batch` gemms (entry i at A + i * sa, B + i * sb, C + i * sc); a plain gemm is a batch
-// of 1. Checked in the call, computed as one piece of the handle's stream's work.
-template <typename T, typename I>
-int gemm(const char* call, BlasHandle* h, int transa, int transb, I m, I n, I k, const T* alpha, const T* A, I lda,
-         long long sa, const T* B, I ldb, long long sb, const T* beta, T* C, I ldc, long long sc, I batch) {
+// of 1. Checked in the call, computed as one piece of the handle's stream's work. A and
+// B hold In (T, or bf16 bits with T = float).
+template <typename In, typename T, typename I>
+int gemm(const char* call, BlasHandle* h, int transa, int transb, I m, I n, I k, const T* alpha, const In* A, I lda,
+         long long sa, const In* B, I ldb, long long sb, const T* beta, T* C, I ldc, long long sc, I batch) {
     if (!live_handle(h)) return blas_fail(CUBLAS_STATUS_NOT_INITIALIZED, call, "not a live cuBLAS handle");
     if (transa < 0 || transa > 2 || transb < 0 || transb > 2) {
         return blas_fail(CUBLAS_STATUS_INVALID_VALUE, call, "transa %d / transb %d is not N, T or C", transa, transb);
@@ -171,10 +191,11 @@ int gemm(const char* call, BlasHandle* h, int transa, int transb, I m, I n, I k,
     }
     const int device = ctx->device;
     // A device-side operand outside live memory of this device: a GPU would fault.
-    auto outside = [&](const void* p, uint64_t elements, const char* what, long long entry) -> bool {
+    auto outside = [&](const void* p, uint64_t elements, size_t element_bytes, const char* what,
+                       long long entry) -> bool {
         Allocation a;
         const CUdeviceptr ptr = reinterpret_cast<CUdeviceptr>(p);
-        if (check_device_range(ptr, elements * sizeof(T), call, what, &a) == CUDA_SUCCESS && a.device == device) {
+        if (check_device_range(ptr, elements * element_bytes, call, what, &a) == CUDA_SUCCESS && a.device == device) {
             return false;
         }
         char reason[240];
@@ -191,26 +212,27 @@ int gemm(const char* call, BlasHandle* h, int transa, int transb, I m, I n, I k,
         blas_fail(CUBLAS_STATUS_EXECUTION_FAILED, call, "%s", reason);
         return true;
     };
-    if (h->pointer_mode == 1 && (outside(alpha, 1, "alpha", 0) || outside(beta, 1, "beta", 0))) {
+    if (h->pointer_mode == 1 &&
+        (outside(alpha, 1, sizeof(T), "alpha", 0) || outside(beta, 1, sizeof(T), "beta", 0))) {
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
     const T a = *alpha, b = *beta;
     const bool reads_ab = k > 0 && a != T(0);
     const long long entries = static_cast<long long>(batch);
     for (long long e = 0; e < entries; ++e) {
-        if (reads_ab && (outside(at_entry(A, sa, e), extent(a_rows, a_cols, lda), "A", e) ||
-                         outside(at_entry(B, sb, e), extent(b_rows, b_cols, ldb), "B", e))) {
+        if (reads_ab && (outside(at_entry(A, sa, e), extent(a_rows, a_cols, lda), sizeof(In), "A", e) ||
+                         outside(at_entry(B, sb, e), extent(b_rows, b_cols, ldb), sizeof(In), "B", e))) {
             return CUBLAS_STATUS_EXECUTION_FAILED;
         }
-        if (outside(at_entry(C, sc, e), c_extent, "C", e)) return CUBLAS_STATUS_EXECUTION_FAILED;
+        if (outside(at_entry(C, sc, e), c_extent, sizeof(T), "C", e)) return CUBLAS_STATUS_EXECUTION_FAILED;
     }
-    if (h->workspace != 0 && outside(reinterpret_cast<const void*>(h->workspace), h->workspace_bytes / sizeof(T),
+    if (h->workspace != 0 && outside(reinterpret_cast<const void*>(h->workspace), h->workspace_bytes, 1,
                                      "the workspace (cublasSetWorkspace)", 0)) {
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
     GemmShape<T> shape{ta, tb, false, static_cast<size_t>(m), static_cast<size_t>(n), reads_ab ? static_cast<size_t>(k) : 0,
                        static_cast<size_t>(lda), static_cast<size_t>(ldb), static_cast<size_t>(ldc), a, b};
-    if constexpr (sizeof(T) == 4) shape.tf32 = (h->math_mode & 0xf) == 3 && tf32_allowed();
+    if constexpr (std::is_same_v<In, float>) shape.tf32 = (h->math_mode & 0xf) == 3 && tf32_allowed();
     auto compute = [=]() {
         for (long long e = 0; e < entries; ++e) gemm_entry(shape, at_entry(A, sa, e), at_entry(B, sb, e), at_entry(C, sc, e));
     };
@@ -239,6 +261,27 @@ int gemm(const char* call, BlasHandle* h, int transa, int transb, I m, I n, I k,
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// cudaDataType and cublasComputeType_t values (library_types.h, cublas_api.h).
+enum : int { kDataR32F = 0, kDataR16BF = 14 };
+enum : int { kCompute32F = 68, kCompute32FPedantic = 69 };
+
+// The Ex entry points: only bf16 A and B into f32 C with f32 compute (file comment).
+template <typename I>
+int gemm_ex(const char* call, BlasHandle* h, int ta, int tb, I m, I n, I k, const void* alpha, const void* A,
+            int a_type, I lda, long long sa, const void* B, int b_type, I ldb, long long sb, const void* beta, void* C,
+            int c_type, I ldc, long long sc, I batch, int compute) {
+    if (a_type != kDataR16BF || b_type != kDataR16BF || c_type != kDataR32F ||
+        (compute != kCompute32F && compute != kCompute32FPedantic)) {
+        return blas_fail(CUBLAS_STATUS_NOT_SUPPORTED, call,
+                         "A type %d, B type %d, C type %d, compute type %d: the stand-in computes bf16 A and B "
+                         "(CUDA_R_16BF = 14) into f32 C (CUDA_R_32F = 0) with CUBLAS_COMPUTE_32F(_PEDANTIC) only",
+                         a_type, b_type, c_type, compute);
+    }
+    return gemm<uint16_t, float, I>(call, h, ta, tb, m, n, k, static_cast<const float*>(alpha),
+                                    static_cast<const uint16_t*>(A), lda, sa, static_cast<const uint16_t*>(B), ldb, sb,
+                                    static_cast<const float*>(beta), static_cast<float*>(C), ldc, sc, batch);
+}
+
 }  // namespace
 
 extern "C" {
@@ -247,39 +290,39 @@ typedef BlasHandle* cublasHandle_t;
 
 int cublasSgemm_v2(cublasHandle_t h, int ta, int tb, int m, int n, int k, const float* alpha, const float* A,
                    int lda, const float* B, int ldb, const float* beta, float* C, int ldc) {
-    return gemm<float, int>("cublasSgemm_v2", h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+    return gemm<float, float, int>("cublasSgemm_v2", h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 
 int cublasDgemm_v2(cublasHandle_t h, int ta, int tb, int m, int n, int k, const double* alpha, const double* A,
                    int lda, const double* B, int ldb, const double* beta, double* C, int ldc) {
-    return gemm<double, int>("cublasDgemm_v2", h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+    return gemm<double, double, int>("cublasDgemm_v2", h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 
 int cublasSgemm_v2_64(cublasHandle_t h, int ta, int tb, int64_t m, int64_t n, int64_t k, const float* alpha,
                       const float* A, int64_t lda, const float* B, int64_t ldb, const float* beta, float* C,
                       int64_t ldc) {
-    return gemm<float, int64_t>("cublasSgemm_v2_64", h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0,
+    return gemm<float, float, int64_t>("cublasSgemm_v2_64", h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0,
                                 1);
 }
 
 int cublasDgemm_v2_64(cublasHandle_t h, int ta, int tb, int64_t m, int64_t n, int64_t k, const double* alpha,
                       const double* A, int64_t lda, const double* B, int64_t ldb, const double* beta, double* C,
                       int64_t ldc) {
-    return gemm<double, int64_t>("cublasDgemm_v2_64", h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0,
+    return gemm<double, double, int64_t>("cublasDgemm_v2_64", h, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0,
                                  1);
 }
 
 int cublasSgemmStridedBatched(cublasHandle_t h, int ta, int tb, int m, int n, int k, const float* alpha,
                               const float* A, int lda, long long sa, const float* B, int ldb, long long sb,
                               const float* beta, float* C, int ldc, long long sc, int batch) {
-    return gemm<float, int>("cublasSgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C,
+    return gemm<float, float, int>("cublasSgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C,
                             ldc, sc, batch);
 }
 
 int cublasDgemmStridedBatched(cublasHandle_t h, int ta, int tb, int m, int n, int k, const double* alpha,
                               const double* A, int lda, long long sa, const double* B, int ldb, long long sb,
                               const double* beta, double* C, int ldc, long long sc, int batch) {
-    return gemm<double, int>("cublasDgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C,
+    return gemm<double, double, int>("cublasDgemmStridedBatched", h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C,
                              ldc, sc, batch);
 }
 
@@ -287,7 +330,7 @@ int cublasSgemmStridedBatched_64(cublasHandle_t h, int ta, int tb, int64_t m, in
                                  const float* alpha, const float* A, int64_t lda, long long sa, const float* B,
                                  int64_t ldb, long long sb, const float* beta, float* C, int64_t ldc, long long sc,
                                  int64_t batch) {
-    return gemm<float, int64_t>("cublasSgemmStridedBatched_64", h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb,
+    return gemm<float, float, int64_t>("cublasSgemmStridedBatched_64", h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb,
                                 beta, C, ldc, sc, batch);
 }
 
@@ -295,8 +338,23 @@ int cublasDgemmStridedBatched_64(cublasHandle_t h, int ta, int tb, int64_t m, in
                                  const double* alpha, const double* A, int64_t lda, long long sa, const double* B,
                                  int64_t ldb, long long sb, const double* beta, double* C, int64_t ldc, long long sc,
                                  int64_t batch) {
-    return gemm<double, int64_t>("cublasDgemmStridedBatched_64", h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb,
+    return gemm<double, double, int64_t>("cublasDgemmStridedBatched_64", h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb,
                                  beta, C, ldc, sc, batch);
+}
+
+int cublasGemmEx(cublasHandle_t h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int a_type,
+                 int lda, const void* B, int b_type, int ldb, const void* beta, void* C, int c_type, int ldc, int compute,
+                 int /*algo: every algorithm computes the same here*/) {
+    return gemm_ex<int>("cublasGemmEx", h, ta, tb, m, n, k, alpha, A, a_type, lda, 0, B, b_type, ldb, 0, beta, C, c_type,
+                        ldc, 0, 1, compute);
+}
+
+int cublasGemmStridedBatchedEx(cublasHandle_t h, int ta, int tb, int m, int n, int k, const void* alpha, const void* A,
+                               int a_type, int lda, long long sa, const void* B, int b_type, int ldb, long long sb,
+                               const void* beta, void* C, int c_type, int ldc, long long sc, int batch, int compute,
+                               int /*algo*/) {
+    return gemm_ex<int>("cublasGemmStridedBatchedEx", h, ta, tb, m, n, k, alpha, A, a_type, lda, sa, B, b_type, ldb, sb,
+                        beta, C, c_type, ldc, sc, batch, compute);
 }
 
 }  // extern "C"

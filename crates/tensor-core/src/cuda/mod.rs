@@ -35,7 +35,7 @@ pub static PORTABLE_MATMUL: CudaSource = CudaSource {
 };
 
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 66] = [
+pub const TENSOR_OPS_KERNELS: [&str; 67] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -48,6 +48,7 @@ pub const TENSOR_OPS_KERNELS: [&str; 66] = [
     "ditto_index_select_16",
     "ditto_index_select_32",
     "ditto_index_select_64",
+    "ditto_gather_f32_to_bf16",
     "ditto_binary_f32",
     "ditto_unary_f32",
     "ditto_relu_backward_f32",

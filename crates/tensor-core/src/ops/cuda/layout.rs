@@ -11,7 +11,7 @@ use crate::ops::kernel_layout::{kernel_shape, kernel_view};
 
 use super::{dense, dense_view, output_storage, storage_of, uninit, upload_u64, TensorKernel};
 use crate::cuda::CudaStorage;
-use crate::{Result, Tensor};
+use crate::{DType, Result, Tensor};
 
 /// The layout kernel for elements of `bytes` bytes.
 fn layout_kernel(direction: &str, bytes: usize) -> String {
@@ -20,16 +20,32 @@ fn layout_kernel(direction: &str, bytes: usize) -> String {
 
 /// A dense row-major copy of a CUDA view, made on the device.
 pub(crate) fn contiguous(t: &Tensor) -> Result<Tensor> {
-    const OP: &str = "contiguous";
+    let name = layout_kernel("gather", t.dtype().size_in_bytes());
+    gather("contiguous", t, t.dtype(), name)
+}
+
+/// A dense row-major bf16 copy of an f32 CUDA view, each element rounded to nearest
+/// even (`ditto_gather_f32_to_bf16`): what cuBLAS's bf16 GEMM reads under autocast.
+pub(crate) fn to_bf16(t: &Tensor) -> Result<Tensor> {
+    gather(
+        "to_dtype",
+        t,
+        DType::BF16,
+        "ditto_gather_f32_to_bf16".into(),
+    )
+}
+
+/// A dense `dtype` tensor of `t`'s elements in row-major order, by the gather kernel
+/// `name`, which reads `t`'s view and writes elements of `dtype`.
+fn gather(op: &'static str, t: &Tensor, dtype: DType, name: String) -> Result<Tensor> {
     let (src, ordinal) = storage_of(t)?;
-    let shape = kernel_shape(OP, t.dims())?;
-    let view = kernel_view(OP, t.storage_offset(), t.strides())?;
-    let mut out = uninit(t.dims(), t.dtype(), ordinal)?;
+    let shape = kernel_shape(op, t.dims())?;
+    let view = kernel_view(op, t.storage_offset(), t.strides())?;
+    let mut out = uninit(t.dims(), dtype, ordinal)?;
     let n = t.elem_count() as u64;
     if n == 0 {
         return Ok(out);
     }
-    let name = layout_kernel("gather", t.dtype().size_in_bytes());
     let kernel = TensorKernel::new(ordinal, name, n)?;
     let stream = src.stream()?;
     let dst = output_storage(&mut out)?;
@@ -40,8 +56,9 @@ pub(crate) fn contiguous(t: &Tensor) -> Result<Tensor> {
         .arg(src.bytes())
         .arg(dst.bytes_mut());
     // SAFETY: matches `ditto_gather_<bits>(u64 n, DittoShape, DittoView, const T* src,
-    // T* dst)`; every position the view forms lies inside `src` (it is a valid view of
-    // that storage) and `dst` holds `n` elements of the same width.
+    // T* dst)` and `ditto_gather_f32_to_bf16` (the same with float and unsigned short);
+    // every position the view forms lies inside `src` (it is a valid view of that
+    // storage) and `dst` holds `n` elements of `dtype`, the kernel's output type.
     unsafe { kernel.launch(args) }?;
     Ok(out)
 }

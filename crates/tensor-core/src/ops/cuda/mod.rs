@@ -23,11 +23,11 @@ pub(crate) use crate::ops::attention::cuda::{causal_softmax, causal_softmax_back
 pub(crate) use crate::ops::class_index::cuda::{gather_index, one_hot};
 pub(crate) use crate::ops::elementwise::cuda::{axpy_, binary, gelu_tanh, relu_backward, unary};
 pub(crate) use crate::ops::matmul::batched_cuda::batched_matmul;
-pub(crate) use crate::ops::matmul::cuda::matmul;
+pub(crate) use crate::ops::matmul::cuda::{matmul, matmul_bf16};
 pub(crate) use crate::ops::normalization::cuda::{layer_norm, layer_norm_backward};
 pub(crate) use crate::ops::optimizers::cuda::{adamw_step_, sgd_momentum_step_};
 pub(crate) use crate::ops::reduce::cuda::{log_softmax, max_dim, sum_dim, SumKind};
-pub(crate) use layout::{cat, contiguous, index_select, index_select_from, write_into};
+pub(crate) use layout::{cat, contiguous, index_select, index_select_from, to_bf16, write_into};
 
 use cuda_runtime::CudaError;
 use cudarc::driver::{CudaFunction, CudaStream, CudaView, LaunchArgs, LaunchConfig};

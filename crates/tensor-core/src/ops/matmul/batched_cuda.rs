@@ -14,15 +14,13 @@
 //! of attention are never copied (an operand whose matrix dims are neither row- nor
 //! column-major is gathered once, whole).
 
-use cudarc::cublas::{CudaBlas, Gemm};
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use crate::cuda::{module_cache, PORTABLE_MATMUL};
 use crate::ops::cuda::{empty, launch_failed, output_storage, storage_of, uninit};
 use crate::ops::kernel_layout::{kernel_shape, kernel_view};
-use crate::ops::matmul::batch_runs::batch_calls;
-use crate::ops::matmul::cuda::GemmOperands;
-use crate::ops::Float;
+use crate::ops::matmul::cuda::product;
+use crate::ops::matmul::gemm_elements::Same;
 use crate::{DType, Result, Shape, Tensor, TensorError};
 
 /// Rows and columns of C per block of the portable kernel, threads per block side.
@@ -43,43 +41,14 @@ pub(crate) fn batched_matmul(lhs: &Tensor, rhs: &Tensor, out_dims: &[usize]) -> 
     }
     match lhs.dtype() {
         DType::F32 if crate::are_portable_arithmetic_enabled() => portable(lhs, rhs, out_dims),
-        DType::F32 => strided_gemm::<f32>(lhs, rhs, out_dims),
-        DType::F64 => strided_gemm::<f64>(lhs, rhs, out_dims),
+        DType::F32 => product::<Same<f32>>(lhs, rhs, out_dims),
+        DType::F64 => product::<Same<f64>>(lhs, rhs, out_dims),
         other => Err(TensorError::UnsupportedDType {
             op: "matmul",
             dtype: other,
             supported: "f32, f64",
         }),
     }
-}
-
-/// The entries in strided-batched cuBLAS gemms (`batch_runs.rs` says how they are
-/// grouped), each entry the gemm a 2-D product of it makes.
-fn strided_gemm<T: Float + DeviceRepr>(
-    lhs: &Tensor,
-    rhs: &Tensor,
-    out_dims: &[usize],
-) -> Result<Tensor>
-where
-    CudaBlas: Gemm<T>,
-{
-    let rank = out_dims.len();
-    let ordinal = storage_of(lhs)?.1;
-    let operands = GemmOperands::new(lhs, rhs)?;
-    // Every entry's gemm (beta = 0) writes its whole block.
-    let mut out = uninit(out_dims, lhs.dtype(), ordinal)?;
-    let batch = |t: &Tensor| t.strides()[..rank - 2].to_vec();
-    let (a, b, c) = (batch(&operands.lhs), batch(&operands.rhs), batch(&out));
-    let offsets = [
-        operands.lhs.storage_offset(),
-        operands.rhs.storage_offset(),
-        0,
-    ];
-    let max_count = i32::MAX as usize; // cuBLAS's batch count is an int
-    for call in batch_calls(&out_dims[..rank - 2], [&a, &b, &c], offsets, max_count) {
-        operands.run::<T>(call, &mut out)?;
-    }
-    Ok(out)
 }
 
 /// Every entry in one launch of the portable kernel (f32).

@@ -20,10 +20,11 @@ use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::{CudaView, DeviceRepr};
 
-use crate::ops::cuda::{dense, empty, output_storage, storage_of, uninit};
+use crate::ops::cuda::{dense, empty, output_storage, storage_of, to_bf16, uninit};
 use crate::ops::matmul::batch_runs::BatchCall;
+use crate::ops::matmul::gemm_elements::{Bf16IntoF32, GemmElements, Same};
 use crate::ops::Float;
-use crate::{DType, Result, Tensor, TensorError};
+use crate::{DType, Element, Result, Tensor, TensorError};
 
 /// How cuBLAS reads one operand: transposed or not, and its leading dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,10 +149,56 @@ where
     if m == 0 || n == 0 || k == 0 {
         return empty(&[m, n], lhs.dtype(), ordinal); // zeros: an empty sum
     }
-    // gemm with beta = 0 writes every element of C without reading it.
-    let mut out = uninit(&[m, n], lhs.dtype(), ordinal)?;
+    product::<Same<T>>(lhs, rhs, &[m, n])
+}
+
+/// bf16 autocast's product of f32 CUDA tensors in default arithmetic, 2-D or batched
+/// (`out_dims` `[..., m, n]`, shapes checked by [`Tensor::matmul`]): both operands
+/// narrowed to dense bf16 on the device, then cuBLAS's bf16 GEMM into f32
+/// (`gemm_elements.rs`), one strided-batched call per run of entries.
+pub(crate) fn matmul_bf16(lhs: &Tensor, rhs: &Tensor, out_dims: &[usize]) -> Result<Tensor> {
+    let k = lhs.dims()[lhs.rank() - 1];
+    let ordinal = storage_of(lhs)?.1;
+    if out_dims.contains(&0) || k == 0 {
+        return empty(out_dims, DType::F32, ordinal); // zeros: empty sums
+    }
+    product::<Bf16IntoF32>(&to_bf16(lhs)?, &to_bf16(rhs)?, out_dims)
+}
+
+/// The product of `lhs` `[..., m, k]` and `rhs` `[..., k, n]` (none of the sizes 0) as
+/// gemms of `E`: one call for a 2-D product, strided-batched calls grouped by
+/// `batch_runs.rs` otherwise, each entry the gemm a 2-D product of it makes.
+pub(crate) fn product<E: GemmElements>(
+    lhs: &Tensor,
+    rhs: &Tensor,
+    out_dims: &[usize],
+) -> Result<Tensor> {
+    let rank = out_dims.len();
+    let ordinal = storage_of(lhs)?.1;
     let operands = GemmOperands::new(lhs, rhs)?;
-    operands.run::<T>(operands.single(), &mut out)?;
+    // Every gemm (beta = 0) writes its whole block of C without reading it.
+    let mut out = uninit(out_dims, <E::Out as Element>::DTYPE, ordinal)?;
+    if rank == 2 {
+        operands.run::<E>(operands.single(), &mut out)?;
+        return Ok(out);
+    }
+    let batch = |t: &Tensor| t.strides()[..rank - 2].to_vec();
+    let (a, b, c) = (batch(&operands.lhs), batch(&operands.rhs), batch(&out));
+    let offsets = [
+        operands.lhs.storage_offset(),
+        operands.rhs.storage_offset(),
+        0,
+    ];
+    let max_count = i32::MAX as usize; // cuBLAS's batch count is an int
+    let calls = crate::ops::matmul::batch_runs::batch_calls(
+        &out_dims[..rank - 2],
+        [&a, &b, &c],
+        offsets,
+        max_count,
+    );
+    for call in calls {
+        operands.run::<E>(call, &mut out)?;
+    }
     Ok(out)
 }
 
@@ -206,14 +253,13 @@ impl GemmOperands {
     }
 
     /// The products of the entries of `call` (offsets in elements of the operands'
-    /// storage and of `out`'s, a fresh dense tensor of the operands' dtype): one gemm
+    /// storage, of `E::In`, and of `out`'s, a fresh dense tensor of `E::Out`): one gemm
     /// for one entry, else one strided-batched gemm. Each entry's product covers its `m
     /// x n` block of `out` without reading it (beta = 0).
-    pub(crate) fn run<T: Float + DeviceRepr>(&self, call: BatchCall, out: &mut Tensor) -> Result<()>
-    where
-        CudaBlas: Gemm<T>,
-    {
-        let ordinal = storage_of(&self.lhs)?.1;
+    pub(crate) fn run<E: GemmElements>(&self, call: BatchCall, out: &mut Tensor) -> Result<()> {
+        type T<E> = <E as GemmElements>::Out;
+        let (storage, ordinal) = storage_of(&self.lhs)?;
+        let stream = storage.stream()?;
         let plan = self.plan;
         let operation = |transpose: bool| {
             if transpose {
@@ -228,27 +274,27 @@ impl GemmOperands {
             m: plan.m,
             n: plan.n,
             k: plan.k,
-            alpha: T::from_f64(1.0),
+            alpha: T::<E>::from_f64(1.0),
             lda: plan.lda,
             ldb: plan.ldb,
-            beta: T::from_f64(0.0),
+            beta: T::<E>::from_f64(0.0),
             ldc: plan.ldc,
         };
         let blas = handle(ordinal)?;
         // cuBLAS's first operand is rhs's memory, its second lhs's (see `GemmPlan`).
-        let a_view = typed_view::<T>(&self.rhs, call.start[1])?;
-        let b_view = typed_view::<T>(&self.lhs, call.start[0])?;
+        let a_view = typed_view::<E::In>(&self.rhs, call.start[1])?;
+        let b_view = typed_view::<E::In>(&self.lhs, call.start[0])?;
         let too_short = || cublas_error(ordinal, "matmul")("output buffer too short".into());
         let len = (call.count - 1) * call.stride[2] + self.entry;
         let dst = output_storage(out)?;
-        let start = call.start[2] * std::mem::size_of::<T>();
+        let start = call.start[2] * std::mem::size_of::<T<E>>();
         let mut c_bytes = dst
             .bytes_mut()
             .try_slice_mut(start..)
             .ok_or_else(too_short)?;
-        // SAFETY: the output holds elements of T; `transmute_mut` checks that `len` of them
-        // fit from `call.start[2]` on.
-        let mut c_view = unsafe { c_bytes.transmute_mut::<T>(len) }.ok_or_else(too_short)?;
+        // SAFETY: the output holds elements of E::Out; `transmute_mut` checks that `len`
+        // of them fit from `call.start[2]` on.
+        let mut c_view = unsafe { c_bytes.transmute_mut::<T<E>>(len) }.ok_or_else(too_short)?;
         let failed = |e| cublas_error(ordinal, "cublas gemm")(format!("{e:?}"));
         if call.count == 1 {
             // SAFETY: the config describes views that lie inside their buffers: each
@@ -256,7 +302,8 @@ impl GemmOperands {
             // column-major view of its storage (see `blas_operand`), and C is a dense n x
             // m column-major (m x n row-major) block of `out`. The handle's stream is the
             // device's default stream, like the buffers'.
-            return unsafe { blas.gemm(cfg, &a_view, &b_view, &mut c_view) }.map_err(failed);
+            return unsafe { E::gemm(&blas, &stream, cfg, &a_view, &b_view, &mut c_view) }
+                .map_err(failed);
         }
         let stride = |s: usize| {
             i64::try_from(s).map_err(|_| TensorError::InvalidArgument {
@@ -275,7 +322,8 @@ impl GemmOperands {
         // entries `start + i * stride` are the storage offsets of the operands' entries
         // (valid views, so inside their buffers), and the output's are its dense blocks,
         // `stride[2] >= m * n` apart, so no two entries write the same element.
-        unsafe { blas.gemm_strided_batched(batched, &a_view, &b_view, &mut c_view) }.map_err(failed)
+        unsafe { E::gemm_strided_batched(&blas, &stream, batched, &a_view, &b_view, &mut c_view) }
+            .map_err(failed)
     }
 }
 

@@ -38,6 +38,8 @@ pub(crate) mod batched_matmul;
 pub(crate) mod cuda;
 pub(crate) mod gemm_blocks;
 #[cfg(feature = "cuda")]
+pub(crate) mod gemm_elements;
+#[cfg(feature = "cuda")]
 pub(crate) mod portable_cuda;
 pub(crate) mod product;
 
@@ -102,8 +104,19 @@ impl Tensor {
                 check_2d(self, rhs)?;
                 None
             };
-            // Inside a bf16 autocast scope the operands are rounded first (autocast.rs).
-            let rounded = crate::autocast::matmul_operands(self, rhs)?;
+            // Inside a bf16 autocast scope (autocast.rs): cuBLAS's bf16 GEMM on CUDA in
+            // default arithmetic, else the product of the operands rounded to bf16.
+            let rounded = if crate::autocast::is_bf16_product(self, rhs) {
+                #[cfg(feature = "cuda")]
+                if self.device() != crate::Device::Cpu && !crate::are_portable_arithmetic_enabled()
+                {
+                    let out_dims = batch.unwrap_or_else(|| vec![self.dims()[0], rhs.dims()[1]]);
+                    return crate::ops::cuda::matmul_bf16(self, rhs, &out_dims);
+                }
+                Some((self.round_to_bf16()?, rhs.round_to_bf16()?))
+            } else {
+                None
+            };
             let (lhs, rhs) = rounded.as_ref().map_or((self, rhs), |(a, b)| (a, b));
             if let Some(dims) = batch {
                 on_cuda!(lhs => crate::ops::cuda::batched_matmul(lhs, rhs, &dims));
