@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use ditto::nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Text};
+use ditto::nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Precision, Text};
 use ditto::nn_mini::train::{Run, TrainConfig, Trainer};
 use ditto::tensor_core::Device;
 use support::gpu;
@@ -31,7 +31,8 @@ const STEPS: u64 = 12;
 type Counts = BTreeMap<String, u64>;
 
 /// In a child (`DITTO_STEP_BUDGET_STEPS` set): trains that many steps on cuda:0 of the
-/// demo's MLP, or (`DITTO_STEP_BUDGET_TEXT` set) of a small GPT on that text, reading
+/// demo's MLP, or (`DITTO_STEP_BUDGET_TEXT` set) of a small GPT on that text (in
+/// `DITTO_STEP_BUDGET_PRECISION`), reading
 /// the losses every `DITTO_STEP_BUDGET_READ_EVERY` steps. In the parent run of the tests:
 /// does nothing.
 #[test]
@@ -47,7 +48,9 @@ fn child_trains() {
     let graphed = std::env::var("DITTO_STEP_BUDGET_GRAPHED").as_deref() == Ok("1");
     if let Ok(path) = std::env::var("DITTO_STEP_BUDGET_TEXT") {
         let text = Text::from_bytes(std::fs::read(&path).unwrap());
-        let mut trainer = GptTrainer::new(small_gpt(DataSpec::of(&path, &text))).unwrap();
+        let precision = std::env::var("DITTO_STEP_BUDGET_PRECISION").expect("a precision");
+        let config = small_gpt(DataSpec::of(&path, &text), precision.parse().unwrap());
+        let mut trainer = GptTrainer::new(config).unwrap();
         return drive(&mut trainer, steps, read_every);
     }
     let config = TrainConfig {
@@ -62,7 +65,7 @@ fn child_trains() {
 /// Issue 43's GPT: 2 layers of 2 heads, width 64, context 32 (the position table's
 /// 64 rows, so its gradient has a tail of zeros), batches of 8, dropout 0.1 (attention
 /// and residual), clipping at 1, no held-out split.
-fn small_gpt(data: DataSpec) -> GptTrainConfig {
+fn small_gpt(data: DataSpec, precision: Precision) -> GptTrainConfig {
     let tiny = GptTrainConfig::tiny(data);
     GptTrainConfig {
         model: GptConfig {
@@ -70,6 +73,7 @@ fn small_gpt(data: DataSpec) -> GptTrainConfig {
             n_layer: 2,
             n_head: 2,
             n_embd: 64,
+            precision,
             ..tiny.model
         },
         context: 32,
@@ -93,10 +97,17 @@ fn drive<R: Run>(trainer: &mut R, steps: u64, read_every: u64) {
 }
 
 /// Runs [`child_trains`] for `steps` steps in a new process and returns its counts.
-fn counts_of_run(dir: &Path, steps: u64, read_every: u64, graphed: bool, gpt: bool) -> Counts {
-    let stats = dir.join(format!("stats-{steps}-{read_every}-{graphed}-{gpt}.json"));
+fn counts_of_run(
+    dir: &Path,
+    steps: u64,
+    read_every: u64,
+    graphed: bool,
+    gpt: Option<Precision>,
+) -> Counts {
+    let stats = dir.join(format!("stats-{steps}-{read_every}-{graphed}-{gpt:?}.json"));
     let mut child = Command::new(std::env::current_exe().unwrap());
-    if gpt {
+    if let Some(precision) = gpt {
+        child.env("DITTO_STEP_BUDGET_PRECISION", precision.to_string());
         let text = dir.join("text.txt");
         let words = b"it was the best of times, it was the worst of times; we had everything. ";
         std::fs::write(
@@ -138,11 +149,11 @@ fn counts_of_run(dir: &Path, steps: u64, read_every: u64, graphed: bool, gpt: bo
 /// call made every k steps shows as 1/k. `graphed`: steps replayed as a CUDA graph
 /// (captured at step 2, so inside the first N).
 fn per_step(read_every: u64, graphed: bool) -> BTreeMap<String, f64> {
-    per_step_of(read_every, graphed, false)
+    per_step_of(read_every, graphed, None)
 }
 
-/// [`per_step`] of the MLP, or (`gpt`) of [`small_gpt`].
-fn per_step_of(read_every: u64, graphed: bool, gpt: bool) -> BTreeMap<String, f64> {
+/// [`per_step`] of the MLP, or (`gpt`) of [`small_gpt`] in that precision.
+fn per_step_of(read_every: u64, graphed: bool, gpt: Option<Precision>) -> BTreeMap<String, f64> {
     let dir = tempfile::tempdir().unwrap();
     let short = counts_of_run(dir.path(), STEPS, read_every, graphed, gpt);
     let long = counts_of_run(dir.path(), 2 * STEPS, read_every, graphed, gpt);
@@ -305,8 +316,16 @@ fn a_gpt_step_stays_within_the_same_budget() {
     if !gpu() || !standin() {
         return;
     }
-    let per = per_step_of(1, false, true);
-    println!("calls per GPT step, loss read every step (CUDA stand-in): {per:?}");
+    for precision in [Precision::F32, Precision::Bf16] {
+        gpt_budget(precision);
+    }
+}
+
+/// The GPT step's budget in `precision`: bf16 autocast narrows operands on the device
+/// and multiplies with cuBLAS's bf16 GEMM, so it adds launches but no copy or wait.
+fn gpt_budget(precision: Precision) {
+    let per = per_step_of(1, false, Some(precision));
+    println!("calls per {precision} GPT step, loss read every step (CUDA stand-in): {per:?}");
     let within = |what: &str, names: &[&str], most: f64| {
         let n = total(&per, names);
         assert!(n <= most, "{what}: {n} per step, budget {most}: {per:?}");
@@ -325,9 +344,20 @@ fn a_gpt_step_stays_within_the_same_budget() {
     }
     // Attention is one fused kernel each way: the per-head products of the unfused
     // path (192 gemm calls a step at this size) are gone.
-    within(
-        "cuBLAS gemm calls",
-        &["cublasSgemm_v2", "cublasSgemmStridedBatched"],
-        27.0,
+    let (gemm, other): (&[&str], &[&str]) = match precision {
+        Precision::F32 => (
+            &["cublasSgemm_v2", "cublasSgemmStridedBatched"],
+            &["cublasGemmEx", "cublasGemmStridedBatchedEx"],
+        ),
+        Precision::Bf16 => (
+            &["cublasGemmEx", "cublasGemmStridedBatchedEx"],
+            &["cublasSgemm_v2", "cublasSgemmStridedBatched"],
+        ),
+    };
+    within("cuBLAS gemm calls", gemm, 27.0);
+    within("gemm calls of the other precision", other, 0.0);
+    assert!(
+        total(&per, gemm) >= 27.0,
+        "every product is a gemm: {per:?}"
     );
 }
