@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use distributed::{DdpPlace, GptDdpTrainer, ProcessGroup, ReduceMode, ThreadGroup};
 use nn_mini::checkpoint::CheckpointDir;
-use nn_mini::gpt::{DataSpec, GptTrainConfig, GptTrainer, Text};
+use nn_mini::gpt::{DataSpec, GptConfig, GptTrainConfig, GptTrainer, Precision, Text};
 use nn_mini::train::{Run, TrainingRun};
 
 use crate::support::outcome::{finish, outcome, Outcome};
@@ -48,6 +48,41 @@ fn straight(data: &DataSpec, world: usize, mode: ReduceMode) -> Vec<Outcome> {
         finish(GptDdpTrainer::new(config(data), mode, group)?, STEPS)
     })
     .unwrap()
+}
+
+/// bf16 autocast is entered by each rank's model on its own thread (the scope is
+/// thread-local, as PyTorch's): invariant mode still gives one curve on 1, 2 and 4
+/// ranks, and not the f32 curve.
+#[test]
+fn a_bf16_gpt_is_one_curve_for_1_2_and_4_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_text(dir.path());
+    let run = |world: usize, precision: Precision| {
+        ThreadGroup::run(world, |pg| {
+            let group: Arc<dyn ProcessGroup> = Arc::new(pg);
+            let base = config(&data);
+            let config = GptTrainConfig {
+                model: GptConfig {
+                    precision,
+                    ..base.model
+                },
+                ..base
+            };
+            finish(GptDdpTrainer::new(config, INVARIANT, group)?, STEPS)
+        })
+        .unwrap()
+    };
+    let reference = run(1, Precision::Bf16);
+    assert_ne!(
+        reference,
+        run(1, Precision::F32),
+        "bf16 rounds the products"
+    );
+    for world in [2, 4] {
+        for (rank, got) in run(world, Precision::Bf16).iter().enumerate() {
+            assert_eq!(got, &reference[0], "world {world} rank {rank}");
+        }
+    }
 }
 
 #[test]
