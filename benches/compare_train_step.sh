@@ -9,6 +9,7 @@
 #        [--simd avx2] [--bench PATH]
 #   bash benches/compare_train_step.sh --gpt [--rounds 3] [--seconds 3]
 #        [--shapes "4,4,128,64:12:0 6,6,384,256:8:0.2"]   # layers,heads,width,block:batch:dropout
+#        [--precision bf16]   # both sides in bf16 autocast (ditto's --precision, torch.autocast)
 #
 # --gpt times the GPT step instead (`train_step --gpt`, no biases as nanoGPT trains, next
 # to benches/compare_torch_gpt.py); its default shapes are the recipes' (train_gpt
@@ -33,6 +34,7 @@ bench=""
 rounds=5
 seconds=1
 shapes=""
+precision=f32
 gpt=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,9 +45,14 @@ while [ $# -gt 0 ]; do
     --simd) simd="$2"; shift 2 ;;
     --bench) bench="$2"; shift 2 ;;
     --gpt) gpt=1; shift ;;
-    *) echo "unknown argument: $1 (expected --threads, --rounds, --seconds, --shapes, --simd, --bench, --gpt)" >&2; exit 2 ;;
+    --precision) precision="$2"; shift 2 ;;
+    *) echo "unknown argument: $1 (expected --threads, --rounds, --seconds, --shapes, --simd, --bench, --gpt, --precision)" >&2; exit 2 ;;
   esac
 done
+case "$precision:$gpt" in
+  f32:*|bf16:1) ;;
+  *) echo "--precision takes f32 or bf16, and bf16 only with --gpt (got $precision)" >&2; exit 2 ;;
+esac
 case "${simd:-}" in
   "") ;;
   avx2) export DITTO_SIMD=avx2 ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 ;;
@@ -83,7 +90,7 @@ for round in $(seq "$rounds"); do
       if [ "$gpt" = 1 ]; then
         IFS=: read -r model batch dropout <<< "$shape"
         IFS=, read -r layers heads width block <<< "$model"
-        common=(--threads "$t" --batch "$batch" --dropout "$dropout" --no-bias)
+        common=(--threads "$t" --batch "$batch" --dropout "$dropout" --no-bias --precision "$precision")
         ditto=(--gpt "$model" --rounds 1 --seconds "$seconds")
       else
         widths=${shape%%:*}; batch=${shape##*:}
