@@ -6,9 +6,11 @@
 //! through `graph::reserve` as every random op does, and a reservation made within a
 //! graph comes with the generator's device words, which the kernels read, so each
 //! replay draws the mask the eager op would draw at that point. What cannot be captured
-//! is a given stretch ([`AttentionDropout::Rows`], a typed error as for dropout's rows)
-//! and a backward outside the capture its forward was made in (or inside one, for an
-//! eager forward), which would regenerate the mask from the wrong stretch.
+//! is a given stretch ([`AttentionDropout::Rows`], a typed error), and a captured
+//! forward's backward must run in the same capture: outside any capture (or an eager
+//! forward's inside one) it is a typed error, as it would regenerate the mask from
+//! another stretch. (A backward in a *different* capture of the device is not detected:
+//! the reservation does not say which capture made it.)
 
 use std::sync::Arc;
 
@@ -255,7 +257,7 @@ pub(crate) struct FusedDropout {
 /// probabilities reserves (for [`AttentionDropout::Draw`], through `graph::reserve` as
 /// every random op, so within the graph during a capture, and recorded for the audit as
 /// `dropout` records it) or the given key and rows (refused during a capture, which
-/// would freeze them, as `dropout_rows` is).
+/// would freeze them; `dropout_rows` cannot be captured either, it uploads its mask).
 pub(crate) fn reserve_for_fused(
     probs_dims: &[usize],
     inputs: &[&Tensor],
