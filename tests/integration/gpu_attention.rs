@@ -9,14 +9,25 @@
 //! probabilities, whose zeros are exactly the dropped elements (a kept probability is
 //! never 0). The values themselves agree to rounding only: the fused kernel sums in
 //! another order (an online softmax over key tiles).
+//!
+//! Captured into a CUDA graph (`rng_gen::graph::Graph`) the fused kernels draw a fresh
+//! mask on every replay, the one eager calls at that point draw, bit for bit.
 use crate::support;
 
+use ditto::rng_gen::graph::Graph;
 use ditto::rng_gen::{
     causal_attention, causal_attention_backward, causal_attention_unfused, AttentionDropout,
-    Generator, Key,
+    AttentionSaved, Generator, Key, RngError,
 };
 use ditto::tensor_core::{Device, Tensor};
-use support::{cpu_tensor, gpu};
+use support::{assert_same, cpu_tensor, gpu};
+
+/// A capture claims the whole device (work from other threads is refused meanwhile), so
+/// the tests of this file, threads of one process, take turns.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Two tiles of 32 queries and keys, a ragged last tile, three entries of two heads.
 const DIMS: [usize; 4] = [3, 2, 37, 40];
@@ -67,6 +78,7 @@ fn the_fused_mask_is_the_unfused_mask_bit_for_bit() {
     if !gpu() {
         return;
     }
+    let _turn = serial();
     let (q, k) = (cpu_tensor(&DIMS, 1), cpu_tensor(&DIMS, 2));
     let v = identity_values(DIMS);
     let key = Key {
@@ -109,6 +121,7 @@ fn global_rows_key_the_mask_by_the_batch_row() {
     if !gpu() {
         return;
     }
+    let _turn = serial();
     let (q, k) = (cpu_tensor(&DIMS, 3), cpu_tensor(&DIMS, 4));
     let v = identity_values(DIMS);
     let key = Key { seed: 7, offset: 0 };
@@ -168,6 +181,7 @@ fn fused_values_and_gradients_are_the_unfused_ones_to_rounding() {
     if !gpu() {
         return;
     }
+    let _turn = serial();
     let cuda = Device::Cuda(0);
     let [q, k, v, dy] = [5, 6, 7, 8].map(|salt| on(cuda, &cpu_tensor(&DIMS, salt)));
     for p in [None, Some(0.2)] {
@@ -218,6 +232,7 @@ fn bad_operands_are_typed_errors() {
     if !gpu() {
         return;
     }
+    let _turn = serial();
     let cuda = Device::Cuda(0);
     let q = on(cuda, &cpu_tensor(&DIMS, 9));
     let short = q.narrow(2, 0, 5).unwrap();
@@ -238,4 +253,142 @@ fn bad_operands_are_typed_errors() {
         err.to_string().contains("2 global rows for a batch of 3"),
         "{err}"
     );
+}
+
+const CUDA: Device = Device::Cuda(0);
+const GRAPH_P: f64 = 0.2;
+
+/// The forward with dropout `GRAPH_P` drawn from `generator`: the output and what
+/// backward needs.
+fn attend_drawing(
+    [q, k, v]: [&Tensor; 3],
+    generator: &Generator,
+) -> Result<(Tensor, AttentionSaved), RngError> {
+    let dropout = AttentionDropout::Draw {
+        p: GRAPH_P,
+        generator,
+    };
+    causal_attention(q, k, v, SCALE, Some(dropout))
+}
+
+/// A training step's attention, forward and backward of `dy`: `[y, dq, dk, dv]`, and
+/// whether the fused kernels ran.
+fn step(
+    qkv: [&Tensor; 3],
+    dy: &Tensor,
+    generator: &Generator,
+) -> Result<([Tensor; 4], bool), RngError> {
+    let (y, saved) = attend_drawing(qkv, generator)?;
+    let fused = saved.is_fused();
+    let [dq, dk, dv] = causal_attention_backward(dy, saved)?;
+    Ok(([y, dq, dk, dv], fused))
+}
+
+#[test]
+fn a_captured_fused_attention_replays_what_eager_calls_draw() {
+    if !gpu() {
+        return;
+    }
+    let _turn = serial();
+    let [q, k, v, dy] = [21, 22, 23, 24].map(|salt| on(CUDA, &cpu_tensor(&DIMS, salt)));
+    let key = Key {
+        seed: 77,
+        offset: 5,
+    };
+    let (graphed, eager) = (
+        Generator::from_key(CUDA, key),
+        Generator::from_key(CUDA, key),
+    );
+    let (graph, (captured, fused)) =
+        Graph::capture(CUDA, || step([&q, &k, &v], &dy, &graphed)).unwrap();
+    assert!(fused, "the fused kernels are captured, not the unfused ops");
+    assert_eq!(
+        graphed.offset(),
+        key.offset,
+        "a capture reserves within the graph"
+    );
+    for replay in 0..3 {
+        graph.replay().unwrap();
+        let (want, fused) = step([&q, &k, &v], &dy, &eager).unwrap();
+        assert!(fused);
+        for (name, (got, want)) in ["y", "dq", "dk", "dv"]
+            .iter()
+            .zip(captured.iter().zip(&want))
+        {
+            assert_same(&format!("replay {replay}: {name}"), got, want);
+        }
+        assert_eq!(
+            graphed.offset(),
+            eager.offset(),
+            "offset after replay {replay}"
+        );
+    }
+}
+
+#[test]
+fn each_replay_of_a_captured_attention_draws_a_new_mask() {
+    if !gpu() {
+        return;
+    }
+    let _turn = serial();
+    let (q, k) = (
+        on(CUDA, &cpu_tensor(&DIMS, 25)),
+        on(CUDA, &cpu_tensor(&DIMS, 26)),
+    );
+    let v = on(CUDA, &identity_values(DIMS));
+    let generator = Generator::from_key(CUDA, Key::new(8));
+    let (graph, y) = Graph::capture(CUDA, || {
+        let (y, saved) = attend_drawing([&q, &k, &v], &generator)?;
+        assert!(saved.is_fused());
+        Ok::<_, RngError>(y)
+    })
+    .unwrap();
+    let mut masks = Vec::new();
+    for _ in 0..3 {
+        graph.replay().unwrap();
+        masks.push(zeros(&y));
+    }
+    // Row i of y is row i of the dropped-out probabilities (identity v): its zeros past
+    // the causal ones are the dropped elements.
+    assert_ne!(masks[0], masks[1], "replay 1 froze replay 0's mask");
+    assert_ne!(masks[1], masks[2], "replay 2 froze replay 1's mask");
+}
+
+/// The capture error a refused call gives.
+fn is_capture_error(e: &RngError) -> bool {
+    matches!(e, RngError::Capture { .. })
+}
+
+#[test]
+fn capture_refuses_given_stretches_and_a_backward_elsewhere() {
+    if !gpu() {
+        return;
+    }
+    let _turn = serial();
+    let [q, k, v, dy] = [27, 28, 29, 30].map(|salt| on(CUDA, &cpu_tensor(&DIMS, salt)));
+    let generator = Generator::from_key(CUDA, Key::new(9));
+    // Rows of a batch reserved at a given key: a graph would freeze their mask.
+    let rows = Graph::capture(CUDA, || {
+        let dropout = AttentionDropout::Rows {
+            p: GRAPH_P,
+            key: Key::new(1),
+            batch_rows: 3,
+            rows: &[0, 1, 2],
+        };
+        causal_attention(&q, &k, &v, SCALE, Some(dropout)).map(|_| ())
+    })
+    .unwrap_err();
+    assert!(is_capture_error(&rows), "{rows}");
+    // A captured forward's mask is keyed within its graph: no backward outside it.
+    let (_graph, saved) = Graph::capture(CUDA, || {
+        attend_drawing([&q, &k, &v], &generator).map(|(_, saved)| saved)
+    })
+    .unwrap();
+    let outside = causal_attention_backward(&dy, saved).unwrap_err();
+    assert!(is_capture_error(&outside), "{outside}");
+    // Nor an eager forward's backward inside one: the graph would freeze its mask.
+    let (_, saved) = attend_drawing([&q, &k, &v], &generator).unwrap();
+    let inside =
+        Graph::capture(CUDA, || causal_attention_backward(&dy, saved).map(|_| ())).unwrap_err();
+    assert!(is_capture_error(&inside), "{inside}");
 }

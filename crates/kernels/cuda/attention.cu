@@ -21,6 +21,13 @@
 // paths keep the same elements, and nothing about the tiles, the grid or the GPU enters
 // it (FlashAttention's own dropout draws by launch layout).
 //
+// CUDA graphs. The forward and the two backward kernels that regenerate the mask take
+// the generator's device words `philox` after the problem: nullptr for an eager launch,
+// whose (seed, offset) are values in the problem; in a launch captured into a graph the
+// problem's offset is the reservation's place within the graph, and the seed and base
+// offset come from the words (ditto_philox_from_words), so each replay draws the mask
+// the same launch made eagerly at that point would draw.
+//
 // Grid: x = batch * heads (one (b, h) per block column), y = tiles of t, TILE threads per
 // block. The row-dot kernel is a grid-stride loop over the [batch, heads, t] rows.
 //
@@ -40,7 +47,8 @@
 // The problem: sizes, the softmax scale, and the dropout reservation.
 struct DittoAttention {
     uint64_t batch, heads, t, d;
-    uint64_t seed, offset;  // the dropout op's reservation (unused without dropout)
+    uint64_t seed, offset;  // the dropout op's reservation (unused without dropout;
+                            // with `philox` words, offset counts from the graph's start)
     float scale;            // of the scores q . k, already rounded to f32
     float p;                // drop probability
     float keep_scale;       // 1 / (1 - p), computed on the host as dropout's
@@ -108,7 +116,8 @@ DITTO_HD float ditto_attention_dot(const DittoAttention& a, const float* x, cons
 #define DITTO_NEG_INF ditto_f32_from_bits(0xff800000u)
 
 // One query row per thread: out = softmax(q k^T scale, causal) with dropout, times v.
-extern "C" __global__ void ditto_attention_forward_f32(DittoAttention a, const uint64_t* rows,
+extern "C" __global__ void ditto_attention_forward_f32(DittoAttention a, const uint64_t* philox,
+                                                       const uint64_t* rows,
                                                        const float* q, DittoHeadStrides qs,
                                                        const float* k, DittoHeadStrides ks,
                                                        const float* v, DittoHeadStrides vs,
@@ -117,6 +126,7 @@ extern "C" __global__ void ditto_attention_forward_f32(DittoAttention a, const u
     __shared__ float q_tile[DITTO_ATTENTION_TILE][DITTO_ATTENTION_MAX_D + 1];
     __shared__ float k_tile[DITTO_ATTENTION_TILE][DITTO_ATTENTION_MAX_D];
     __shared__ float v_tile[DITTO_ATTENTION_TILE][DITTO_ATTENTION_MAX_D];
+    ditto_philox_from_words(philox, &a.seed, &a.offset);
     const uint64_t b = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
     const uint64_t i0 = (uint64_t)blockIdx.y * TILE, i = i0 + threadIdx.x;
     const bool live = i < a.t;
@@ -190,14 +200,16 @@ DITTO_HD float ditto_attention_score_grad(const DittoAttention& a, float prob, f
 
 // One query row per thread: dQ_i = sum over keys j <= i of dS_ij k_j, keys ascending.
 extern "C" __global__ void ditto_attention_backward_dq_f32(
-    DittoAttention a, const uint64_t* rows, const float* q, DittoHeadStrides qs, const float* k,
-    DittoHeadStrides ks, const float* v, DittoHeadStrides vs, const float* d_out,
-    DittoHeadStrides ds, const float* lse, const float* delta, float* dq) {
+    DittoAttention a, const uint64_t* philox, const uint64_t* rows, const float* q,
+    DittoHeadStrides qs, const float* k, DittoHeadStrides ks, const float* v,
+    DittoHeadStrides vs, const float* d_out, DittoHeadStrides ds, const float* lse,
+    const float* delta, float* dq) {
     const int TILE = DITTO_ATTENTION_TILE, MAX_D = DITTO_ATTENTION_MAX_D;
     __shared__ float q_tile[DITTO_ATTENTION_TILE][DITTO_ATTENTION_MAX_D + 1];
     __shared__ float do_tile[DITTO_ATTENTION_TILE][DITTO_ATTENTION_MAX_D + 1];
     __shared__ float k_tile[DITTO_ATTENTION_TILE][DITTO_ATTENTION_MAX_D];
     __shared__ float v_tile[DITTO_ATTENTION_TILE][DITTO_ATTENTION_MAX_D];
+    ditto_philox_from_words(philox, &a.seed, &a.offset);
     const uint64_t b = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
     const uint64_t i0 = (uint64_t)blockIdx.y * TILE, i = i0 + threadIdx.x;
     const bool live = i < a.t;
@@ -234,9 +246,10 @@ extern "C" __global__ void ditto_attention_backward_dq_f32(
 // One key row per thread: dK_j = sum over queries i >= j of dS_ij q_i and dV_j = sum of
 // the dropped-out probability times dO_i, queries ascending.
 extern "C" __global__ void ditto_attention_backward_dkv_f32(
-    DittoAttention a, const uint64_t* rows, const float* q, DittoHeadStrides qs, const float* k,
-    DittoHeadStrides ks, const float* v, DittoHeadStrides vs, const float* d_out,
-    DittoHeadStrides ds, const float* lse, const float* delta, float* dk, float* dv) {
+    DittoAttention a, const uint64_t* philox, const uint64_t* rows, const float* q,
+    DittoHeadStrides qs, const float* k, DittoHeadStrides ks, const float* v,
+    DittoHeadStrides vs, const float* d_out, DittoHeadStrides ds, const float* lse,
+    const float* delta, float* dk, float* dv) {
     const int TILE = DITTO_ATTENTION_TILE, MAX_D = DITTO_ATTENTION_MAX_D;
     __shared__ float k_tile[DITTO_ATTENTION_TILE][DITTO_ATTENTION_MAX_D + 1];
     __shared__ float v_tile[DITTO_ATTENTION_TILE][DITTO_ATTENTION_MAX_D + 1];
@@ -244,6 +257,7 @@ extern "C" __global__ void ditto_attention_backward_dkv_f32(
     __shared__ float do_tile[DITTO_ATTENTION_TILE][DITTO_ATTENTION_MAX_D];
     __shared__ float lse_tile[DITTO_ATTENTION_TILE];
     __shared__ float delta_tile[DITTO_ATTENTION_TILE];
+    ditto_philox_from_words(philox, &a.seed, &a.offset);
     const uint64_t b = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
     const uint64_t j0 = (uint64_t)blockIdx.y * TILE, j = j0 + threadIdx.x;
     const bool live = j < a.t;

@@ -92,15 +92,16 @@ DITTO_DROPOUT_KERNEL(ditto_dropout_f64_kernel, DittoF64)
 // Inside a captured graph a kernel cannot take (seed, offset) as values: they would be
 // frozen at capture and every replay would draw the same numbers. Its twin here reads
 // them from the generator's two device words `philox` = {seed, base offset} instead, plus
-// the offset of its own reservation within the graph, `intra_offset`; a replay moves the
-// base offset (ditto_philox_advance_kernel at the graph's end), so each replay draws the
-// next stretch of the stream, exactly the numbers eager launches would have drawn.
+// the offset of its own reservation within the graph, `intra_offset`
+// (ditto_philox_from_words); a replay moves the base offset (ditto_philox_advance_kernel
+// at the graph's end), so each replay draws the next stretch of the stream, exactly the
+// numbers eager launches would have drawn.
 #define DITTO_DROPOUT_GRAPHED_KERNEL(name, Out)                                               \
     extern "C" __global__ void name(const uint64_t* philox, uint64_t intra_offset, uint64_t n, \
                                     float p, float scale, const Out::T* x, uint32_t* mask,    \
                                     Out::T* y) {                                              \
-        const uint64_t seed = philox[0];                                                      \
-        const uint64_t offset = philox[1] + intra_offset;                                     \
+        uint64_t seed = 0, offset = intra_offset;                                             \
+        ditto_philox_from_words(philox, &seed, &offset);                                      \
         DITTO_DROPOUT_BODY(Out)                                                               \
     }
 DITTO_DROPOUT_GRAPHED_KERNEL(ditto_dropout_graphed_f32_kernel, DittoF32)

@@ -76,6 +76,20 @@ DITTO_HD uint64_t ditto_mask_words_for(uint64_t n) {
     return n / 32 + (n % 32 != 0 ? 1 : 0);
 }
 
+// The stream a kernel captured into a CUDA graph draws from (rng-gen's graph module,
+// PyTorch's PhiloxCudaState). Values passed at capture would be frozen, and every replay
+// would draw the same numbers; so a captured kernel gets the generator's two device
+// words `philox` = {seed, base offset}, which each replay moves on, and its own
+// reservation's place in the graph as `*offset`. This replaces (*seed, *offset) by the
+// seed and base offset + *offset; with philox == nullptr (an eager launch) they are the
+// values the host reserved and stay as they are.
+DITTO_HD void ditto_philox_from_words(const uint64_t* philox, uint64_t* seed, uint64_t* offset) {
+    if (philox != nullptr) {
+        *seed = philox[0];
+        *offset = philox[1] + *offset;
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Loads and stores of a block's elements. The GPU uses 16-byte (or 8- / 4-byte) vector
 // accesses when all elements exist and the address is aligned (always, for buffers

@@ -28,9 +28,11 @@
 //! ([`Generator::get_state`]) or reserving from it by hand ([`Generator::reserve_blocks`])
 //! makes the capture fail (`try_manual_seed`, `try_get_state` and `set_state` fail at
 //! once); a second thread drawing from it fails; a random op without a graph twin (only
-//! dropout, the training step's random op, has one) or a replay of a given stretch
-//! fails. tensor-core's capture rules (no host reads or uploads, one capture per device,
-//! see `cuda_runtime::graph`) apply too.
+//! the training step's random ops have one: dropout, and the fused causal attention,
+//! whose kernels read the device words themselves) or a replay of a given stretch
+//! fails, and so does the fused attention's backward outside the capture its forward
+//! was captured in (`refuse_regenerating_elsewhere`). tensor-core's capture rules (no
+//! host reads or uploads, one capture per device, see `cuda_runtime::graph`) apply too.
 
 use std::thread::ThreadId;
 
@@ -150,6 +152,32 @@ pub(crate) fn refuse_replay_in_capture(
         }
     }
     let _ = (op, device);
+    Ok(())
+}
+
+/// Errors where a kernel regenerating a reservation's numbers (the fused attention's
+/// backward, which draws its forward's mask again) would get others: for a reservation
+/// made within a graph (`graphed`: its offset counts from the graph's start, which only
+/// that capture's nodes see) outside a capture of `ordinal`, and for one made eagerly
+/// inside one, as [`refuse_replay_in_capture`].
+#[cfg(feature = "cuda")]
+pub(crate) fn refuse_regenerating_elsewhere(
+    op: &'static str,
+    ordinal: usize,
+    graphed: bool,
+) -> Result<(), RngError> {
+    if !graphed {
+        return refuse_replay_in_capture(op, tensor_core::Device::Cuda(ordinal));
+    }
+    if !cuda_graph::is_captured(ordinal) {
+        return Err(capture_error(
+            op,
+            format!(
+                "regenerates numbers reserved within a CUDA graph outside a capture of \
+                 cuda:{ordinal}: run it in the capture its forward was captured in"
+            ),
+        ));
+    }
     Ok(())
 }
 

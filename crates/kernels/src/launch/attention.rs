@@ -6,13 +6,19 @@
 //! the tensors and chooses between this and the unfused path). Every launch checks that
 //! the largest element each operand's strides reach is inside its buffer, so a wrong
 //! stride is an error here, never an out-of-bounds read on the device.
+//!
+//! The kernels that draw the dropout mask (the forward, dQ, dK and dV) can be captured
+//! into a CUDA graph as dropout's kernels can ([`super::Philox::Graphed`]): given the
+//! generator's device words, they read the seed and base offset there and take the
+//! problem's `offset` as the reservation's place within the graph, so replays draw fresh
+//! masks instead of the one frozen at capture.
 
 use cuda_runtime::module_cache;
 use cudarc::driver::{CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use tensor_core::cuda::CudaStorage;
 use tensor_core::{DType, TensorError};
 
-use super::{launch_failed, same_device};
+use super::{check_words, launch_failed, same_device};
 use crate::error::{KernelError, Result};
 use crate::nvrtc::ATTENTION_SOURCE;
 
@@ -33,9 +39,11 @@ pub struct AttentionProblem {
     pub t: u64,
     /// Head width.
     pub d: u64,
-    /// The dropout reservation's Philox key.
+    /// The dropout reservation's Philox key (read from the device words instead when a
+    /// launch has them).
     pub seed: u64,
-    /// The dropout reservation's first block.
+    /// The dropout reservation's first block; with device words, blocks from the
+    /// graph's base offset (the reservation's `intra_offset`).
     pub offset: u64,
     /// The scale of the scores `q . k`.
     pub scale: f32,
@@ -87,12 +95,23 @@ pub struct AttentionOutputs<'a> {
     pub lse: &'a mut CudaStorage,
 }
 
+/// Where the dropout's stream comes from: the problem's `(seed, offset)` (an eager
+/// launch, `words: None`), or for a launch captured into a CUDA graph the generator's
+/// device words `{seed, base offset}` plus the problem's `offset`; and the global rows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AttentionStream<'a> {
+    /// The generator's device words (two 8-byte words, [`super::Philox::Graphed`]).
+    pub words: Option<&'a CudaStorage>,
+    /// `batch` u64 global row numbers (the masks' batch rows); `None`: entry `b` is row
+    /// `b`.
+    pub rows: Option<&'a CudaStorage>,
+}
+
 /// Queues the forward: `out = dropout(causal_softmax(q k^T scale)) v` and the rows'
-/// log-sum-exp. `rows`, when given, holds `batch` u64 global row numbers (the dropout
-/// masks' batch rows); without it entry `b` is row `b`.
+/// log-sum-exp, the mask drawn from `stream`.
 pub fn attention_forward(
     problem: &AttentionProblem,
-    rows: Option<&CudaStorage>,
+    stream: AttentionStream<'_>,
     [q, k, v]: [HeadOperand<'_>; 3],
     outputs: AttentionOutputs<'_>,
 ) -> Result<()> {
@@ -100,26 +119,27 @@ pub fn attention_forward(
     let elems = check_problem(NAME, problem)?;
     let rows_len = problem.batch * problem.heads * problem.t;
     check_operands(NAME, problem, &[q, k, v])?;
-    check_rows(NAME, problem, rows, q.storage)?;
+    check_stream(NAME, problem, stream, q.storage)?;
     check_output(NAME, "out", outputs.out, elems, q.storage)?;
     check_output(NAME, "lse", outputs.lse, rows_len, q.storage)?;
     let ordinal = q.storage.ordinal();
     let func = module_cache::function(ordinal, &ATTENTION_SOURCE, NAME)?;
-    let stream = outputs.out.stream()?;
+    let queue = outputs.out.stream()?;
     let views = [q, k, v].map(view);
     let strides = [q, k, v].map(|o| o.strides);
-    let rows_view = rows.map(|r| r.bytes().slice(0..));
-    let mut args = stream.launch_builder(&func);
+    let pointers = stream_views(stream);
+    let mut args = queue.launch_builder(&func);
     args.arg(problem);
-    push_rows(&mut args, rows_view.as_ref());
+    push_pointers(&mut args, &pointers);
     for (view, strides) in views.iter().zip(&strides) {
         args.arg(view).arg(strides);
     }
     args.arg(outputs.out.bytes_mut())
         .arg(outputs.lse.bytes_mut());
-    // SAFETY: matches `ditto_attention_forward_f32(DittoAttention, const u64* rows, const
-    // float* q, DittoHeadStrides, k, strides, v, strides, float* out, float* lse)`; every
-    // element the strides reach, the rows and both outputs were checked above.
+    // SAFETY: matches `ditto_attention_forward_f32(DittoAttention, const u64* philox, const
+    // u64* rows, const float* q, DittoHeadStrides, k, strides, v, strides, float* out,
+    // float* lse)`; every element the strides reach, the words, the rows and both
+    // outputs were checked above.
     unsafe { args.launch(tiles(problem)) }.map_err(launch_failed(ordinal, NAME))?;
     Ok(())
 }
@@ -150,10 +170,11 @@ pub struct AttentionGradients<'a> {
     pub dv: &'a mut CudaStorage,
 }
 
-/// Queues the backward of [`attention_forward`] with the same problem and rows.
+/// Queues the backward of [`attention_forward`] with the same problem and stream (the
+/// backward regenerates the forward's mask).
 pub fn attention_backward(
     problem: &AttentionProblem,
-    rows: Option<&CudaStorage>,
+    stream: AttentionStream<'_>,
     [q, k, v]: [HeadOperand<'_>; 3],
     inputs: AttentionBackwardInputs<'_>,
     grads: AttentionGradients<'_>,
@@ -162,7 +183,7 @@ pub fn attention_backward(
     let elems = check_problem(NAME, problem)?;
     let rows_len = problem.batch * problem.heads * problem.t;
     check_operands(NAME, problem, &[q, k, v, inputs.d_out])?;
-    check_rows(NAME, problem, rows, q.storage)?;
+    check_stream(NAME, problem, stream, q.storage)?;
     check_output(NAME, "out", inputs.out, elems, q.storage)?;
     check_output(NAME, "lse", inputs.lse, rows_len, q.storage)?;
     check_output(NAME, "delta", grads.delta, rows_len, q.storage)?;
@@ -170,12 +191,12 @@ pub fn attention_backward(
         check_output(NAME, what, grad, elems, q.storage)?;
     }
     let ordinal = q.storage.ordinal();
-    let stream = grads.dq.stream()?;
+    let queue = grads.dq.stream()?;
     let d_out = view(inputs.d_out);
 
     const ROW_DOT: &str = "ditto_attention_row_dot_f32";
     let func = module_cache::function(ordinal, &ATTENTION_SOURCE, ROW_DOT)?;
-    let mut args = stream.launch_builder(&func);
+    let mut args = queue.launch_builder(&func);
     args.arg(problem)
         .arg(&d_out)
         .arg(&inputs.d_out.strides)
@@ -193,15 +214,15 @@ pub fn attention_backward(
 
     let views = [q, k, v].map(view);
     let strides = [q, k, v].map(|o| o.strides);
-    let rows_view = rows.map(|r| r.bytes().slice(0..));
+    let pointers = stream_views(stream);
     for (name, outputs) in [
         ("ditto_attention_backward_dq_f32", 1),
         ("ditto_attention_backward_dkv_f32", 2),
     ] {
         let func = module_cache::function(ordinal, &ATTENTION_SOURCE, name)?;
-        let mut args = stream.launch_builder(&func);
+        let mut args = queue.launch_builder(&func);
         args.arg(problem);
-        push_rows(&mut args, rows_view.as_ref());
+        push_pointers(&mut args, &pointers);
         for (view, strides) in views.iter().zip(&strides) {
             args.arg(view).arg(strides);
         }
@@ -214,8 +235,8 @@ pub fn attention_backward(
         } else {
             args.arg(grads.dk.bytes_mut()).arg(grads.dv.bytes_mut());
         }
-        // SAFETY: matches `ditto_attention_backward_dq_f32(DittoAttention, rows, q,
-        // strides, k, strides, v, strides, d_out, strides, lse, delta, float* dq)` and
+        // SAFETY: matches `ditto_attention_backward_dq_f32(DittoAttention, philox, rows,
+        // q, strides, k, strides, v, strides, d_out, strides, lse, delta, float* dq)` and
         // `..._dkv_f32(..., float* dk, float* dv)`; every buffer was checked above.
         unsafe { args.launch(tiles(problem)) }.map_err(launch_failed(ordinal, name))?;
     }
@@ -227,13 +248,23 @@ fn view(operand: HeadOperand<'_>) -> CudaView<'_, u8> {
     operand.storage.bytes().slice(operand.offset * 4..)
 }
 
-/// Pushes the rows pointer, or a null pointer (a 64-bit zero).
-fn push_rows<'a>(args: &mut cudarc::driver::LaunchArgs<'a>, rows: Option<&'a CudaView<'a, u8>>) {
+/// The device pointers of a stream's words and rows, in the kernels' argument order.
+fn stream_views(stream: AttentionStream<'_>) -> [Option<CudaView<'_, u8>>; 2] {
+    [stream.words, stream.rows].map(|b| b.map(|b| b.bytes().slice(0..)))
+}
+
+/// Pushes each optional pointer, a null pointer (a 64-bit zero) for one left out.
+fn push_pointers<'a>(
+    args: &mut cudarc::driver::LaunchArgs<'a>,
+    pointers: &'a [Option<CudaView<'a, u8>>],
+) {
     const NULL: u64 = 0;
-    match rows {
-        Some(view) => args.arg(view),
-        None => args.arg(&NULL),
-    };
+    for pointer in pointers {
+        match pointer {
+            Some(view) => args.arg(view),
+            None => args.arg(&NULL),
+        };
+    }
 }
 
 /// A block per (batch entry, head) and tile of rows, a thread per row.
@@ -327,14 +358,21 @@ fn check_operands(op: &str, p: &AttentionProblem, operands: &[HeadOperand<'_>]) 
     Ok(())
 }
 
-/// Errors unless `rows` (when given) holds `batch` u64 on `first`'s device.
-fn check_rows(
+/// Errors unless the stream's words (when given) are two 8-byte words and its rows
+/// (when given) `batch` u64, each on `first`'s device.
+fn check_stream(
     op: &str,
     p: &AttentionProblem,
-    rows: Option<&CudaStorage>,
+    stream: AttentionStream<'_>,
     first: &CudaStorage,
 ) -> Result<()> {
-    let Some(rows) = rows else { return Ok(()) };
+    if let Some(words) = stream.words {
+        check_words(words)?;
+        same_device("attention", first, words)?;
+    }
+    let Some(rows) = stream.rows else {
+        return Ok(());
+    };
     same_device("attention", first, rows)?;
     if rows.dtype().size_in_bytes() != 8 || (rows.len() as u64) < p.batch {
         return Err(invalid(

@@ -20,7 +20,8 @@ mod fill;
 
 pub use attention::{
     attention_backward, attention_forward, AttentionBackwardInputs, AttentionGradients,
-    AttentionOutputs, AttentionProblem, HeadOperand, HeadStrides, ATTENTION_MAX_HEAD_WIDTH,
+    AttentionOutputs, AttentionProblem, AttentionStream, HeadOperand, HeadStrides,
+    ATTENTION_MAX_HEAD_WIDTH,
 };
 pub use dropout::{dropout, dropout_backward, dropout_backward_call, dropout_call, KeepSource};
 pub use fill::{
@@ -85,7 +86,8 @@ pub enum Philox<'a> {
     /// A launch captured into a CUDA graph: the kernel's `_graphed` twin reads the
     /// generator's device words `{seed, base offset}` (two u64, as an i64 buffer) and
     /// adds `intra_offset`, its reservation's place within the graph (rng-gen's
-    /// `graph` module). Only kernels with a twin ([`graphed_twin`]) can be captured.
+    /// `graph` module). Only kernels with a twin ([`graphed_twin`]) can be captured;
+    /// the fused attention's kernels read the same words ([`AttentionStream`]).
     Graphed {
         /// The generator's `{seed, base offset}` on the launch's device.
         words: &'a CudaStorage,

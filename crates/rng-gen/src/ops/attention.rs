@@ -12,7 +12,8 @@
 //!   dK / dV summed without atomics.
 //!
 //! [`causal_attention`] takes the fused path where it can and the unfused one otherwise
-//! (the CPU, f64, portable arithmetic, a CUDA graph capture, wider heads). Both draw the
+//! (the CPU, f64, portable arithmetic, wider heads); inside a CUDA graph capture too, as
+//! dropout, it draws a fresh mask on every replay ([`crate::graph`]). Both draw the
 //! same dropout masks: element `(b, h, i, j)` of the probabilities is element `((row(b) *
 //! heads + h) * t + i) * t + j` of the dropout op's stream at the reservation, where
 //! `row(b)` is the entry's row in the global batch (docs/contract.md §5.11). The fused

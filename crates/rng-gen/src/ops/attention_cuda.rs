@@ -1,12 +1,23 @@
 //! The fused path of [`causal_attention`](super::attention::causal_attention) on CUDA:
 //! the tensors' buffers and strides handed to the kernels' launchers
 //! (`kernels::launch::attention_forward` / `attention_backward`).
+//!
+//! It runs inside a CUDA graph capture too ([`crate::graph`]): the dropout reserves
+//! through `graph::reserve` as every random op does, and a reservation made within a
+//! graph comes with the generator's device words, which the kernels read, so each
+//! replay draws the mask the eager op would draw at that point. What cannot be captured
+//! is a given stretch ([`AttentionDropout::Rows`], a typed error), and a captured
+//! forward's backward must run in the same capture: outside any capture (or an eager
+//! forward's inside one) it is a typed error, as it would regenerate the mask from
+//! another stretch. (A backward in a *different* capture of the device is not detected:
+//! the reservation does not say which capture made it.)
 
 use std::sync::Arc;
 
 use kernels::launch::{
     attention_backward, attention_forward, AttentionBackwardInputs, AttentionGradients,
-    AttentionOutputs, AttentionProblem, HeadOperand, HeadStrides, ATTENTION_MAX_HEAD_WIDTH,
+    AttentionOutputs, AttentionProblem, AttentionStream, HeadOperand, HeadStrides,
+    ATTENTION_MAX_HEAD_WIDTH,
 };
 use tensor_core::cuda::CudaStorage;
 use tensor_core::{DType, Device, Storage, Tensor};
@@ -16,6 +27,7 @@ use tensor_core::audit::{OpRecorder, RngRecord};
 use super::args::{generator_for, probability};
 use super::attention::{AttentionDropout, AttentionSaved};
 use super::dropout::dropout_scale;
+use crate::graph::Reserved;
 use crate::{Key, RandomOp, RngError};
 
 /// What the fused backward needs besides q, k and v.
@@ -26,19 +38,35 @@ pub(crate) struct Fused {
     /// The rows' log-sum-exp, `[batch, heads, t]`.
     lse: Tensor,
     problem: AttentionProblem,
-    /// The global rows on the device (`None`: entry `b` is row `b`).
+    mask: MaskStream,
+}
+
+/// Where the forward drew the mask from, for the backward to draw it again: besides the
+/// problem's `(seed, offset)`, the generator's device words when the forward was
+/// captured into a CUDA graph (the offset then counts from the graph's start), and the
+/// global rows on the device (`None`: entry `b` is row `b`).
+#[derive(Debug)]
+struct MaskStream {
+    words: Option<Arc<CudaStorage>>,
     rows: Option<Tensor>,
 }
 
+impl MaskStream {
+    /// As the launchers take it.
+    fn launch_args(&self) -> Result<AttentionStream<'_>, RngError> {
+        Ok(AttentionStream {
+            words: self.words.as_deref(),
+            rows: self.rows.as_ref().map(cuda_storage).transpose()?,
+        })
+    }
+}
+
 /// True when the fused kernel computes this attention: f32 on CUDA, default arithmetic,
-/// no graph capture on the device, a head width the kernel holds.
+/// a head width the kernel holds. A graph capture is no exception (module docs).
 pub(crate) fn can_fuse(q: &Tensor) -> bool {
-    let Device::Cuda(ordinal) = q.device() else {
-        return false;
-    };
-    q.dtype() == DType::F32
+    matches!(q.device(), Device::Cuda(_))
+        && q.dtype() == DType::F32
         && !tensor_core::are_portable_arithmetic_enabled()
-        && !tensor_core::cuda::is_capturing(ordinal)
         && q.elem_count() > 0
         && (q.dims()[3] as u64) <= ATTENTION_MAX_HEAD_WIDTH
 }
@@ -108,29 +136,33 @@ pub(crate) fn forward(
     let Device::Cuda(ordinal) = q.device() else {
         unreachable!("can_fuse checked the device")
     };
-    let (seed, offset, p, rows) = match &reserved {
-        Some((key, p, rows)) => (key.seed, key.offset, *p, rows.clone()),
-        None => (0, 0, 0.0, None),
+    // p = 0 keeps everything with scale 1: the reservation is made, no mask needed.
+    let drops = matches!(&reserved, Some(d) if d.p > 0.0);
+    let (key, p, words, rows) = match reserved {
+        Some(d) => (d.reserved.key, d.p, d.reserved.words, d.rows),
+        None => (Key { seed: 0, offset: 0 }, 0.0, None, None),
     };
     let problem = AttentionProblem {
         batch: b as u64,
         heads: h as u64,
         t: t as u64,
         d: d as u64,
-        seed,
-        offset,
+        seed: key.seed,
+        offset: key.offset,
         scale: scale as f32,
         p,
         keep_scale: dropout_scale(p),
-        // p = 0 keeps everything with scale 1: the reservation is made, no mask needed.
-        dropout: i32::from(reserved.is_some() && p > 0.0),
+        dropout: i32::from(drops),
     };
-    let rows = rows.map(|r| upload_rows(&r, ordinal)).transpose()?;
+    let mask = MaskStream {
+        words: words.filter(|_| drops),
+        rows: rows.map(|r| upload_rows(&r, ordinal)).transpose()?,
+    };
     let mut out = alloc(ordinal, &[b, t, h, d])?;
     let mut lse = alloc(ordinal, &[b, h, t])?;
     attention_forward(
         &problem,
-        rows.as_ref().map(cuda_storage).transpose()?,
+        mask.launch_args()?,
         [operand(&q)?, operand(&k)?, operand(&v)?],
         AttentionOutputs {
             out: &mut out,
@@ -148,7 +180,7 @@ pub(crate) fn forward(
             out: out_rows,
             lse,
             problem,
-            rows,
+            mask,
         },
     );
     Ok((y, saved))
@@ -164,6 +196,10 @@ pub(crate) fn backward(
     let Device::Cuda(ordinal) = q.device() else {
         unreachable!("the forward was fused")
     };
+    if fused.problem.dropout != 0 {
+        let graphed = fused.mask.words.is_some();
+        crate::graph::refuse_regenerating_elsewhere("causal_attention_backward", ordinal, graphed)?;
+    }
     let mut delta = alloc(ordinal, &[b, h, t])?;
     let (mut dq, mut dk, mut dv) = (
         alloc(ordinal, &dims)?,
@@ -172,7 +208,7 @@ pub(crate) fn backward(
     );
     attention_backward(
         &fused.problem,
-        fused.rows.as_ref().map(cuda_storage).transpose()?,
+        fused.mask.launch_args()?,
         [operand(q)?, operand(k)?, operand(v)?],
         AttentionBackwardInputs {
             d_out: operand(&grad)?,
@@ -209,13 +245,19 @@ fn upload_rows(rows: &Arc<[u64]>, ordinal: usize) -> Result<Tensor, RngError> {
     )?)
 }
 
-/// A fused attention's dropout: the reservation, `p` in f32, and the global rows
-/// (`None`: entry `b` is row `b`).
-pub(crate) type FusedDropout = (Key, f32, Option<Arc<[u64]>>);
+/// A fused attention's dropout: the reservation (with the generator's device words
+/// during a capture), `p` in f32, and the global rows (`None`: entry `b` is row `b`).
+pub(crate) struct FusedDropout {
+    reserved: Reserved,
+    p: f32,
+    rows: Option<Arc<[u64]>>,
+}
 
 /// The reservation and rows the fused kernel draws from: what `dropout` of `n`
-/// probabilities reserves (for [`AttentionDropout::Draw`], recorded for the audit as
-/// `dropout` records it) or the given key and rows.
+/// probabilities reserves (for [`AttentionDropout::Draw`], through `graph::reserve` as
+/// every random op, so within the graph during a capture, and recorded for the audit as
+/// `dropout` records it) or the given key and rows (refused during a capture, which
+/// would freeze them; `dropout_rows` cannot be captured either, it uploads its mask).
 pub(crate) fn reserve_for_fused(
     probs_dims: &[usize],
     inputs: &[&Tensor],
@@ -231,15 +273,19 @@ pub(crate) fn reserve_for_fused(
             let generator = generator_for(OP, inputs[0].device(), Some(generator))?;
             let blocks = crate::increment_for(RandomOp::Dropout, inputs[0].dtype(), n);
             let mut recorder = OpRecorder::begin(OP, inputs);
-            let key = crate::graph::reserve(OP, &generator, blocks)?.key;
+            let reserved = crate::graph::reserve(OP, &generator, blocks)?;
             recorder.rng(RngRecord {
                 device: inputs[0].device(),
-                seed: key.seed,
-                offset: key.offset,
+                seed: reserved.key.seed,
+                offset: reserved.key.offset,
                 blocks,
             });
             recorder.finish(inputs[0]);
-            Ok(Some((key, probability(OP, p)?, None)))
+            Ok(Some(FusedDropout {
+                reserved,
+                p: probability(OP, p)?,
+                rows: None,
+            }))
         }
         AttentionDropout::Rows {
             p,
@@ -247,10 +293,14 @@ pub(crate) fn reserve_for_fused(
             batch_rows,
             rows,
         } => {
+            crate::graph::refuse_replay_in_capture("causal_attention", inputs[0].device())?;
             let identity = batch_rows == rows.len() as u64
                 && rows.iter().enumerate().all(|(i, &r)| r == i as u64);
-            let rows = (!identity).then(|| Arc::from(rows));
-            Ok(Some((key, probability(OP, p)?, rows)))
+            Ok(Some(FusedDropout {
+                reserved: Reserved::eager(key),
+                p: probability(OP, p)?,
+                rows: (!identity).then(|| Arc::from(rows)),
+            }))
         }
     }
 }
