@@ -127,7 +127,7 @@ where
     //    (train_gpt_support/finish.rs), which draws from no stream of the run.
     let steps = Steps {
         read_every: 1,
-        cuda_graph: false,
+        cuda_graph: args.cuda_graph,
         val_column: evaluator.is_on(),
     };
     let (mut run, code) = train::<R, Args>(started, flags, &steps, describe, &mut |run, step| {

@@ -64,6 +64,12 @@ pub struct Args {
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<Device>,
 
+    /// Run each step after the first as a replayed CUDA graph (forward, loss and
+    /// backward in one graph launch; clipping, the schedule and AdamW after it; the same
+    /// losses bit for bit); one process on --device cuda:N, or a resumed CUDA run
+    #[arg(long)]
+    pub cuda_graph: bool,
+
     /// The text to train on: any file, its bytes are the tokens [default: data/emma.txt,
     /// Jane Austen's Emma]; on --resume, where to find the run's text (it must be the
     /// same bytes)
@@ -165,6 +171,11 @@ impl Args {
                 "--save-best keeps best.safetensors in --checkpoint-dir at each --eval-interval: \
                  expected both"
                     .into(),
+            ));
+        }
+        if self.cuda_graph && self.ddp.backend.is_some() {
+            return Err(conflict::<Args>(
+                "--cuda-graph captures one process's step: it cannot be used with --backend".into(),
             ));
         }
         if let Some(backend) = self.ddp.backend {

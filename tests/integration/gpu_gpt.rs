@@ -139,6 +139,62 @@ fn portable_gpt_runs_are_the_same_bytes_on_cpu_and_both_devices_and_across_resum
     }
 }
 
+/// `--cuda-graph` for the GPT (issue 43): forward, token cross-entropy and backward
+/// captured once and replayed (the token ids staged in the embedding's buffer, the
+/// residual and fused-attention dropout masks drawn by the graph), clipping, the
+/// schedule's rate and AdamW run eagerly after each replay. The losses and the final
+/// parameters are the eager run's bits in f32 and in bf16 (whose operand narrowing and
+/// bf16 GEMMs are captured too), and a checkpoint saved after a replay resumes, eagerly
+/// or graphed, to the same bits.
+#[test]
+fn a_graphed_gpt_step_is_the_eager_step_bit_for_bit() {
+    test_support::own_process!(a_graphed_gpt_step_is_the_eager_step_bit_for_bit);
+    if !gpus(1) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_text(dir.path(), 2000);
+    let cuda = Device::Cuda(0);
+    for precision in [Precision::F32, Precision::Bf16] {
+        let eager = straight(&data, cuda, precision);
+        let graphed = |mut trainer: GptTrainer| {
+            trainer.set_cuda_graph(true).unwrap();
+            trainer
+        };
+        let trainer = GptTrainer::new(tiny(data.clone(), cuda, precision)).unwrap();
+        same(
+            &finish(graphed(trainer)),
+            &eager,
+            &format!("{precision}: graphed"),
+        );
+        let path = dir.path().join(format!("graphed-{precision}.safetensors"));
+        let mut first = graphed(GptTrainer::new(tiny(data.clone(), cuda, precision)).unwrap());
+        while first.step_count() < SAVE_AT + 1 {
+            first.step().unwrap(); // one eager step, then replays
+        }
+        first.save(&path).unwrap();
+        drop(first);
+        let resumed = GptTrainer::resume(&path, None, None).unwrap();
+        let what = format!("{precision}: saved after a replay, resumed eagerly");
+        same(&finish(resumed), &eager, &what);
+        let resumed = graphed(GptTrainer::resume(&path, None, None).unwrap());
+        same(
+            &finish(resumed),
+            &eager,
+            &format!("{precision}: resumed graphed"),
+        );
+    }
+}
+
+/// Equal runs, or a failure naming the losses and the first parameter that differs
+/// (not every parameter's bits).
+fn same(got: &Bits, want: &Bits, what: &str) {
+    let losses = |b: &Bits| b.0.iter().map(|&l| f32::from_bits(l)).collect::<Vec<_>>();
+    assert_eq!(losses(got), losses(want), "{what}: losses");
+    let differs = got.1.iter().zip(&want.1).position(|(g, w)| g != w);
+    assert_eq!(differs, None, "{what}: parameter {differs:?} differs");
+}
+
 /// Issue 43's bf16 autocast on CUDA: in portable arithmetic a bf16 run is the same
 /// bytes on the CPU and `cuda:0`, saved on `cuda:0` and resumed on the CPU (a bf16 run
 /// resumes and audits on a CPU), and not the f32 run's bytes (the rounding happened).

@@ -219,6 +219,16 @@ pub trait Module: Send {
         let _ = groups;
     }
 
+    /// Places what [`forward`](Module::forward) reads of `input` beyond the tensor itself
+    /// in device buffers that stay put, so that a CUDA graph captured over `forward(input)`
+    /// reads the next input there once this is called with it: an embedding's checked
+    /// token ids ([`Embedding`](crate::Embedding)). A model whose input is a device tensor
+    /// (the graph step refills that tensor itself) has nothing to stage: the default.
+    fn stage_graph_input(&mut self, input: &Tensor) -> Result<()> {
+        let _ = input;
+        Ok(())
+    }
+
     /// Clears every parameter's gradient before the next backward.
     fn zero_grad(&mut self) {
         self.visit_parameters_mut("", &mut |_, p| p.zero_grad());

@@ -29,39 +29,51 @@ pub struct CheckedIndex {
     words: Option<Tensor>,
 }
 
+/// `IndexValueOutOfRange` naming the first index `>= bound`.
+fn check_bound(op: &'static str, indices: &[usize], bound: usize) -> Result<()> {
+    match indices.iter().enumerate().find(|(_, &i)| i >= bound) {
+        Some((position, &value)) => Err(TensorError::IndexValueOutOfRange {
+            op,
+            position,
+            value: i64::try_from(value).unwrap_or(i64::MAX),
+            dim: 0,
+            size: bound,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// `[index | starts | positions]`, the words a device holds (see [`CheckedIndex`]).
+fn device_words(op: &'static str, indices: &[usize], bound: usize) -> Result<Vec<i64>> {
+    let (starts, positions) = rows_by_target(indices, bound);
+    let mut words = Vec::new();
+    words
+        .try_reserve_exact(2 * indices.len() + starts.len())
+        .map_err(|_| TensorError::InvalidArgument {
+            op,
+            message: format!("{} indices do not fit in memory", indices.len()),
+        })?;
+    words.extend(
+        indices
+            .iter()
+            .chain(&starts)
+            .chain(&positions)
+            .map(|&v| v as i64),
+    );
+    Ok(words)
+}
+
 impl CheckedIndex {
     /// Checks `indices` against `bound` (each must be `< bound`) and places them on
     /// `device`. `IndexValueOutOfRange` names the first bad one (as `dim` 0 of a
     /// dimension of `bound` rows); nothing is uploaded then.
     pub fn new(indices: Vec<usize>, bound: usize, device: Device) -> Result<Self> {
-        if let Some((position, &value)) = indices.iter().enumerate().find(|(_, &i)| i >= bound) {
-            return Err(TensorError::IndexValueOutOfRange {
-                op: "CheckedIndex::new",
-                position,
-                value: i64::try_from(value).unwrap_or(i64::MAX),
-                dim: 0,
-                size: bound,
-            });
-        }
+        check_bound("CheckedIndex::new", &indices, bound)?;
         let words = match device {
             Device::Cpu => None,
             #[allow(unreachable_patterns)]
             _ => {
-                let (starts, positions) = rows_by_target(&indices, bound);
-                let mut words = Vec::new();
-                words
-                    .try_reserve_exact(2 * indices.len() + starts.len())
-                    .map_err(|_| TensorError::InvalidArgument {
-                        op: "CheckedIndex::new",
-                        message: format!("{} indices do not fit in memory", indices.len()),
-                    })?;
-                words.extend(
-                    indices
-                        .iter()
-                        .chain(&starts)
-                        .chain(&positions)
-                        .map(|&v| v as i64),
-                );
+                let words = device_words("CheckedIndex::new", &indices, bound)?;
                 let n = words.len();
                 Some(Tensor::from_vec(words, &[n], device)?)
             }
@@ -72,6 +84,32 @@ impl CheckedIndex {
             device,
             words,
         })
+    }
+
+    /// Replaces the indices with `indices` (as many, each `< bound`), written into the
+    /// same device buffer in one upload and shared with every clone: the token ids of a
+    /// CUDA graph's step, whose captured kernels read that buffer on each replay.
+    /// Nothing changes on an error.
+    pub fn refill(&mut self, indices: Vec<usize>) -> Result<()> {
+        const OP: &str = "CheckedIndex::refill";
+        if indices.len() != self.host.len() {
+            return Err(TensorError::InvalidArgument {
+                op: OP,
+                message: format!(
+                    "{} indices in place of {}: a refill keeps the count",
+                    indices.len(),
+                    self.host.len()
+                ),
+            });
+        }
+        check_bound(OP, &indices, self.bound)?;
+        if let Some(buffer) = &self.words {
+            let words = device_words(OP, &indices, self.bound)?;
+            let n = words.len();
+            buffer.copy_from_host_shared(&Tensor::from_vec(words, &[n], Device::Cpu)?)?;
+        }
+        self.host = indices;
+        Ok(())
     }
 
     /// [`new`](Self::new) from an i64 tensor of any shape (flattened), read on the host

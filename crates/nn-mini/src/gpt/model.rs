@@ -189,6 +189,12 @@ impl Module for Gpt {
         Ok(logits.reshape(&[b, t, self.config.vocab_size])?)
     }
 
+    /// The token ids into the embedding's staged buffer (a CUDA graph's step input).
+    fn stage_graph_input(&mut self, input: &Tensor) -> Result<()> {
+        self.check_input(input)?;
+        self.wte.stage_graph_input(input)
+    }
+
     /// Accumulates every parameter's gradient; the input gradient is zeros shaped like
     /// the token indices (they are discrete), as [`Embedding`]'s.
     fn backward(&mut self, grad_output: &Tensor) -> Result<Tensor> {

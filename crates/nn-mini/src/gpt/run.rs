@@ -12,7 +12,7 @@ use tensor_core::Tensor;
 use super::{Gpt, GptTrainConfig, Split, Text, TextWindows};
 use crate::data::RankShare;
 use crate::train::{
-    run_settings, sharded_loader, FreshRun, RunConfig, RunState, TrainLoop, TrainingRun,
+    run_settings, sharded_loader, FreshRun, GraphStep, RunConfig, RunState, TrainLoop, TrainingRun,
     DROPOUT_DOMAIN, INIT_DOMAIN,
 };
 use crate::{clip_grad_norm_, cross_entropy, AdamW, NnError, Result};
@@ -131,6 +131,16 @@ impl RunConfig for GptTrainConfig {
         adamw.set_lr(schedule.lr_at(step - 1))?;
         optimizer.step(model)?;
         Ok(norm)
+    }
+
+    /// Forward, token cross-entropy and backward are captured (the token ids staged in
+    /// the embedding, the attention and residual masks drawn by the graph); clipping,
+    /// the schedule's rate and AdamW run eagerly after each replay.
+    fn graph_step(&self) -> Option<GraphStep> {
+        Some(GraphStep {
+            classes: self.model.vocab_size,
+            update_in_graph: false,
+        })
     }
 
     fn check_losses(&self, first: u64, losses: &[f32], grad_norms: &[Option<f32>]) -> Result<()> {

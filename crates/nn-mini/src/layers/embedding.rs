@@ -29,6 +29,10 @@ pub struct Embedding {
     /// Row groups (of the input's first dimension) whose table gradients backward keeps
     /// apart (see [`GradRowGroups`]).
     row_groups: Option<GradRowGroups>,
+    /// Indices staged for CUDA graphs' steps ([`Module::stage_graph_input`]), one per
+    /// index count (a graph per batch shape): each stays in its device buffer, which a
+    /// captured step reads, and is refilled in place for the next replay.
+    staged: Vec<CheckedIndex>,
 }
 
 impl Embedding {
@@ -66,6 +70,7 @@ impl Embedding {
             algorithm: Algorithm::Auto,
             saved_index: None,
             row_groups: None,
+            staged: Vec::new(),
         })
     }
 
@@ -121,9 +126,19 @@ impl Module for Embedding {
     /// the host, as a GPT's token ids are) and placed on the table's device once, with
     /// what the backward's `index_add` needs ([`CheckedIndex`]): a step on a GPU then
     /// uploads them once and waits for nothing.
+    /// An index staged for a graph ([`Module::stage_graph_input`]) whose indices are the
+    /// input's is used as it is, with no upload: what a capture needs, and the same rows.
     fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
         let table = &self.weight.value;
-        let index = CheckedIndex::new(self.indices(input)?, table.dims()[0], table.device())?;
+        let indices = self.indices(input)?;
+        let index = match self
+            .staged
+            .iter()
+            .find(|s| s.as_slice() == indices.as_slice())
+        {
+            Some(staged) => staged.clone(),
+            None => CheckedIndex::new(indices, table.dims()[0], table.device())?,
+        };
         let rows = table.index_select_checked(0, &index)?;
         let mut dims = input.dims().to_vec();
         dims.push(table.dims()[1]);
@@ -198,6 +213,21 @@ impl Module for Embedding {
             grads.push(table_grad(&index, &grad.narrow(0, start, len)?)?);
         }
         self.weight.accumulate_group_grads(grads)
+    }
+
+    /// The input's indices, checked, into the staged buffer of their count (made on first
+    /// use, refilled in place after): the next forward of this input reads them there.
+    fn stage_graph_input(&mut self, input: &Tensor) -> Result<()> {
+        let indices = self.indices(input)?;
+        let table = &self.weight.value;
+        match self.staged.iter_mut().find(|s| s.len() == indices.len()) {
+            Some(staged) => staged.refill(indices)?,
+            None => {
+                let staged = CheckedIndex::new(indices, table.dims()[0], table.device())?;
+                self.staged.push(staged);
+            }
+        }
+        Ok(())
     }
 
     /// Each position's gradient goes to its own table row: groups of input rows give

@@ -5,7 +5,7 @@ use tensor_core::Tensor;
 
 use super::fresh_run::build_mlp_run;
 use super::run_settings;
-use super::{FreshRun, RunConfig, RunState, TrainConfig};
+use super::{FreshRun, GraphStep, RunConfig, RunState, TrainConfig};
 use crate::data::RankShare;
 use crate::{cross_entropy, Result, Sequential};
 
@@ -36,9 +36,12 @@ impl RunConfig for TrainConfig {
         cross_entropy(output, target)
     }
 
-    /// A step is cross-entropy and one SGD step: what a CUDA graph captures.
-    fn graph_classes(&self) -> Option<usize> {
-        self.layers.last().copied()
+    /// A step is cross-entropy and one SGD step: a CUDA graph captures all of it.
+    fn graph_step(&self) -> Option<GraphStep> {
+        Some(GraphStep {
+            classes: *self.layers.last()?,
+            update_in_graph: true,
+        })
     }
 
     fn update(state: &mut RunState<Self>, model: &mut Sequential) -> Result<Option<Tensor>> {

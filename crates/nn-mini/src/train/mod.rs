@@ -34,8 +34,8 @@ pub use fresh_run::{
 };
 pub use pending_losses::LOSS_SLOTS;
 pub use run::{placed, start, ModelOf, Run, Start, Started};
-pub use run_config::RunConfig;
 pub(crate) use run_config::{as_string, run_settings};
+pub use run_config::{GraphStep, RunConfig};
 pub use run_state::{
     check_arithmetic, check_model_kind, check_model_shapes, config_of, default_generator_devices,
     read_history, RunState, TrainingRun, ARITHMETIC_KEY, CONFIG_KEY, DROPOUT_RNG, LOADER, LOSSES,

@@ -108,12 +108,12 @@ pub trait RunConfig:
     /// [`check_losses`](Self::check_losses), so clipping never waits for the device.
     fn update(state: &mut RunState<Self>, model: &mut Self::Model) -> Result<Option<Tensor>>;
 
-    /// `Some(classes)` when a step of this run is exactly a forward, cross-entropy
-    /// against `classes` class indices, a backward and one optimiser step, which
-    /// [`Run::set_cuda_graph`](super::Run::set_cuda_graph) can capture as a
-    /// CUDA graph; `None` (the default) when the run does more (a GPT clips its
-    /// gradients and follows a schedule), which a graph would skip.
-    fn graph_classes(&self) -> Option<usize> {
+    /// What [`Run::set_cuda_graph`](super::Run::set_cuda_graph) captures of this run's
+    /// step as a CUDA graph, or `None` (the default) when it cannot. The forward, the
+    /// loss (cross-entropy against class indices) and the backward are always captured;
+    /// the update is captured when it is a plain optimiser step, and otherwise runs
+    /// eagerly after each replay ([`GraphStep::update_in_graph`]).
+    fn graph_step(&self) -> Option<GraphStep> {
         None
     }
 
@@ -185,3 +185,17 @@ macro_rules! run_settings {
     };
 }
 pub(crate) use run_settings;
+
+/// What a CUDA graph holds of a run's step ([`RunConfig::graph_step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphStep {
+    /// The loss is the mean cross-entropy of the output's last dimension, `classes`
+    /// wide, against the targets' class indices (one per position of the output's other
+    /// dimensions): the MLP's classes, or a GPT's vocabulary.
+    pub classes: usize,
+    /// The update ([`RunConfig::update`]) is one optimiser step, captured with the rest.
+    /// When false it runs eagerly after each replay: a GPT's learning rate follows a
+    /// schedule of the host's step count and AdamW's bias corrections change with it,
+    /// which a captured launch would freeze.
+    pub update_in_graph: bool,
+}

@@ -95,44 +95,50 @@ impl<C: RunConfig> TrainLoop<C> {
     }
 
     /// One step through the captured graph (capturing it first if needed): the batch
-    /// into its buffers, one replay, the loss into the pending buffer.
+    /// into its buffers, one replay, the update when the graph does not hold it, the
+    /// loss (and the gradient norm) into the pending buffer.
     #[cfg(feature = "cuda")]
     fn step_graphed(
         &mut self,
         input: &tensor_core::Tensor,
         target: &tensor_core::Tensor,
     ) -> Result<()> {
+        let config = self.config();
+        let (device, staged) = (config.device(), config.input_device() == Device::Cpu);
+        let step = config.graph_step().ok_or_else(|| {
+            crate::NnError::invalid(
+                "TrainLoop::set_cuda_graph",
+                format!(
+                    "a {} run's step cannot be captured as a CUDA graph",
+                    C::MODEL_KIND
+                ),
+            )
+        })?;
         let rows = input.dims().first().copied().unwrap_or(0);
-        let step = match self.graphed.iter().position(|g| g.rows() == rows) {
+        let at = match self.graphed.iter().position(|g| g.rows() == rows) {
             Some(at) => {
-                let step = &self.graphed[at];
-                step.feed(input, target)?;
-                step
+                self.graphed[at].feed(&mut self.model, input, target)?;
+                at
             }
             None => {
-                let config = self.config();
-                let classes = config.graph_classes().ok_or_else(|| {
-                    crate::NnError::invalid(
-                        "TrainLoop::set_cuda_graph",
-                        format!(
-                            "a {} run's step cannot be captured as a CUDA graph",
-                            C::MODEL_KIND
-                        ),
-                    )
-                })?;
                 let captured = GraphedStep::capture(
-                    config.device(),
+                    device,
                     &mut self.model,
                     self.state.optimizer_mut(),
                     (input, target),
-                    classes,
+                    step,
+                    staged,
                 )?;
                 self.graphed.push(captured);
-                self.graphed.last().expect("just pushed")
+                self.graphed.len() - 1
             }
         };
-        let loss = step.run()?;
-        self.pending.push(loss, None)?;
+        let loss = self.graphed[at].run(&mut self.model)?.clone();
+        let grad_norm = match step.update_in_graph {
+            true => None,
+            false => C::update(&mut self.state, &mut self.model)?,
+        };
+        self.pending.push(&loss, grad_norm.as_ref())?;
         self.state.count_step();
         Ok(())
     }
@@ -230,7 +236,7 @@ impl<C: RunConfig> Run for TrainLoop<C> {
     /// eager step of a fresh run; at once after a resume), then replayed: one graph
     /// launch per step, the losses bit-identical to eager steps (see
     /// `train::graphed_step`). Errors on a CPU run, and for a kind of run whose step a
-    /// graph cannot hold ([`RunConfig::graph_classes`]).
+    /// graph cannot hold ([`RunConfig::graph_step`]).
     fn set_cuda_graph(&mut self, on: bool) -> Result<()> {
         let device = self.config().device();
         if on && !device.is_cuda() {
@@ -239,12 +245,11 @@ impl<C: RunConfig> Run for TrainLoop<C> {
                 format!("CUDA graphs need a CUDA device, the run is on {device}"),
             ));
         }
-        if on && self.config().graph_classes().is_none() {
+        if on && self.config().graph_step().is_none() {
             return Err(crate::NnError::invalid(
                 "Trainer::set_cuda_graph",
                 format!(
-                    "a {} run's step does more than a graph holds (work on the host between \
-                     its backward and its update); train it eagerly",
+                    "a {} run's step is not one a CUDA graph can hold; train it eagerly",
                     C::MODEL_KIND
                 ),
             ));
