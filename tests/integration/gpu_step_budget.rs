@@ -51,6 +51,7 @@ fn child_trains() {
         let precision = std::env::var("DITTO_STEP_BUDGET_PRECISION").expect("a precision");
         let config = small_gpt(DataSpec::of(&path, &text), precision.parse().unwrap());
         let mut trainer = GptTrainer::new(config).unwrap();
+        trainer.set_cuda_graph(graphed).unwrap();
         return drive(&mut trainer, steps, read_every);
     }
     let config = TrainConfig {
@@ -360,4 +361,23 @@ fn gpt_budget(precision: Precision) {
         total(&per, gemm) >= 27.0,
         "every product is a gemm: {per:?}"
     );
+}
+
+/// `--cuda-graph` for the GPT: forward, loss, backward and clipping are one graph launch;
+/// the schedule's rate and AdamW (one launch per 24 parameters: 2) run after it, and
+/// the batch is its two uploads (token ids with their sort, targets).
+#[test]
+fn a_graphed_gpt_step_is_one_graph_launch_and_its_optimizer() {
+    if !gpu() || !standin() {
+        return;
+    }
+    let per = per_step_of(1, true, Some(Precision::F32));
+    println!("calls per graphed GPT step (CUDA stand-in): {per:?}");
+    assert_eq!(total(&per, &["cuGraphLaunch"]), 1.0, "{per:?}");
+    assert!(total(&per, &["cuLaunchKernel"]) <= 2.0, "{per:?}");
+    assert!(total(&per, HOST_TO_DEVICE) <= 2.0, "{per:?}");
+    assert!(total(&per, DEVICE_TO_HOST) <= 1.0, "{per:?}");
+    for names in [ALLOCATIONS, FREES, MEMSETS] {
+        assert_eq!(total(&per, names), 0.0, "{per:?}");
+    }
 }

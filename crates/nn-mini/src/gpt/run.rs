@@ -113,28 +113,31 @@ impl RunConfig for GptTrainConfig {
         token_cross_entropy(output, target)
     }
 
-    /// Clip, the schedule's rate for this step, AdamW. The norm stays on the device until
-    /// the step's loss is read, where [`check_losses`](RunConfig::check_losses) stops the
-    /// run on a non-finite one (nothing was scaled then; the update ran on the
-    /// non-finite gradients, so the run cannot go on, and a checkpoint is refused).
-    fn update(state: &mut RunState<Self>, model: &mut Gpt) -> Result<Option<Tensor>> {
+    /// Clipping, whose norm stays on the device until the step's loss is read, where
+    /// [`check_losses`](RunConfig::check_losses) stops the run on a non-finite one
+    /// (nothing was scaled then; the update ran on the non-finite gradients, so the run
+    /// cannot go on, and a checkpoint is refused).
+    fn prepare_update(&self, model: &mut Gpt) -> Result<Option<Tensor>> {
+        match self.grad_clip > 0.0 {
+            true => Ok(Some(clip_grad_norm_(model, self.grad_clip)?)),
+            false => Ok(None),
+        }
+    }
+
+    /// The schedule's rate for this step, then AdamW.
+    fn apply_update(state: &mut RunState<Self>, model: &mut Gpt) -> Result<()> {
         let step = state.step_count() + 1;
-        let (clip, schedule) = (state.config().grad_clip, state.config().schedule());
-        let norm = match clip > 0.0 {
-            true => Some(clip_grad_norm_(model, clip)?),
-            false => None,
-        };
+        let schedule = state.config().schedule();
         let optimizer = state.optimizer_mut();
         let adamw = optimizer.as_adamw_mut().ok_or_else(|| {
             NnError::invalid("GptTrainConfig::update", "a GPT run's optimiser is AdamW")
         })?;
         adamw.set_lr(schedule.lr_at(step - 1))?;
-        optimizer.step(model)?;
-        Ok(norm)
+        optimizer.step(model)
     }
 
-    /// Forward, token cross-entropy and backward are captured (the token ids staged in
-    /// the embedding, the attention and residual masks drawn by the graph); clipping,
+    /// Forward, token cross-entropy, backward and clipping are captured (the token ids
+    /// staged in the embedding, the attention and residual masks drawn by the graph);
     /// the schedule's rate and AdamW run eagerly after each replay.
     fn graph_step(&self) -> Option<GraphStep> {
         Some(GraphStep {

@@ -11,9 +11,11 @@
 //! eager steps would draw, the fused attention's included). So replayed steps give the
 //! eager curve bit for bit, and a checkpoint between replays resumes either way.
 //!
-//! The update is captured when it is one optimiser step (the MLP's SGD); a GPT's runs
-//! eagerly after each replay ([`GraphStep::update_in_graph`]): its rate follows the
-//! schedule of the host's step count, which a captured launch would freeze.
+//! The update's first part, a function of the gradients alone (a GPT's clipping,
+//! `RunConfig::prepare_update`), is captured; its optimiser step is captured when it is
+//! the same at every step (the MLP's SGD) and otherwise runs eagerly after each replay
+//! ([`GraphStep::update_in_graph`]): a GPT's rate follows the schedule of the host's
+//! step count, which a captured launch would freeze.
 //!
 //! Shapes are fixed in a graph, so each batch size gets its own (the full batch, and
 //! the shorter last batch of an epoch): they share the model's and optimizer's state,
@@ -28,7 +30,7 @@ use rng_gen::graph::Graph;
 use tensor_core::{DType, Device, Tensor};
 
 use super::GraphStep;
-use crate::{cross_entropy_with, ClassTargets, Module, Optimizer, Result};
+use crate::{cross_entropy_with, ClassTargets, Module, Result};
 
 /// The captured step and the buffers it reads and writes.
 pub(crate) struct GraphedStep {
@@ -40,23 +42,25 @@ pub(crate) struct GraphedStep {
     targets: ClassTargets,
     /// The step's loss (f32 scalar), rewritten by each replay.
     loss: Tensor,
+    /// The gradients' norm when the captured update clips, rewritten by each replay.
+    norm: Option<Tensor>,
     /// Each parameter's gradient as the capture left it: the buffers a replay rewrites.
     grads: Vec<Option<Tensor>>,
 }
 
 impl GraphedStep {
     /// Captures one step of `model` on `device` over `input` and `target` (host
-    /// tensors; targets are class indices in `0..step.classes`), with `optimizer`'s
-    /// step when `step.update_in_graph`. The input goes to the device unless it is
-    /// `staged` (the model stages it: [`Module::stage_graph_input`]). The capture
-    /// computes nothing: the first [`run`](Self::run) trains on this batch.
-    pub(crate) fn capture(
+    /// tensors; targets are class indices in `0..step.classes`), ending with `update`
+    /// (what of the update the graph holds; it returns the clipped norm, if any). The
+    /// input goes to the device unless it is `staged` (the model stages it:
+    /// [`Module::stage_graph_input`]). The capture computes nothing: the first
+    /// [`run`](Self::run) trains on this batch.
+    pub(crate) fn capture<M: Module>(
         device: Device,
-        model: &mut dyn Module,
-        optimizer: &mut Optimizer,
+        model: &mut M,
         (input, target): (&Tensor, &Tensor),
-        step: GraphStep,
-        staged: bool,
+        (step, staged): (GraphStep, bool),
+        mut update: impl FnMut(&mut M) -> Result<Option<Tensor>>,
     ) -> Result<Self> {
         let input = if staged {
             model.stage_graph_input(input)?;
@@ -66,21 +70,20 @@ impl GraphedStep {
         };
         let flat = target.reshape(&[target.elem_count()])?;
         let targets = ClassTargets::new("GraphedStep::capture", &flat, step.classes, device)?;
-        let (graph, loss) = Graph::capture(device, || -> Result<Tensor> {
-            model.zero_grad();
-            let output = model.forward(&input, true)?;
-            // Cross-entropy over the last dimension, as the run's eager loss computes it
-            // (the MLP's `cross_entropy`, the GPT's `token_cross_entropy`).
-            let dims = output.dims().to_vec();
-            let rows = output.elem_count() / step.classes.max(1);
-            let (loss, grad) =
-                cross_entropy_with(&output.reshape(&[rows, step.classes])?, &targets)?;
-            model.backward_params(&grad.reshape(&dims)?)?;
-            if step.update_in_graph {
-                optimizer.step(model)?;
-            }
-            Ok(loss.to_dtype(DType::F32)?)
-        })?;
+        let (graph, (loss, norm)) =
+            Graph::capture(device, || -> Result<(Tensor, Option<Tensor>)> {
+                model.zero_grad();
+                let output = model.forward(&input, true)?;
+                // Cross-entropy over the last dimension, as the run's eager loss computes it
+                // (the MLP's `cross_entropy`, the GPT's `token_cross_entropy`).
+                let dims = output.dims().to_vec();
+                let rows = output.elem_count() / step.classes.max(1);
+                let (loss, grad) =
+                    cross_entropy_with(&output.reshape(&[rows, step.classes])?, &targets)?;
+                model.backward_params(&grad.reshape(&dims)?)?;
+                let norm = update(model)?;
+                Ok((loss.to_dtype(DType::F32)?, norm))
+            })?;
         let grads = model.parameters().iter().map(|p| p.grad.clone()).collect();
         Ok(GraphedStep {
             graph,
@@ -88,20 +91,20 @@ impl GraphedStep {
             staged,
             targets,
             loss,
+            norm,
             grads,
         })
     }
 
-    /// Replays the step on the batch in the buffers and returns its loss (on the
-    /// device; a later replay overwrites it). Every parameter of `model` then holds the
-    /// gradient the replay wrote: an eager update may have replaced a gradient tensor
-    /// since (clipping scales into a new one), which the graph does not write.
-    pub(crate) fn run(&self, model: &mut dyn Module) -> Result<&Tensor> {
+    /// Replays the step on the batch in the buffers and returns its loss and clipped
+    /// norm (on the device; a later replay overwrites them). Every parameter of `model`
+    /// then holds the gradient the replay wrote, whatever an eager step since put there.
+    pub(crate) fn run(&self, model: &mut dyn Module) -> Result<(&Tensor, Option<&Tensor>)> {
         self.graph.replay()?;
         for (param, grad) in model.parameters_mut().into_iter().zip(&self.grads) {
             param.grad.clone_from(grad);
         }
-        Ok(&self.loss)
+        Ok((&self.loss, self.norm.as_ref()))
     }
 
     /// The batch size the step was captured for (a graph's shapes are fixed: the

@@ -44,8 +44,7 @@ impl RunConfig for TrainConfig {
         })
     }
 
-    fn update(state: &mut RunState<Self>, model: &mut Sequential) -> Result<Option<Tensor>> {
-        state.optimizer_mut().step(model)?;
-        Ok(None)
+    fn apply_update(state: &mut RunState<Self>, model: &mut Sequential) -> Result<()> {
+        state.optimizer_mut().step(model)
     }
 }

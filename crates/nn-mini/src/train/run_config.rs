@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tensor_core::{Device, Tensor};
 
-use super::{FreshRun, RunState};
+use super::{FreshRun, RunState, TrainingRun};
 use crate::data::RankShare;
 use crate::{Module, NnError, Result};
 
@@ -101,18 +101,36 @@ pub trait RunConfig:
     fn loss(&self, output: &Tensor, target: &Tensor) -> Result<(Tensor, Tensor)>;
 
     /// Everything between a step's gradients (in `model`'s parameters) and the next
-    /// step: the optimiser's update, and whatever the run does around it. Called before
-    /// the step is counted, so the step being run is `state`'s step count + 1. Returns
-    /// the gradients' global norm when the update clipped them (a one-element tensor on
-    /// the run's device, unread): it is read with the step's loss and checked by
-    /// [`check_losses`](Self::check_losses), so clipping never waits for the device.
-    fn update(state: &mut RunState<Self>, model: &mut Self::Model) -> Result<Option<Tensor>>;
+    /// step: [`prepare_update`](Self::prepare_update), then
+    /// [`apply_update`](Self::apply_update). Called before the step is counted, so the
+    /// step being run is `state`'s step count + 1. Returns the gradients' global norm when
+    /// the update clipped them (a one-element tensor on the run's device, unread): it is
+    /// read with the step's loss and checked by [`check_losses`](Self::check_losses), so
+    /// clipping never waits for the device.
+    fn update(state: &mut RunState<Self>, model: &mut Self::Model) -> Result<Option<Tensor>> {
+        let norm = state.config().prepare_update(model)?;
+        Self::apply_update(state, model)?;
+        Ok(norm)
+    }
+
+    /// The part of the update that is a function of the gradients alone, the same at
+    /// every step (a GPT's clipping; nothing by default): a CUDA graph captures it with
+    /// the backward. Returns the norm it clipped to, if it clips.
+    fn prepare_update(&self, model: &mut Self::Model) -> Result<Option<Tensor>> {
+        let _ = model;
+        Ok(None)
+    }
+
+    /// The rest of the update: the optimiser's step (at the schedule's rate for this
+    /// step, for a run that has one).
+    fn apply_update(state: &mut RunState<Self>, model: &mut Self::Model) -> Result<()>;
 
     /// What [`Run::set_cuda_graph`](super::Run::set_cuda_graph) captures of this run's
     /// step as a CUDA graph, or `None` (the default) when it cannot. The forward, the
     /// loss (cross-entropy against class indices) and the backward are always captured;
-    /// the update is captured when it is a plain optimiser step, and otherwise runs
-    /// eagerly after each replay ([`GraphStep::update_in_graph`]).
+    /// so is [`prepare_update`](Self::prepare_update); [`apply_update`](Self::apply_update)
+    /// is captured when it is the same at every step, and otherwise runs eagerly after
+    /// each replay ([`GraphStep::update_in_graph`]).
     fn graph_step(&self) -> Option<GraphStep> {
         None
     }
@@ -193,9 +211,9 @@ pub struct GraphStep {
     /// wide, against the targets' class indices (one per position of the output's other
     /// dimensions): the MLP's classes, or a GPT's vocabulary.
     pub classes: usize,
-    /// The update ([`RunConfig::update`]) is one optimiser step, captured with the rest.
-    /// When false it runs eagerly after each replay: a GPT's learning rate follows a
-    /// schedule of the host's step count and AdamW's bias corrections change with it,
-    /// which a captured launch would freeze.
+    /// [`RunConfig::apply_update`] is the same at every step (the MLP's SGD step) and is
+    /// captured with the rest. When false it runs eagerly after each replay: a GPT's
+    /// learning rate follows a schedule of the host's step count and AdamW's bias
+    /// corrections change with it, which a captured launch would freeze.
     pub update_in_graph: bool,
 }

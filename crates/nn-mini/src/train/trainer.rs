@@ -121,24 +121,30 @@ impl<C: RunConfig> TrainLoop<C> {
                 at
             }
             None => {
+                let state = &mut self.state;
                 let captured = GraphedStep::capture(
                     device,
                     &mut self.model,
-                    self.state.optimizer_mut(),
                     (input, target),
-                    step,
-                    staged,
+                    (step, staged),
+                    |model| {
+                        let norm = state.config().prepare_update(model)?;
+                        if step.update_in_graph {
+                            C::apply_update(state, model)?;
+                        }
+                        Ok(norm)
+                    },
                 )?;
                 self.graphed.push(captured);
                 self.graphed.len() - 1
             }
         };
-        let loss = self.graphed[at].run(&mut self.model)?.clone();
-        let grad_norm = match step.update_in_graph {
-            true => None,
-            false => C::update(&mut self.state, &mut self.model)?,
-        };
-        self.pending.push(&loss, grad_norm.as_ref())?;
+        let (loss, norm) = self.graphed[at].run(&mut self.model)?;
+        let (loss, norm) = (loss.clone(), norm.cloned());
+        if !step.update_in_graph {
+            C::apply_update(&mut self.state, &mut self.model)?;
+        }
+        self.pending.push(&loss, norm.as_ref())?;
         self.state.count_step();
         Ok(())
     }
