@@ -86,7 +86,7 @@ struct Args {
     on_pool: bool,
     /// Time a GPT step of LAYERS,HEADS,WIDTH,BLOCK (context = block) instead, with
     /// `--batch` sequences (train_gpt's defaults otherwise).
-    #[arg(long, value_delimiter = ',', num_args = 1, conflicts_with_all = ["widths", "with_loader", "cuda_graph"])]
+    #[arg(long, value_delimiter = ',', num_args = 1, conflicts_with_all = ["widths", "with_loader"])]
     gpt: Option<Vec<usize>>,
     /// With --gpt: the dropout probability.
     #[arg(long, default_value_t = 0.1, requires = "gpt")]
@@ -207,6 +207,8 @@ fn run(args: &Args) {
     let dropout = Generator::from_key(device, Key::new(2));
     let rates = if let Some(shape) = &args.gpt {
         let mut trainer = gpt_trainer(args, shape);
+        // Graphed: every step after the first is one graph launch and AdamW's.
+        trainer.set_cuda_graph(args.cuda_graph).unwrap();
         rates(args.rounds, args.seconds, device, || {
             trainer.step().unwrap();
         })

@@ -284,14 +284,15 @@ S="$HERE/logs/step"; mkdir -p "$S"
     done
     # Issue 43's targets: nanoGPT's Shakespeare recipe shape (6 layers, 6 heads, width 384,
     # block 256, batch 64, dropout 0.2), the step alone, ditto (f32 and bf16 autocast, fused
-    # attention) and PyTorch eager alternating: f32 with TF32 off (masked softmax, and
+    # attention, eager and CUDA-graphed) and PyTorch eager alternating: f32 with TF32 off (masked softmax, and
     # SDPA), bf16 autocast with SDPA, and bf16 compiled. Each line ends with its process's
     # peak device memory.
     gpt=(--layers 6 --heads 6 --width 384 --block 256 --batch 64 --dropout 0.2)
     for round in 1 2 3; do
-      for precision in f32 bf16; do
-        "$HERE/bin/train_step" --device cuda:0 --gpt 6,6,384,256 --batch 64 --dropout 0.2 --precision "$precision" \
-          --data "$HERE/tinyshakespeare.txt" --rounds 3 --seconds 2 2>> "$HERE/logs/train_step.err" || echo "train_step --gpt --precision $precision failed"
+      for ditto_flags in "--precision f32" "--precision f32 --cuda-graph" "--precision bf16" \
+                         "--precision bf16 --cuda-graph"; do
+        "$HERE/bin/train_step" --device cuda:0 --gpt 6,6,384,256 --batch 64 --dropout 0.2 $ditto_flags \
+          --data "$HERE/tinyshakespeare.txt" --rounds 3 --seconds 2 2>> "$HERE/logs/train_step.err" || echo "train_step --gpt $ditto_flags failed"
       done
       for torch_flags in "--attention manual" "--attention sdpa" "--precision bf16 --attention sdpa" \
                          "--precision bf16 --attention sdpa --compile"; do
