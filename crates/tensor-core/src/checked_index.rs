@@ -214,6 +214,27 @@ impl CheckedIndex {
 mod tests {
     use super::*;
 
+    /// A refill keeps the count and the bound, and changes nothing when refused.
+    #[test]
+    fn a_refill_is_checked_and_keeps_its_count() {
+        let mut index = CheckedIndex::new(vec![2, 0, 2], 3, Device::Cpu).unwrap();
+        index.refill(vec![1, 1, 0]).unwrap();
+        assert_eq!(index.as_slice(), &[1, 1, 0]);
+        assert!(matches!(
+            index.refill(vec![0, 1]),
+            Err(TensorError::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            index.refill(vec![0, 1, 3]),
+            Err(TensorError::IndexValueOutOfRange {
+                position: 2,
+                value: 3,
+                ..
+            })
+        ));
+        assert_eq!(index.as_slice(), &[1, 1, 0]);
+    }
+
     #[test]
     fn indices_are_checked_before_anything_is_placed() {
         let index = CheckedIndex::new(vec![2, 0, 2], 3, Device::Cpu).unwrap();
