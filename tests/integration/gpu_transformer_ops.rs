@@ -198,9 +198,16 @@ fn portable_ops_are_the_cpus_bits() {
         let refs: Vec<&Tensor> = inputs.iter().collect();
         same(&format!("layer_norm {dims:?}"), &refs, layer_norm);
     }
-    let scores = cpu_tensor(&[2, 3, 9, 9], 30).mul_scalar(6.0).unwrap();
-    let up = cpu_tensor(&[2, 3, 9, 9], 31);
-    same("causal_softmax", &[&scores, &up], softmax);
+    // Rows of 9 keys, and of up to 300 (more than a block's 256 staged terms).
+    for (dims, salt) in [([2, 3, 9, 9], 30), ([1, 1, 300, 300], 32)] {
+        let scores = cpu_tensor(&dims, salt).mul_scalar(6.0).unwrap();
+        let up = cpu_tensor(&dims, salt + 1);
+        same(
+            &format!("causal_softmax {dims:?}"),
+            &[&scores, &up],
+            softmax,
+        );
+    }
     for (b, t, h, d) in [(2, 9, 3, 4), (1, 70, 2, 33)] {
         let inputs = attention_inputs(b, t, h, d);
         let refs: Vec<&Tensor> = inputs.iter().collect();
@@ -286,6 +293,35 @@ fn transformer_ops_on_cuda_match_the_cpu() {
     portable_ops_are_the_cpus_bits();
     use_portable_arithmetic(false);
     default_ops_are_close_and_correctly_rounded_ones_exact();
+}
+
+/// The block-per-row kernels (layer norm, the causal softmax) and the two passes of layer
+/// norm's parameter gradients give the CPU's bits on any grid: one thread in all, blocks
+/// of 7 threads (not a warp, and fewer than a row's elements), and more blocks than rows.
+#[test]
+fn row_kernels_are_the_cpus_bits_on_any_grid() {
+    use ditto::tensor_core::grid::{force_tensor_ops_grid, Grid};
+    test_support::own_process!(row_kernels_are_the_cpus_bits_on_any_grid);
+    if !gpu() {
+        return;
+    }
+    use_portable_arithmetic(true);
+    let norm_inputs = layer_norm_inputs(&[1030, 19], 80);
+    let norm_refs: Vec<&Tensor> = norm_inputs.iter().collect();
+    let scores = cpu_tensor(&[2, 2, 33, 33], 81).mul_scalar(6.0).unwrap();
+    let up = cpu_tensor(&[2, 2, 33, 33], 82);
+    for (blocks, threads) in [(1, 1), (3, 7), (5000, 64), (2, 1024)] {
+        assert!(force_tensor_ops_grid(Some(Grid { blocks, threads })));
+        let grid = format!("{blocks} x {threads}");
+        same(&format!("layer_norm on {grid}"), &norm_refs, layer_norm);
+        same(
+            &format!("causal_softmax on {grid}"),
+            &[&scores, &up],
+            softmax,
+        );
+    }
+    assert!(force_tensor_ops_grid(None));
+    use_portable_arithmetic(false);
 }
 
 #[test]

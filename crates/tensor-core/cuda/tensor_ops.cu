@@ -158,7 +158,8 @@ DITTO_ACCUMULATE_KERNELS(f64, double)
 DITTO_INDEX_KERNELS(f32, float)
 DITTO_INDEX_KERNELS(f64, double)
 
-// ---- the transformer ops (transformer_ops.cuh): one thread per element, row or column ----
+// ---- the transformer ops (transformer_ops.cuh): one thread per element or (block, column); ----
+// ---- the block-per-row kernels of layer norm and the causal softmax are in row_ops.cu ----
 #define DITTO_TRANSFORMER_KERNELS(SUFFIX, T)                                                         \
     extern "C" __global__ void ditto_gelu_tanh_##SUFFIX(ditto_u64 n, T beta, T kappa, int portable, \
                                                         const T* x, T* out) {                       \
@@ -171,31 +172,17 @@ DITTO_INDEX_KERNELS(f64, double)
             out[i] = ditto_gelu_tanh_backward_op<T>(grad[i], x[i], beta, kappa, portable != 0);     \
         }                                                                                           \
     }                                                                                               \
-    extern "C" __global__ void ditto_layer_norm_##SUFFIX(ditto_u64 rows, ditto_u64 c, double eps,   \
-                                                         const T* x, const T* w, const T* b, T* out, \
-                                                         T* mean, T* rstd) {                        \
-        DITTO_GRID_STRIDE(r, rows) { ditto_layer_norm_row<T>(r, c, eps, x, w, b, out, mean, rstd); } \
+    extern "C" __global__ void ditto_layer_norm_param_partials_##SUFFIX(                             \
+        ditto_u64 rows, ditto_u64 c, const T* dy, const T* x, const T* mean, const T* rstd,         \
+        double* part_w, double* part_b) {                                                           \
+        const ditto_u64 blocks = (rows + DITTO_REDUCE_BLOCK - 1) / DITTO_REDUCE_BLOCK;              \
+        DITTO_GRID_STRIDE(item, blocks * c) {                                                       \
+            ditto_layer_norm_param_partial<T>(item, rows, c, dy, x, mean, rstd, part_w, part_b);    \
+        }                                                                                           \
     }                                                                                               \
-    extern "C" __global__ void ditto_layer_norm_backward_##SUFFIX(ditto_u64 rows, ditto_u64 c,      \
-                                                                  const T* dy, const T* x,          \
-                                                                  const T* mean, const T* rstd,     \
-                                                                  const T* w, T* dx) {              \
-        DITTO_GRID_STRIDE(r, rows) { ditto_layer_norm_backward_row<T>(r, c, dy, x, mean, rstd, w, dx); } \
-    }                                                                                               \
-    extern "C" __global__ void ditto_layer_norm_param_grads_##SUFFIX(ditto_u64 rows, ditto_u64 c,   \
-                                                                     const T* dy, const T* x,       \
-                                                                     const T* mean, const T* rstd,  \
-                                                                     T* dw, T* db) {                \
-        DITTO_GRID_STRIDE(j, c) { ditto_layer_norm_param_grads_column<T>(j, rows, c, dy, x, mean, rstd, dw, db); } \
-    }                                                                                               \
-    extern "C" __global__ void ditto_causal_softmax_##SUFFIX(ditto_u64 rows, ditto_u64 t, T scale,  \
-                                                             int portable, const T* x, T* out) {    \
-        DITTO_GRID_STRIDE(r, rows) { ditto_causal_softmax_row<T>(r, t, scale, x, out, portable != 0); } \
-    }                                                                                               \
-    extern "C" __global__ void ditto_causal_softmax_backward_##SUFFIX(ditto_u64 rows, ditto_u64 t,  \
-                                                                      double scale, const T* dp,    \
-                                                                      const T* p, T* dx) {          \
-        DITTO_GRID_STRIDE(r, rows) { ditto_causal_softmax_backward_row<T>(r, t, scale, dp, p, dx); } \
+    extern "C" __global__ void ditto_layer_norm_param_finish_##SUFFIX(                               \
+        ditto_u64 blocks, ditto_u64 c, const double* part_w, const double* part_b, T* dw, T* db) {  \
+        DITTO_GRID_STRIDE(j, c) { ditto_layer_norm_param_finish<T>(j, blocks, c, part_w, part_b, dw, db); } \
     }                                                                                               \
     extern "C" __global__ void ditto_adamw_##SUFFIX(ditto_u64 n, DittoAdamW<T> s, const T* g, T* m, \
                                                     T* v, T* p) {                                   \

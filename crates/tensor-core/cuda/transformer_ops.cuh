@@ -1,15 +1,15 @@
-// The per-element and per-row bodies of the transformer ops' kernels (GELU with the tanh
-// approximation, layer norm, the causal softmax of attention, AdamW), for the GPU
-// (tensor_ops.cu) and for the host (the CUDA stand-in compiles the same .cu).
+// The per-element bodies of the transformer ops' kernels (GELU with the tanh
+// approximation, layer norm's helpers and parameter gradients, AdamW, clipping), for the
+// GPU (tensor_ops.cu, and row_ops.cu for the block-per-row kernels of layer norm and the
+// causal softmax) and for the host (the CUDA stand-in compiles the same .cu).
 //
 // Each body follows the evaluation order its CPU op documents (ops/elementwise/gelu.rs,
 // ops/normalization/mod.rs, ops/attention/mod.rs, ops/optimizers/adamw.rs), operation
 // for operation, so with ditto's own exp / tanh (portable arithmetic, docs/contract.md
 // §14) the results are the CPU's bits; otherwise only exp / tanh are the platform's
 // (libdevice on a GPU).
-// Every output element is written by exactly one call, and every sum over a row or a
-// column runs in the contract's blocked f64 order in that one call: no atomics, so no
-// value depends on the launch.
+// Every output element is written by exactly one call, and every sum runs in the
+// contract's blocked f64 order: no atomics, so no value depends on the launch.
 #ifndef DITTO_TRANSFORMER_OPS_CUH
 #define DITTO_TRANSFORMER_OPS_CUH
 
@@ -55,134 +55,39 @@ DITTO_OPS_HD T ditto_ln_weight(const T* w, ditto_u64 j) { return w ? w[j] : (T)1
 template <typename T>
 DITTO_OPS_HD T ditto_ln_bias(const T* b, ditto_u64 j) { return b ? b[j] : (T)0; }
 
-// Row r: mean and rstd (f64, rounded once), then y = ((x - mean) * rstd) * w + b.
+// The weight and bias gradients are sums over the rows of dy * xhat and dy (products in
+// f64), in the blocked order over rows: block k's partials (rows k * DITTO_REDUCE_BLOCK
+// onwards, left to right) for column j, then each column's partials left to right,
+// rounded once. Every (block, column) pair is its own work item, so the first pass has
+// columns x blocks of parallel work, not just columns, and the order is fixed whatever
+// the launch.
 template <typename T>
-DITTO_OPS_HD void ditto_layer_norm_row(ditto_u64 r, ditto_u64 c, double eps, const T* x, const T* w,
-                                       const T* b, T* out, T* mean_out, T* rstd_out) {
-    const T* row = x + r * c;
-    double total = 0.0;
-    for (ditto_u64 start = 0; start < c; start += DITTO_REDUCE_BLOCK) {
-        const ditto_u64 end = ditto_min_u64(c, start + DITTO_REDUCE_BLOCK);
-        double block = 0.0;
-        for (ditto_u64 i = start; i < end; ++i) block += (double)row[i];
-        total += block;
+DITTO_OPS_HD void ditto_layer_norm_param_partial(ditto_u64 item, ditto_u64 rows, ditto_u64 c, const T* dy,
+                                                 const T* x, const T* mean, const T* rstd, double* part_w,
+                                                 double* part_b) {
+    const ditto_u64 k = item / c, j = item % c;
+    const ditto_u64 end = ditto_min_u64(rows, (k + 1) * DITTO_REDUCE_BLOCK);
+    double block_w = 0.0, block_b = 0.0;
+    for (ditto_u64 r = k * DITTO_REDUCE_BLOCK; r < end; ++r) {
+        const T g = dy[r * c + j];
+        const T xhat = (x[r * c + j] - mean[r]) * rstd[r];
+        block_w += (double)g * (double)xhat;
+        block_b += (double)g;
     }
-    const double mean = total / (double)c;
-    total = 0.0;
-    for (ditto_u64 start = 0; start < c; start += DITTO_REDUCE_BLOCK) {
-        const ditto_u64 end = ditto_min_u64(c, start + DITTO_REDUCE_BLOCK);
-        double block = 0.0;
-        for (ditto_u64 i = start; i < end; ++i) {
-            const double d = (double)row[i] - mean;
-            block += d * d;
-        }
-        total += block;
-    }
-    const double var = total / (double)c;
-    const T m = (T)mean, rstd = (T)(1.0 / sqrt(var + eps));
-    mean_out[r] = m;
-    rstd_out[r] = rstd;
-    for (ditto_u64 j = 0; j < c; ++j) {
-        const T xhat = (row[j] - m) * rstd;
-        out[r * c + j] = xhat * ditto_ln_weight(w, j) + ditto_ln_bias(b, j);
-    }
+    part_w[item] = block_w;
+    part_b[item] = block_b;
 }
 
-// Row r of the input gradient: g = dy * w; a = sum g / c, b = sum g xhat / c (f64);
-// dx = rstd ((g - a) - xhat b) in f64, rounded once.
 template <typename T>
-DITTO_OPS_HD void ditto_layer_norm_backward_row(ditto_u64 r, ditto_u64 c, const T* dy, const T* x,
-                                                const T* mean, const T* rstd, const T* w, T* dx) {
-    const T* dy_row = dy + r * c;
-    const T* x_row = x + r * c;
-    const T m = mean[r], s = rstd[r];
-    double sum_g = 0.0, sum_gx = 0.0;
-    for (ditto_u64 start = 0; start < c; start += DITTO_REDUCE_BLOCK) {
-        const ditto_u64 end = ditto_min_u64(c, start + DITTO_REDUCE_BLOCK);
-        double block_g = 0.0, block_gx = 0.0;
-        for (ditto_u64 i = start; i < end; ++i) {
-            const T g = dy_row[i] * ditto_ln_weight(w, i);
-            const T xhat = (x_row[i] - m) * s;
-            block_g += (double)g;
-            block_gx += (double)g * (double)xhat;
-        }
-        sum_g += block_g;
-        sum_gx += block_gx;
-    }
-    const double a = sum_g / (double)c, b = sum_gx / (double)c, rs = (double)s;
-    for (ditto_u64 i = 0; i < c; ++i) {
-        const T g = dy_row[i] * ditto_ln_weight(w, i);
-        const T xhat = (x_row[i] - m) * s;
-        dx[r * c + i] = (T)(rs * (((double)g - a) - (double)xhat * b));
-    }
-}
-
-// Column j of the weight and bias gradients: sums over the rows of dy * xhat and dy
-// (products in f64), in the blocked order, rounded once. One call per column walks
-// every row, so the order is fixed whatever the launch.
-template <typename T>
-DITTO_OPS_HD void ditto_layer_norm_param_grads_column(ditto_u64 j, ditto_u64 rows, ditto_u64 c, const T* dy,
-                                                      const T* x, const T* mean, const T* rstd, T* dw,
-                                                      T* db) {
+DITTO_OPS_HD void ditto_layer_norm_param_finish(ditto_u64 j, ditto_u64 blocks, ditto_u64 c, const double* part_w,
+                                                const double* part_b, T* dw, T* db) {
     double total_w = 0.0, total_b = 0.0;
-    for (ditto_u64 start = 0; start < rows; start += DITTO_REDUCE_BLOCK) {
-        const ditto_u64 end = ditto_min_u64(rows, start + DITTO_REDUCE_BLOCK);
-        double block_w = 0.0, block_b = 0.0;
-        for (ditto_u64 r = start; r < end; ++r) {
-            const T g = dy[r * c + j];
-            const T xhat = (x[r * c + j] - mean[r]) * rstd[r];
-            block_w += (double)g * (double)xhat;
-            block_b += (double)g;
-        }
-        total_w += block_w;
-        total_b += block_b;
+    for (ditto_u64 k = 0; k < blocks; ++k) {
+        total_w += part_w[k * c + j];
+        total_b += part_b[k * c + j];
     }
     dw[j] = (T)total_w;
     db[j] = (T)total_b;
-}
-
-// ---- causal softmax of attention scores [..., t, t]; row `row` is query row % t ----
-// z_j = x_j * scale; m = max (NaN wins, as arg_max); p_j = exp(z_j - m) / sum in f64.
-template <typename T>
-DITTO_OPS_HD void ditto_causal_softmax_row(ditto_u64 row, ditto_u64 t, T scale, const T* x, T* out,
-                                           bool portable) {
-    const ditto_u64 keys = row % t + 1;
-    const T* xr = x + row * t;
-    T* dst = out + row * t;
-    T m = xr[0] * scale;
-    for (ditto_u64 j = 1; j < keys; ++j) {
-        const T z = xr[j] * scale;
-        if (m == m && (z > m || z != z)) m = z;
-    }
-    double total = 0.0;
-    for (ditto_u64 start = 0; start < keys; start += DITTO_REDUCE_BLOCK) {
-        const ditto_u64 end = ditto_min_u64(keys, start + DITTO_REDUCE_BLOCK);
-        double block = 0.0;
-        for (ditto_u64 j = start; j < end; ++j) block += (double)ditto_exp_of((T)(xr[j] * scale - m), portable);
-        total += block;
-    }
-    for (ditto_u64 j = 0; j < t; ++j) {
-        dst[j] = j < keys ? (T)((double)ditto_exp_of((T)(xr[j] * scale - m), portable) / total) : (T)0;
-    }
-}
-
-// d = sum dp_j p_j (f64); dx_j = (p_j (dp_j - d)) scale in f64, rounded once; 0 after i.
-template <typename T>
-DITTO_OPS_HD void ditto_causal_softmax_backward_row(ditto_u64 row, ditto_u64 t, double scale, const T* dp,
-                                                    const T* p, T* dx) {
-    const ditto_u64 keys = row % t + 1;
-    const T* dpr = dp + row * t;
-    const T* pr = p + row * t;
-    double dot = 0.0;
-    for (ditto_u64 start = 0; start < keys; start += DITTO_REDUCE_BLOCK) {
-        const ditto_u64 end = ditto_min_u64(keys, start + DITTO_REDUCE_BLOCK);
-        double block = 0.0;
-        for (ditto_u64 j = start; j < end; ++j) block += (double)dpr[j] * (double)pr[j];
-        dot += block;
-    }
-    for (ditto_u64 j = 0; j < t; ++j) {
-        dx[row * t + j] = j < keys ? (T)((double)pr[j] * ((double)dpr[j] - dot) * scale) : (T)0;
-    }
 }
 
 // ---- one AdamW step of one element (ops/optimizers/adamw.rs), scalars rounded to T on the host ----

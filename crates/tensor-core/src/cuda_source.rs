@@ -86,6 +86,23 @@ pub const PORTABLE_MATH_HEADER: &str = include_str!("../cuda/portable_math.cuh")
 /// `portable_matmul.cu`, the portable matmul kernel (before include expansion).
 pub const PORTABLE_MATMUL_CU: &str = include_str!("../cuda/portable_matmul.cu");
 
+/// `row_ops.cu`, the block-per-row kernels of layer norm and the causal softmax.
+pub const ROW_OPS_CU: &str = include_str!("../cuda/row_ops.cu");
+
+/// The block-per-row kernels as one translation unit.
+#[must_use]
+pub fn row_ops_translation_unit() -> String {
+    inline_includes(
+        ROW_OPS_CU,
+        &[
+            ("tensor_ops.cuh", TENSOR_OPS_HEADER),
+            ("transformer_ops.cuh", TRANSFORMER_OPS_HEADER),
+            ("portable_math.cuh", PORTABLE_MATH_HEADER),
+            ("ditto_host_device.cuh", HOST_DEVICE_HEADER),
+        ],
+    )
+}
+
 /// The portable matmul kernel as one translation unit.
 #[must_use]
 pub fn portable_matmul_translation_unit() -> String {

@@ -97,9 +97,57 @@ pub fn tensor_ops_grid(work_items: u64, sm_count: u32) -> Grid {
     }
 }
 
+/// Threads per block of the block-per-row kernels (`cuda/row_ops.cu`): one warp.
+pub const ROW_THREADS: u32 = 32;
+/// Resident blocks per SM the block-per-row kernels aim for (1,024 threads).
+pub const ROW_BLOCKS_PER_SM: u32 = 32;
+
+/// The grid of a block-per-row kernel over `rows` rows: the forced one if a test set one
+/// (its block size too: those kernels work with any), else a block of [`ROW_THREADS`]
+/// per row, at most [`ROW_BLOCKS_PER_SM`] per SM (each block then takes further rows).
+#[must_use]
+pub fn tensor_ops_row_grid(rows: u64, sm_count: u32) -> Grid {
+    match FORCED_TENSOR_OPS_GRID.load(Ordering::Relaxed) {
+        0 => {
+            let cap = u64::from(sm_count.max(1)) * u64::from(ROW_BLOCKS_PER_SM);
+            Grid {
+                blocks: u32::try_from(rows.clamp(1, cap)).unwrap_or(u32::MAX),
+                threads: ROW_THREADS,
+            }
+        }
+        _ => tensor_ops_grid(rows, sm_count),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_row_kernel_gets_a_warp_per_row_up_to_its_cap() {
+        let grid = |rows| tensor_ops_row_grid(rows, 132);
+        assert_eq!(
+            grid(0),
+            Grid {
+                blocks: 1,
+                threads: 32
+            }
+        );
+        assert_eq!(
+            grid(100),
+            Grid {
+                blocks: 100,
+                threads: 32
+            }
+        );
+        assert_eq!(
+            grid(1 << 20),
+            Grid {
+                blocks: 132 * 32,
+                threads: 32
+            }
+        );
+    }
 
     #[test]
     fn auto_fills_the_device_but_not_beyond_the_work() {

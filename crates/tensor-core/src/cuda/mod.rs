@@ -34,8 +34,27 @@ pub static PORTABLE_MATMUL: CudaSource = CudaSource {
     text: crate::cuda_source::portable_matmul_translation_unit,
 };
 
+/// The block-per-row kernels of layer norm and the causal softmax (`cuda/row_ops.cu`), a
+/// module of their own: they synchronise their blocks.
+pub static ROW_OPS: CudaSource = CudaSource {
+    file_name: "ditto_row_ops.cu",
+    text: crate::cuda_source::row_ops_translation_unit,
+};
+
+/// Every `extern "C" __global__` kernel in `cuda/row_ops.cu`.
+pub const ROW_OPS_KERNELS: [&str; 8] = [
+    "ditto_layer_norm_f32",
+    "ditto_layer_norm_backward_f32",
+    "ditto_causal_softmax_f32",
+    "ditto_causal_softmax_backward_f32",
+    "ditto_layer_norm_f64",
+    "ditto_layer_norm_backward_f64",
+    "ditto_causal_softmax_f64",
+    "ditto_causal_softmax_backward_f64",
+];
+
 /// Every `extern "C" __global__` kernel in `cuda/tensor_ops.cu`.
-pub const TENSOR_OPS_KERNELS: [&str; 67] = [
+pub const TENSOR_OPS_KERNELS: [&str; 61] = [
     "ditto_gather_8",
     "ditto_gather_16",
     "ditto_gather_32",
@@ -85,19 +104,13 @@ pub const TENSOR_OPS_KERNELS: [&str; 67] = [
     "ditto_one_hot_f64",
     "ditto_gelu_tanh_f32",
     "ditto_gelu_tanh_backward_f32",
-    "ditto_layer_norm_f32",
-    "ditto_layer_norm_backward_f32",
-    "ditto_layer_norm_param_grads_f32",
-    "ditto_causal_softmax_f32",
-    "ditto_causal_softmax_backward_f32",
+    "ditto_layer_norm_param_partials_f32",
+    "ditto_layer_norm_param_finish_f32",
     "ditto_adamw_f32",
     "ditto_gelu_tanh_f64",
     "ditto_gelu_tanh_backward_f64",
-    "ditto_layer_norm_f64",
-    "ditto_layer_norm_backward_f64",
-    "ditto_layer_norm_param_grads_f64",
-    "ditto_causal_softmax_f64",
-    "ditto_causal_softmax_backward_f64",
+    "ditto_layer_norm_param_partials_f64",
+    "ditto_layer_norm_param_finish_f64",
     "ditto_adamw_f64",
     "ditto_clip_coefficients_f32",
     "ditto_clip_coefficients_f64",

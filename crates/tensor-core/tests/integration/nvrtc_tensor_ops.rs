@@ -88,3 +88,37 @@ fn the_portable_matmul_compiles_to_explicit_fmas() {
         }
     }
 }
+
+/// The block-per-row kernels (`cuda/row_ops.cu`): every one the Rust side launches is
+/// there, nothing else, and their blocks synchronise through shared memory.
+#[test]
+fn the_row_kernels_compile_and_synchronise_their_blocks() {
+    use tensor_core::cuda::{ROW_OPS, ROW_OPS_KERNELS};
+    if let Err(e) = nvrtc::ensure_available() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true requires NVRTC: {e}");
+        }
+        println!("skipping: {e}");
+        return;
+    }
+    let source = (ROW_OPS.text)();
+    for arch in ["sm_80", "sm_90"] {
+        let ptx = nvrtc::compile(&source, ROW_OPS.file_name, arch)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .to_src();
+        for name in ROW_OPS_KERNELS {
+            assert!(
+                ptx.contains(&format!(".entry {name}(")),
+                "{arch}: no kernel {name}"
+            );
+        }
+        assert_eq!(
+            ptx.matches(".entry ").count(),
+            ROW_OPS_KERNELS.len(),
+            "{arch}: unlisted kernels"
+        );
+        for required in ["bar.sync", ".shared", "add.rn.f64", "div.rn.f64"] {
+            assert!(ptx.contains(required), "{arch}: PTX lacks {required}");
+        }
+    }
+}

@@ -1,16 +1,17 @@
-//! The causal softmax of attention scores on CUDA tensors, and its backward. The kernels
-//! are in `cuda/tensor_ops.cu`, their bodies in `cuda/transformer_ops.cuh`, following
-//! the CPU op's documented order of operations (`ops/attention/mod.rs`); the batched
-//! matmuls around them are `batched_matmul.rs`.
+//! The causal softmax of attention scores on CUDA tensors, and its backward: the unfused
+//! path (portable arithmetic, and wherever the fused attention of the `kernels` crate
+//! does not apply). The kernels are in `cuda/row_ops.cu`, a block of threads per row,
+//! following the CPU op's documented order of operations (`ops/attention/mod.rs`); the
+//! batched matmuls around them are `batched_matmul.rs`.
 //!
-//! Every row belongs to one thread and its sums run in the contract's order, so there
-//! is only a deterministic path; under portable arithmetic (f32, docs/contract.md §14)
-//! `exp` is ditto's own and the bits are the CPU's, otherwise libdevice's.
+//! Each row's sums run in the contract's order whatever the block, so there is only a
+//! deterministic path; under portable arithmetic (f32, docs/contract.md §14) `exp` is
+//! ditto's own and the bits are the CPU's, otherwise libdevice's.
 
 use cudarc::driver::PushKernelArg;
 
 use crate::ops::cuda::{dense, dense_view, output_storage, storage_of, uninit};
-use crate::ops::elementwise::cuda::{kernel_for, push_scalar, Scalar};
+use crate::ops::elementwise::cuda::{push_scalar, row_kernel_for, Scalar};
 use crate::{DType, Result, Tensor};
 
 /// `(rows, t)` of attention scores `[..., t, t]` (the caller checked the last two dims
@@ -29,7 +30,7 @@ pub(crate) fn causal_softmax(x: &Tensor, scale: f64, portable: bool) -> Result<T
     let Some((rows, t)) = score_rows(&x) else {
         return Ok(out);
     };
-    let kernel = kernel_for(OP, OP, &x, rows)?;
+    let kernel = row_kernel_for(OP, OP, &x, rows)?;
     let scale = Scalar::of(x.dtype(), scale);
     let portable = i32::from(portable);
     let x_view = dense_view(&x)?;
@@ -54,7 +55,7 @@ pub(crate) fn causal_softmax_backward(grad: &Tensor, probs: &Tensor, scale: f64)
     let Some((rows, t)) = score_rows(&p) else {
         return Ok(out);
     };
-    let kernel = kernel_for(OP, OP, &p, rows)?;
+    let kernel = row_kernel_for(OP, OP, &p, rows)?;
     // The scale rounded to the dtype first, then used in f64 (as on the CPU).
     let scale = match p.dtype() {
         DType::F32 => f64::from(scale as f32),

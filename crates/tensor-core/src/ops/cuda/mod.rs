@@ -32,7 +32,7 @@ pub(crate) use layout::{cat, contiguous, index_select, index_select_from, to_bf1
 use cuda_runtime::CudaError;
 use cudarc::driver::{CudaFunction, CudaStream, CudaView, LaunchArgs, LaunchConfig};
 
-use crate::cuda::{module_cache, CudaStorage, TENSOR_OPS};
+use crate::cuda::{module_cache, CudaStorage, ROW_OPS, TENSOR_OPS};
 use crate::{Device, Result, Storage, Tensor, TensorError};
 
 /// The kernel `name` on device `ordinal`, compiling the tensor ops on first use.
@@ -68,6 +68,24 @@ impl TensorKernel {
     pub(crate) fn new(ordinal: usize, name: String, items: u64) -> Result<Self> {
         let func = kernel(ordinal, &name)?;
         let config = launch_config(ordinal, items)?;
+        Ok(TensorKernel {
+            name,
+            ordinal,
+            func,
+            config,
+        })
+    }
+
+    /// The block-per-row kernel `name` (`cuda/row_ops.cu`) on device `ordinal`, with the
+    /// grid for `rows` rows ([`crate::grid::tensor_ops_row_grid`]).
+    pub(crate) fn per_row(ordinal: usize, name: String, rows: u64) -> Result<Self> {
+        let func = module_cache::function(ordinal, &ROW_OPS, &name)?;
+        let grid = crate::grid::tensor_ops_row_grid(rows, crate::cuda::sm_count(ordinal)?);
+        let config = LaunchConfig {
+            grid_dim: (grid.blocks, 1, 1),
+            block_dim: (grid.threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
         Ok(TensorKernel {
             name,
             ordinal,

@@ -211,6 +211,18 @@ pub(crate) fn kernel_for(
     let ordinal = storage_of(t)?.1;
     TensorKernel::new(ordinal, format!("ditto_{stem}_{suffix}"), items)
 }
+
+/// [`kernel_for`] for a block-per-row kernel (`cuda/row_ops.cu`) over `rows` rows.
+pub(crate) fn row_kernel_for(
+    op: &'static str,
+    stem: &str,
+    t: &Tensor,
+    rows: u64,
+) -> Result<TensorKernel> {
+    let suffix = float_suffix(op, t.dtype())?;
+    let ordinal = storage_of(t)?.1;
+    TensorKernel::per_row(ordinal, format!("ditto_{stem}_{suffix}"), rows)
+}
 pub(crate) use push_scalar;
 
 /// `gelu_tanh(x)`, or with `grad` its gradient times `grad` (same dims, dtype, device:

@@ -1,16 +1,19 @@
-//! Layer norm over the last dimension on CUDA tensors, and its backward. The kernels are
-//! in `cuda/tensor_ops.cu`, their bodies in `cuda/transformer_ops.cuh`, following the CPU
-//! op's documented order of operations (`ops/normalization/mod.rs`).
+//! Layer norm over the last dimension on CUDA tensors, and its backward, following the
+//! CPU op's documented order of operations (`ops/normalization/mod.rs`).
 //!
-//! Every row's statistics belong to one thread, and the weight and bias gradients are
-//! one thread per column walking the rows in order, never atomics: there is only a
-//! deterministic path, and under portable arithmetic (f32, docs/contract.md §14) it
+//! A block of threads per row (`cuda/row_ops.cu`) for the output and the input gradient:
+//! the threads share the loads and per-element terms, and the row sums keep the
+//! contract's order. The weight and bias gradients are sums over rows in two passes
+//! (`cuda/tensor_ops.cu`): one work item per (block of rows, column) writes its f64
+//! partial, then one per column adds its partials in order. Never atomics: there is only
+//! a deterministic path, and under portable arithmetic (f32, docs/contract.md §14) it
 //! gives the CPU's bits.
 
 use cudarc::driver::PushKernelArg;
 
 use crate::ops::cuda::{dense, dense_view, output_storage, storage_of, uninit};
-use crate::ops::elementwise::cuda::kernel_for;
+use crate::ops::elementwise::cuda::{kernel_for, row_kernel_for};
+use crate::ops::REDUCE_BLOCK;
 use crate::{Result, Tensor};
 
 /// `(rows, c)` of a `[..., c]` tensor (the caller checked `c > 0`).
@@ -47,7 +50,7 @@ pub(crate) fn layer_norm(
     if rows == 0 {
         return Ok((out, mean, rstd));
     }
-    let kernel = kernel_for(OP, OP, &x, rows)?;
+    let kernel = row_kernel_for(OP, OP, &x, rows)?;
     let (weight, bias) = (weight.map(dense).transpose()?, bias.map(dense).transpose()?);
     let (w_view, b_view) = (
         weight.as_ref().map(dense_view).transpose()?,
@@ -99,7 +102,7 @@ pub(crate) fn layer_norm_backward(
         let zeros = || crate::ops::cuda::empty(&[width], x.dtype(), ordinal);
         return Ok((dx, zeros()?, zeros()?));
     }
-    // Every column's kernel writes its element of both (no memset needed).
+    // Every column's finishing item writes its element of both (no memset needed).
     let mut dw = uninit(&[width], x.dtype(), ordinal)?;
     let mut db = uninit(&[width], x.dtype(), ordinal)?;
     let views = [&dy, &x, &mean, &rstd].map(dense_view);
@@ -110,7 +113,7 @@ pub(crate) fn layer_norm_backward(
     let stream = storage_of(&x)?.0.stream()?;
     let null: u64 = 0;
 
-    let rows_kernel = kernel_for(OP, "layer_norm_backward", &x, rows)?;
+    let rows_kernel = row_kernel_for(OP, "layer_norm_backward", &x, rows)?;
     let dx_dst = output_storage(&mut dx)?;
     let mut args = rows_kernel.args(&stream);
     args.arg(&rows)
@@ -129,21 +132,43 @@ pub(crate) fn layer_norm_backward(
     // dense elements, mean and rstd `rows`, w `c` or NULL.
     unsafe { rows_kernel.launch(args) }?;
 
-    let columns_kernel = kernel_for(OP, "layer_norm_param_grads", &x, c)?;
-    let dw_dst = output_storage(&mut dw)?;
-    let db_dst = output_storage(&mut db)?;
-    let mut args = columns_kernel.args(&stream);
+    // Pass 1: f64 partials of every (block of REDUCE_BLOCK rows, column), block-major.
+    let blocks = rows.div_ceil(REDUCE_BLOCK as u64);
+    let partials = (blocks * c) as usize;
+    let mut part_w = uninit(&[partials], crate::DType::F64, ordinal)?;
+    let mut part_b = uninit(&[partials], crate::DType::F64, ordinal)?;
+    let partials_kernel = kernel_for(OP, "layer_norm_param_partials", &x, blocks * c)?;
+    let part_w_dst = output_storage(&mut part_w)?;
+    let part_b_dst = output_storage(&mut part_b)?;
+    let mut args = partials_kernel.args(&stream);
     args.arg(&rows)
         .arg(&c)
         .arg(&dy_view)
         .arg(&x_view)
         .arg(&mean_view)
         .arg(&rstd_view)
+        .arg(part_w_dst.bytes_mut())
+        .arg(part_b_dst.bytes_mut());
+    // SAFETY: matches `ditto_layer_norm_param_partials_<T>(u64 rows, u64 c, const T* dy,
+    // const T* x, const T* mean, const T* rstd, double* part_w, double* part_b)`, sizes
+    // as above; each partial buffer holds blocks * c f64 values.
+    unsafe { partials_kernel.launch(args) }?;
+
+    // Pass 2: each column's partials in block order, rounded once.
+    let finish_kernel = kernel_for(OP, "layer_norm_param_finish", &x, c)?;
+    let (part_w_view, part_b_view) = (dense_view(&part_w)?, dense_view(&part_b)?);
+    let dw_dst = output_storage(&mut dw)?;
+    let db_dst = output_storage(&mut db)?;
+    let mut args = finish_kernel.args(&stream);
+    args.arg(&blocks)
+        .arg(&c)
+        .arg(&part_w_view)
+        .arg(&part_b_view)
         .arg(dw_dst.bytes_mut())
         .arg(db_dst.bytes_mut());
-    // SAFETY: matches `ditto_layer_norm_param_grads_<T>(u64 rows, u64 c, const T* dy,
-    // const T* x, const T* mean, const T* rstd, T* dw, T* db)`, sizes as above; dw and db
-    // hold `c` elements.
-    unsafe { columns_kernel.launch(args) }?;
+    // SAFETY: matches `ditto_layer_norm_param_finish_<T>(u64 blocks, u64 c, const double*
+    // part_w, const double* part_b, T* dw, T* db)`: the partials as written above, dw and
+    // db `c` elements.
+    unsafe { finish_kernel.launch(args) }?;
     Ok((dx, dw, db))
 }
