@@ -82,10 +82,18 @@ fn gelu_input() -> Tensor {
     Tensor::from_vec(v, &[n], Device::Cpu).unwrap()
 }
 
+/// GELU and its backward, plain and with a bias added in the same pass (over the input
+/// as 4 rows of `len / 4`, the bias one such row of the gradient).
 fn gelu(t: &[Tensor]) -> Vec<Tensor> {
+    let c = t[0].elem_count() / 4;
+    let rows = |x: &Tensor| x.narrow(0, 0, 4 * c).unwrap().reshape(&[4, c]).unwrap();
+    let (x, g) = (rows(&t[0]), rows(&t[1]));
+    let bias = t[1].narrow(0, 1, c).unwrap().contiguous().unwrap();
     vec![
         t[0].gelu_tanh().unwrap(),
         Tensor::gelu_tanh_backward(&t[1], &t[0]).unwrap(),
+        x.bias_gelu_tanh(&bias).unwrap(),
+        Tensor::bias_gelu_tanh_backward(&g, &x, &bias).unwrap(),
     ]
 }
 

@@ -161,15 +161,21 @@ DITTO_INDEX_KERNELS(f64, double)
 // ---- the transformer ops (transformer_ops.cuh): one thread per element or (block, column); ----
 // ---- the block-per-row kernels of layer norm and the causal softmax are in row_ops.cu ----
 #define DITTO_TRANSFORMER_KERNELS(SUFFIX, T)                                                         \
+    /* x + bias[i % c] when bias is not NULL (bias_gelu_tanh: the bias in the same pass) */      \
     extern "C" __global__ void ditto_gelu_tanh_##SUFFIX(ditto_u64 n, T beta, T kappa, int portable, \
-                                                        const T* x, T* out) {                       \
-        DITTO_GRID_STRIDE(i, n) { out[i] = ditto_gelu_tanh_op<T>(x[i], beta, kappa, portable != 0); } \
+                                                        const T* x, const T* bias, ditto_u64 c,     \
+                                                        T* out) {                                   \
+        DITTO_GRID_STRIDE(i, n) {                                                                   \
+            out[i] = ditto_gelu_tanh_op<T>(ditto_biased<T>(x, bias, c, i), beta, kappa, portable != 0); \
+        }                                                                                           \
     }                                                                                               \
     extern "C" __global__ void ditto_gelu_tanh_backward_##SUFFIX(ditto_u64 n, T beta, T kappa,      \
                                                                  int portable, const T* grad,       \
-                                                                 const T* x, T* out) {              \
+                                                                 const T* x, const T* bias,         \
+                                                                 ditto_u64 c, T* out) {             \
         DITTO_GRID_STRIDE(i, n) {                                                                   \
-            out[i] = ditto_gelu_tanh_backward_op<T>(grad[i], x[i], beta, kappa, portable != 0);     \
+            const T xi = ditto_biased<T>(x, bias, c, i);                                            \
+            out[i] = ditto_gelu_tanh_backward_op<T>(grad[i], xi, beta, kappa, portable != 0);       \
         }                                                                                           \
     }                                                                                               \
     extern "C" __global__ void ditto_layer_norm_param_partials_##SUFFIX(                             \

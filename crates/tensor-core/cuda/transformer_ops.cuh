@@ -32,6 +32,12 @@ DITTO_OPS_HD T ditto_gelu_tanh_op(T x, T beta, T kappa, bool portable) {
     return (T)0.5 * x * ((T)1 + ditto_tanh_of(inner, portable));
 }
 
+// GELU's input: x[i], or x[i] + bias[i % c] (one correctly rounded add, as `add`).
+template <typename T>
+DITTO_OPS_HD T ditto_biased(const T* x, const T* bias, ditto_u64 c, ditto_u64 i) {
+    return bias ? x[i] + bias[i % c] : x[i];
+}
+
 // grad * d gelu / dx, as PyTorch's GeluBackwardKernel writes it.
 template <typename T>
 DITTO_OPS_HD T ditto_gelu_tanh_backward_op(T grad, T x, T beta, T kappa, bool portable) {

@@ -144,20 +144,30 @@ impl Linear {
     }
 }
 
-impl Module for Linear {
-    fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
+impl Linear {
+    /// `x W^T` without the bias, keeping what [`Module::backward`] needs as `forward`
+    /// does: for a caller that adds the bias in its next op's pass (the GPT's MLP adds
+    /// it inside GELU, [`Tensor::bias_gelu_tanh`]). The backward is the same either way.
+    pub fn forward_product(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
         if input.rank() != 2 {
             return Err(NnError::invalid(
                 "Linear::forward",
                 format!("expected a [batch, in] input, got {:?}", input.dims()),
             ));
         }
-        let mut out = input.matmul(&self.weight.value.t()?)?;
+        let out = input.matmul(&self.weight.value.t()?)?;
+        self.saved_input = train.then(|| input.clone());
+        Ok(out)
+    }
+}
+
+impl Module for Linear {
+    fn forward(&mut self, input: &Tensor, train: bool) -> Result<Tensor> {
+        let mut out = self.forward_product(input, train)?;
         if let Some(bias) = &self.bias {
             // In place: a fresh matmul output is not shared, so nothing is copied.
             out.add_(&bias.value)?;
         }
-        self.saved_input = train.then(|| input.clone());
         Ok(out)
     }
 

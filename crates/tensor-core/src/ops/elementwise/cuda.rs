@@ -225,9 +225,15 @@ pub(crate) fn row_kernel_for(
 }
 pub(crate) use push_scalar;
 
-/// `gelu_tanh(x)`, or with `grad` its gradient times `grad` (same dims, dtype, device:
-/// the caller checked).
-pub(crate) fn gelu_tanh(x: &Tensor, grad: Option<&Tensor>, portable: bool) -> Result<Tensor> {
+/// `gelu_tanh(x)` (of `x + bias`, the bias repeated over the rows of its length, with
+/// one), or with `grad` its gradient times `grad` (same dims, dtype, device, and the
+/// bias `[last dim]`: the caller checked).
+pub(crate) fn gelu_tanh(
+    x: &Tensor,
+    bias: Option<&Tensor>,
+    grad: Option<&Tensor>,
+    portable: bool,
+) -> Result<Tensor> {
     let op = if grad.is_some() {
         "gelu_tanh_backward"
     } else {
@@ -248,6 +254,10 @@ pub(crate) fn gelu_tanh(x: &Tensor, grad: Option<&Tensor>, portable: bool) -> Re
     let portable = i32::from(portable);
     let grad = grad.map(dense).transpose()?;
     let grad_view = grad.as_ref().map(dense_view).transpose()?;
+    let bias = bias.map(dense).transpose()?;
+    let bias_view = bias.as_ref().map(dense_view).transpose()?;
+    let c = bias.as_ref().map_or(1, |b| b.elem_count().max(1)) as u64;
+    let null: u64 = 0;
     let x_view = dense_view(&x)?;
     let dst = output_storage(&mut out)?;
     let stream = dst.stream()?;
@@ -259,10 +269,16 @@ pub(crate) fn gelu_tanh(x: &Tensor, grad: Option<&Tensor>, portable: bool) -> Re
     if let Some(g) = &grad_view {
         args.arg(g);
     }
-    args.arg(&x_view).arg(dst.bytes_mut());
+    args.arg(&x_view);
+    match &bias_view {
+        Some(b) => args.arg(b),
+        None => args.arg(&null),
+    };
+    args.arg(&c).arg(dst.bytes_mut());
     // SAFETY: matches `ditto_gelu_tanh_<T>(u64 n, T beta, T kappa, int portable, const T*
-    // x, T* out)` or `ditto_gelu_tanh_backward_<T>(..., int portable, const T* grad, const
-    // T* x, T* out)`; every buffer is dense with `n` elements from its view's start.
+    // x, const T* bias, u64 c, T* out)` or `ditto_gelu_tanh_backward_<T>(..., int
+    // portable, const T* grad, const T* x, const T* bias, u64 c, T* out)`; every buffer
+    // is dense with `n` elements from its view's start, the bias `c` elements or NULL.
     unsafe { kernel.launch(args) }?;
     Ok(out)
 }

@@ -15,6 +15,8 @@
 //! own, so every SIMD width gives the same bits.
 
 use crate::ops::{build, Float, PAR_MIN_LEN};
+use std::mem::MaybeUninit;
+
 use crate::{Element, Result, Tensor};
 
 /// `sqrt(2 / pi)`, as PyTorch spells it (`M_SQRT2 * M_2_SQRTPI * 0.5`, in f64).
@@ -97,6 +99,78 @@ fn backward<T: Float>(grad: T, x: T, portable: bool) -> T {
     grad * (left_derivative + right_derivative)
 }
 
+/// `x`'s last dimension, checking that `bias` (if any) is `[that dimension]` of `x`'s
+/// dtype and device: the length of the rows the bias repeats over (1 without a bias).
+fn bias_width(op: &'static str, x: &Tensor, bias: Option<&Tensor>) -> Result<usize> {
+    let Some(bias) = bias else {
+        return Ok(1);
+    };
+    x.require_compatible(op, bias)?;
+    let c = x.dims().last().copied().unwrap_or(0);
+    if x.rank() == 0 || bias.dims() != [c] {
+        return Err(crate::TensorError::InvalidArgument {
+            op,
+            message: format!(
+                "the bias must be [{c}], the input's last dimension (input {:?}), got {:?}",
+                x.dims(),
+                bias.dims()
+            ),
+        });
+    }
+    Ok(c.max(1))
+}
+
+/// `dst[i] = f(x[i])`, or `f(x[i] + bias[i % c])` (rounded as `add` rounds it) with a
+/// bias of `c` values; `dst` starts at a row boundary. Row by row, so the loops stay
+/// straight-line arithmetic the compiler vectorises.
+#[inline(always)]
+fn map_biased<T: Float>(
+    dst: &mut [MaybeUninit<T>],
+    x: &[T],
+    bias: Option<&[T]>,
+    f: impl Fn(T) -> T + Copy,
+) {
+    match bias {
+        None => dst.iter_mut().zip(x).for_each(|(d, &x)| _ = d.write(f(x))),
+        Some(b) => {
+            for (d, x) in dst.chunks_mut(b.len()).zip(x.chunks(b.len())) {
+                d.iter_mut()
+                    .zip(x)
+                    .zip(b)
+                    .for_each(|((d, &x), &b)| _ = d.write(f(x + b)));
+            }
+        }
+    }
+}
+
+/// [`map_biased`] with a second operand: `dst[i] = f(g[i], x[i] (+ bias))`.
+#[inline(always)]
+fn zip_biased<T: Float>(
+    dst: &mut [MaybeUninit<T>],
+    g: &[T],
+    x: &[T],
+    bias: Option<&[T]>,
+    f: impl Fn(T, T) -> T + Copy,
+) {
+    match bias {
+        None => dst
+            .iter_mut()
+            .zip(g)
+            .zip(x)
+            .for_each(|((d, &g), &x)| _ = d.write(f(g, x))),
+        Some(b) => {
+            let rows = dst
+                .chunks_mut(b.len())
+                .zip(g.chunks(b.len()))
+                .zip(x.chunks(b.len()));
+            for ((d, g), x) in rows {
+                let each = d.iter_mut().zip(g).zip(x).zip(b);
+                each.for_each(|(((d, &g), &x), &b)| _ = d.write(f(g, x + b)));
+            }
+        }
+    }
+}
+
 impl Tensor {
     /// GELU with the tanh approximation: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
     /// x^3)))`, elementwise (PyTorch's `gelu(x, approximate="tanh")`, GPT-2's
@@ -104,21 +178,17 @@ impl Tensor {
     /// `tanh` as described in the module docs.
     #[track_caller]
     pub fn gelu_tanh(&self) -> Result<Tensor> {
-        audited!("gelu_tanh", [self], {
-            const OP: &str = "gelu_tanh";
-            let portable = crate::are_portable_arithmetic_enabled();
-            on_cuda!(self => crate::ops::cuda::gelu_tanh(self, None, portable));
-            self.require_cpu(OP)?;
-            with_float_dtype!(self.dtype(), OP, T => {
-                let x = self.values::<T>()?;
-                // One loop per setting, each with a constant `portable` (see `tanh_of`).
-                let out = if portable {
-                    crate::ops::par_map(&x, |x: T| forward(x, true))?
-                } else {
-                    crate::ops::par_map(&x, |x: T| forward(x, false))?
-                };
-                Tensor::from_cpu_storage(T::into_storage(out), self.dims())
-            })
+        audited!("gelu_tanh", [self], { gelu_tanh_of(self, None) })
+    }
+
+    /// `gelu_tanh(self + bias)` with `bias` (`[c]`) added to every row of `self`
+    /// (`[..., c]`) in the same pass: the bits of `self.add(bias)?.gelu_tanh()`, one
+    /// kernel instead of two and no biased tensor in memory (the epilogue a GPT's MLP
+    /// runs after its first product; cuBLASLt calls it `GELU_BIAS`).
+    #[track_caller]
+    pub fn bias_gelu_tanh(&self, bias: &Tensor) -> Result<Tensor> {
+        audited!("bias_gelu_tanh", [self, bias], {
+            gelu_tanh_of(self, Some(bias))
         })
     }
 
@@ -128,28 +198,67 @@ impl Tensor {
     #[track_caller]
     pub fn gelu_tanh_backward(grad: &Tensor, input: &Tensor) -> Result<Tensor> {
         audited!("gelu_tanh_backward", [grad, input], {
-            const OP: &str = "gelu_tanh_backward";
-            grad.require_compatible(OP, input)?;
-            grad.require_same_dims(OP, input)?;
-            let portable = crate::are_portable_arithmetic_enabled();
-            on_cuda!(input => crate::ops::cuda::gelu_tanh(input, Some(grad), portable));
-            grad.require_cpu(OP)?;
-            with_float_dtype!(grad.dtype(), OP, T => {
-                let (g, x) = (grad.values::<T>()?, input.values::<T>()?);
-                let out = build(g.len(), 1, PAR_MIN_LEN, |start, dst| {
-                    let pairs = dst.iter_mut().zip(&g[start..]).zip(&x[start..]);
-                    if portable {
-                        pairs.for_each(|((d, &g), &x)| _ = d.write(backward(g, x, true)));
-                    } else {
-                        crate::ops::widest_simd(|| {
-                            pairs.for_each(|((d, &g), &x)| _ = d.write(backward(g, x, false)))
-                        });
-                    }
-                })?;
-                Tensor::from_cpu_storage(T::into_storage(out), grad.dims())
-            })
+            gelu_tanh_backward_of(grad, input, None)
         })
     }
+
+    /// The gradient of [`Tensor::bias_gelu_tanh`] at `input` and `bias`, times `grad`
+    /// (with respect to `input + bias`, so also the bias's gradient before its sum over
+    /// rows): the bits of `gelu_tanh_backward(grad, &input.add(bias)?)`.
+    #[track_caller]
+    pub fn bias_gelu_tanh_backward(grad: &Tensor, input: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        audited!("bias_gelu_tanh_backward", [grad, input, bias], {
+            gelu_tanh_backward_of(grad, input, Some(bias))
+        })
+    }
+}
+
+fn gelu_tanh_of(x: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    const OP: &str = "gelu_tanh";
+    let c = bias_width(OP, x, bias)?;
+    let portable = crate::are_portable_arithmetic_enabled();
+    on_cuda!(x => crate::ops::cuda::gelu_tanh(x, bias, None, portable));
+    x.require_cpu(OP)?;
+    with_float_dtype!(x.dtype(), OP, T => {
+        let values = x.values::<T>()?;
+        let b = bias.map(|b| b.values::<T>()).transpose()?;
+        let b = b.as_deref();
+        let out = build(values.len(), c, PAR_MIN_LEN.max(c), |start, dst| {
+            let x = &values[start..start + dst.len()];
+            // One loop per setting, each with a constant `portable` (see `tanh_of`).
+            if portable {
+                map_biased(dst, x, b, |x| forward(x, true));
+            } else {
+                crate::ops::widest_simd(|| map_biased(dst, x, b, |x| forward(x, false)));
+            }
+        })?;
+        Tensor::from_cpu_storage(T::into_storage(out), x.dims())
+    })
+}
+
+fn gelu_tanh_backward_of(grad: &Tensor, input: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    const OP: &str = "gelu_tanh_backward";
+    grad.require_compatible(OP, input)?;
+    grad.require_same_dims(OP, input)?;
+    let c = bias_width(OP, input, bias)?;
+    let portable = crate::are_portable_arithmetic_enabled();
+    on_cuda!(input => crate::ops::cuda::gelu_tanh(input, bias, Some(grad), portable));
+    grad.require_cpu(OP)?;
+    with_float_dtype!(grad.dtype(), OP, T => {
+        let (g, x) = (grad.values::<T>()?, input.values::<T>()?);
+        let b = bias.map(|b| b.values::<T>()).transpose()?;
+        let b = b.as_deref();
+        let out = build(g.len(), c, PAR_MIN_LEN.max(c), |start, dst| {
+            let span = start..start + dst.len();
+            let (g, x) = (&g[span.clone()], &x[span]);
+            if portable {
+                zip_biased(dst, g, x, b, |g, x| backward(g, x, true));
+            } else {
+                crate::ops::widest_simd(|| zip_biased(dst, g, x, b, |g, x| backward(g, x, false)));
+            }
+        })?;
+        Tensor::from_cpu_storage(T::into_storage(out), grad.dims())
+    })
 }
 
 #[cfg(test)]
@@ -180,6 +289,52 @@ mod tests {
                 (d - numeric).abs() < 1e-8,
                 "gelu'({x}) = {d}, numeric {numeric}"
             );
+        }
+    }
+
+    /// The bias in GELU's pass gives the bits of adding it first, forward and backward,
+    /// in both dtypes, over rows that split across threads; a bias that is not `[last
+    /// dim]` is a typed error. (Portable arithmetic is a process-wide switch, so its
+    /// fused path is checked in `gpu_transformer_ops.rs`, a process of its own.)
+    #[test]
+    fn bias_gelu_is_the_bits_of_add_then_gelu() {
+        let (rows, c) = (700, 37);
+        let values = |salt: f32| -> Vec<f32> {
+            (0..rows * c)
+                .map(|i| ((i as f32 * 0.618 + salt).sin() * 4.0))
+                .collect()
+        };
+        for dtype in [DType::F32, DType::F64] {
+            let t = |v: Vec<f32>, dims: &[usize]| {
+                Tensor::from_vec(v, dims, Device::Cpu)
+                    .unwrap()
+                    .to_dtype(dtype)
+                    .unwrap()
+            };
+            let x = t(values(0.0), &[rows, c]);
+            let g = t(values(1.0), &[rows, c]);
+            let b = t(values(2.0)[..c].to_vec(), &[c]);
+            let added = x.add(&b).unwrap();
+            let pairs = [
+                (x.bias_gelu_tanh(&b).unwrap(), added.gelu_tanh().unwrap()),
+                (
+                    Tensor::bias_gelu_tanh_backward(&g, &x, &b).unwrap(),
+                    Tensor::gelu_tanh_backward(&g, &added).unwrap(),
+                ),
+            ];
+            for (fused, apart) in pairs {
+                let bits = |t: &Tensor| t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+                let same = bits(&fused)
+                    .iter()
+                    .zip(&bits(&apart))
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{dtype:?}");
+            }
+            let wrong = t(vec![0.0; c + 1], &[c + 1]);
+            assert!(matches!(
+                x.bias_gelu_tanh(&wrong),
+                Err(TensorError::InvalidArgument { .. })
+            ));
         }
     }
 
