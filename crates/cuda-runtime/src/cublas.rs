@@ -1,6 +1,15 @@
-//! One cuBLAS handle per device, made on first use with ditto's settings: pedantic math
-//! (f32 products never use TF32, so cuBLAS's bits are the same run to run) and one fixed
-//! workspace, so eager and graph-captured products choose the same algorithm.
+//! cuBLAS handles, one per device and math mode, made on first use with ditto's settings
+//! and one fixed workspace each, so eager and graph-captured products choose the same
+//! algorithm.
+//!
+//! - [`handle`]: pedantic math, for f32 and f64 products: they never use TF32 (not even
+//!   under `NVIDIA_TF32_OVERRIDE`), so their bits are the same run to run.
+//! - [`tensor_op_handle`]: cuBLAS's default math, for bf16 autocast's products (bf16
+//!   operands, f32 sums): pedantic math asks for the prescribed precision in every phase,
+//!   which keeps those products off the bf16 tensor cores they exist for. cuBLAS's
+//!   default math is still reproducible run to run on one GPU model (its documented
+//!   promise for a fixed toolkit, architecture and SM count), which is all default-mode
+//!   arithmetic promises (docs/contract.md §11, §14.1).
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -23,15 +32,27 @@ use crate::{CudaError, Result};
 /// serves both.
 pub const WORKSPACE_BYTES: usize = 32 << 20;
 
-/// The cuBLAS handle of device `ordinal` and its workspace, created on first use.
-/// Errors (never panics) when libcublas cannot be loaded.
+/// The pedantic-math cuBLAS handle of device `ordinal` and its workspace, created on
+/// first use. Errors (never panics) when libcublas cannot be loaded.
 pub fn handle(ordinal: usize) -> Result<Arc<CudaBlas>> {
-    type Handles = HashMap<usize, (Arc<CudaBlas>, CudaSlice<u8>)>;
+    handle_in(ordinal, cublasMath_t::CUBLAS_PEDANTIC_MATH)
+}
+
+/// The default-math (tensor core) cuBLAS handle of device `ordinal`, for bf16 products;
+/// its own workspace, created on first use (a run that never multiplies in bf16 never
+/// makes it).
+pub fn tensor_op_handle(ordinal: usize) -> Result<Arc<CudaBlas>> {
+    handle_in(ordinal, cublasMath_t::CUBLAS_DEFAULT_MATH)
+}
+
+fn handle_in(ordinal: usize, math: cublasMath_t) -> Result<Arc<CudaBlas>> {
+    type Handles = HashMap<(usize, u32), (Arc<CudaBlas>, CudaSlice<u8>)>;
     static HANDLES: OnceLock<Mutex<Handles>> = OnceLock::new();
     let handles = HANDLES.get_or_init(|| Mutex::new(HashMap::new()));
     // A panic while holding the lock cannot leave the map half-updated (one insert).
     let mut map = handles.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((h, _)) = map.get(&ordinal) {
+    let key = (ordinal, math as u32);
+    if let Some((h, _)) = map.get(&key) {
         return Ok(h.clone());
     }
     let stream = crate::default_stream(ordinal)?;
@@ -51,10 +72,7 @@ pub fn handle(ordinal: usize) -> Result<Arc<CudaBlas>> {
         let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("{e:?}"))?;
         // SAFETY: a valid handle just created; the mode is a plain enum value.
         unsafe {
-            cudarc::cublas::sys::cublasSetMathMode(
-                *blas.handle(),
-                cublasMath_t::CUBLAS_PEDANTIC_MATH,
-            )
+            cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), math)
         }
         .result()
         .map_err(|e| format!("cublasSetMathMode: {e:?}"))?;
@@ -80,6 +98,6 @@ pub fn handle(ordinal: usize) -> Result<Arc<CudaBlas>> {
         message,
     })?;
     let created = Arc::new(created);
-    map.insert(ordinal, (created.clone(), workspace));
+    map.insert(key, (created.clone(), workspace));
     Ok(created)
 }

@@ -1,12 +1,14 @@
-//! `matmul` on CUDA through cuBLAS (`sgemm` / `dgemm`), one handle per device.
+//! `matmul` on CUDA through cuBLAS (`sgemm` / `dgemm`, `cublasGemmEx` for bf16 autocast).
 //!
 //! # Reproducibility
 //! cuBLAS returns bit-identical results run to run on GPUs of the same architecture and
 //! SM count with the same cuBLAS version, when one stream is used (ditto issues all work
 //! on the device's default stream). It does not promise the same bits across GPU models
 //! or versions, so a training run resumed on a different GPU model may drift in the last
-//! bits. The handle is set to `CUBLAS_PEDANTIC_MATH`, so f32 products never use TF32,
-//! and given a fixed workspace, so captured (CUDA graph) and eager products use the same.
+//! bits. The f32 / f64 handle is set to `CUBLAS_PEDANTIC_MATH`, so f32 products never use
+//! TF32; bf16 autocast's products use a second handle in default math, for the tensor
+//! cores (`cuda_runtime::cublas`). Each handle has a fixed workspace, so captured (CUDA
+//! graph) and eager products use the same algorithm.
 //!
 //! # Layout
 //! cuBLAS is column-major. A row-major product `C = A * B` is computed as
@@ -14,7 +16,6 @@
 //! transpose, so row-major operands are passed untransposed and column-major ones (such
 //! as [`Tensor::t`] views) with `CUBLAS_OP_T`. Other strided views are gathered first.
 
-use cuda_runtime::cublas::handle;
 use cuda_runtime::CudaError;
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
@@ -280,7 +281,7 @@ impl GemmOperands {
             beta: T::<E>::from_f64(0.0),
             ldc: plan.ldc,
         };
-        let blas = handle(ordinal)?;
+        let blas = E::handle(ordinal)?;
         // cuBLAS's first operand is rhs's memory, its second lhs's (see `GemmPlan`).
         let a_view = typed_view::<E::In>(&self.rhs, call.start[1])?;
         let b_view = typed_view::<E::In>(&self.lhs, call.start[0])?;

@@ -7,9 +7,11 @@
 //!   `cublasGemmStridedBatchedEx` with `CUBLAS_COMPUTE_32F`): bf16 autocast's GEMM
 //!   (`autocast.rs`). A product of two bf16 values is exact in f32, so this computes
 //!   what the rounded-operand f32 product computes, in cuBLAS's order of additions,
-//!   reading half the bytes and, on GPUs that have them, on bf16 tensor cores.
+//!   reading half the bytes and, on GPUs that have them, on bf16 tensor cores (its own
+//!   handle in cuBLAS's default math: pedantic math keeps them off).
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use cudarc::cublas::result::CublasError;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t};
@@ -24,6 +26,12 @@ pub(crate) trait GemmElements {
     type In: DeviceRepr;
     /// What C holds, and the type of alpha and beta.
     type Out: Float + DeviceRepr;
+
+    /// The cuBLAS handle these products run on: the pedantic one (no TF32), unless
+    /// the type says otherwise.
+    fn handle(ordinal: usize) -> cuda_runtime::Result<Arc<CudaBlas>> {
+        cuda_runtime::cublas::handle(ordinal)
+    }
 
     /// `C = alpha op(A) op(B) + beta C`, on `stream` (the handle's).
     ///
@@ -98,6 +106,12 @@ const ALGO: cublasGemmAlgo_t = cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
 impl GemmElements for Bf16IntoF32 {
     type In = u16;
     type Out = f32;
+
+    /// cuBLAS's default math, so the products may run on bf16 tensor cores (see
+    /// `cuda_runtime::cublas`).
+    fn handle(ordinal: usize) -> cuda_runtime::Result<Arc<CudaBlas>> {
+        cuda_runtime::cublas::tensor_op_handle(ordinal)
+    }
 
     unsafe fn gemm(
         blas: &CudaBlas,
