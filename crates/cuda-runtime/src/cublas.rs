@@ -71,11 +71,9 @@ fn handle_in(ordinal: usize, math: cublasMath_t) -> Result<Arc<CudaBlas>> {
     let created = catch_unwind(AssertUnwindSafe(|| {
         let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("{e:?}"))?;
         // SAFETY: a valid handle just created; the mode is a plain enum value.
-        unsafe {
-            cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), math)
-        }
-        .result()
-        .map_err(|e| format!("cublasSetMathMode: {e:?}"))?;
+        unsafe { cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), math) }
+            .result()
+            .map_err(|e| format!("cublasSetMathMode: {e:?}"))?;
         use cudarc::driver::DevicePtr;
         let (ptr, _sync) = workspace.device_ptr(&stream);
         // SAFETY: a valid handle; `ptr` is WORKSPACE_BYTES of device memory of the

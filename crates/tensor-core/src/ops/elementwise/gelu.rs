@@ -301,7 +301,7 @@ mod tests {
         let (rows, c) = (700, 37);
         let values = |salt: f32| -> Vec<f32> {
             (0..rows * c)
-                .map(|i| ((i as f32 * 0.618 + salt).sin() * 4.0))
+                .map(|i| (i as f32 * 0.618 + salt).sin() * 4.0)
                 .collect()
         };
         for dtype in [DType::F32, DType::F64] {
