@@ -9,13 +9,24 @@
 
 use tensor_core::cuda::{nvrtc, TENSOR_OPS, TENSOR_OPS_KERNELS};
 
+/// Whether NVRTC can be used here; without it, says why and skips, except under
+/// `CI=true`, where it fails.
+fn nvrtc_or_skip() -> bool {
+    match nvrtc::ensure_available() {
+        Ok(()) => true,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true requires NVRTC: {e}")
+        }
+        Err(e) => {
+            println!("skipping: {e}");
+            false
+        }
+    }
+}
+
 #[test]
 fn tensor_ops_compile_for_sm80_and_sm90() {
-    if let Err(e) = nvrtc::ensure_available() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true requires NVRTC: {e}");
-        }
-        println!("skipping: {e}");
+    if !nvrtc_or_skip() {
         return;
     }
     let source = (TENSOR_OPS.text)();
@@ -58,11 +69,7 @@ fn tensor_ops_compile_for_sm80_and_sm90() {
 /// or flushing subnormals; its blocks synchronise through shared memory.
 #[test]
 fn the_portable_matmul_compiles_to_explicit_fmas() {
-    if let Err(e) = nvrtc::ensure_available() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true requires NVRTC: {e}");
-        }
-        println!("skipping: {e}");
+    if !nvrtc_or_skip() {
         return;
     }
     let source = (tensor_core::cuda::PORTABLE_MATMUL.text)();
@@ -94,11 +101,7 @@ fn the_portable_matmul_compiles_to_explicit_fmas() {
 #[test]
 fn the_row_kernels_compile_and_synchronise_their_blocks() {
     use tensor_core::cuda::{ROW_OPS, ROW_OPS_KERNELS};
-    if let Err(e) = nvrtc::ensure_available() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true requires NVRTC: {e}");
-        }
-        println!("skipping: {e}");
+    if !nvrtc_or_skip() {
         return;
     }
     let source = (ROW_OPS.text)();
