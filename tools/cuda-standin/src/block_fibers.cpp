@@ -154,9 +154,16 @@ void run_block_as_fibers(Dim3 block, ThreadBody body, void* arg) {
                 run.fibers[i].sp = initial_stack(region + i * kStackBytes);
             }
     active = &run;
-    for (size_t unfinished = count; unfinished > 0;) {
+    // Rounds alternate their order: threads ascending, then descending, and so on. With
+    // one order only, thread 0 would always run first between two barriers, so a kernel
+    // whose thread 0 reads what the others write next (a missing __syncthreads) would
+    // still read the right values; in the other direction it reads them overwritten, as
+    // a GPU's warps may. A correct kernel gives the same results in any order.
+    bool descending = false;
+    for (size_t unfinished = count; unfinished > 0; descending = !descending) {
         unfinished = 0;
-        for (size_t f = 0; f < count; ++f) {
+        for (size_t step = 0; step < count; ++step) {
+            const size_t f = descending ? count - 1 - step : step;
             if (run.fibers[f].done) continue;
             run.current = f;
             threadIdx = run.fibers[f].index;
