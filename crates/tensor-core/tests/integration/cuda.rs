@@ -348,3 +348,33 @@ fn back_to_back_uploads_each_keep_their_own_bytes() {
         assert!(back == want, "upload {round} ({n} elements) changed");
     }
 }
+
+/// The two cuBLAS handles of a device have their math modes: pedantic for f32 and f64
+/// products (no TF32), default for bf16 autocast's (tensor cores), and are distinct.
+/// (Which products take which handle is `GemmElements::handle`.)
+#[cfg(feature = "cuda")]
+#[test]
+fn the_cublas_handles_have_their_math_modes() {
+    use cudarc::cublas::sys::{cublasGetMathMode, cublasMath_t};
+    if !gpu_or_skip() {
+        return;
+    }
+    let mode = |blas: &cudarc::cublas::CudaBlas| {
+        let mut mode = cublasMath_t::CUBLAS_DEFAULT_MATH;
+        // SAFETY: a live handle, and `mode` is a valid place for the answer.
+        unsafe { cublasGetMathMode(*blas.handle(), &mut mode) }
+            .result()
+            .unwrap();
+        mode
+    };
+    let pedantic = cuda_runtime::cublas::handle(0).unwrap();
+    let tensor_ops = cuda_runtime::cublas::tensor_op_handle(0).unwrap();
+    assert_eq!(mode(&pedantic), cublasMath_t::CUBLAS_PEDANTIC_MATH);
+    assert_eq!(mode(&tensor_ops), cublasMath_t::CUBLAS_DEFAULT_MATH);
+    assert!(!std::sync::Arc::ptr_eq(&pedantic, &tensor_ops));
+    // Each is made once per device.
+    assert!(std::sync::Arc::ptr_eq(
+        &tensor_ops,
+        &cuda_runtime::cublas::tensor_op_handle(0).unwrap()
+    ));
+}
