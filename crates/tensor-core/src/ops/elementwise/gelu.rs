@@ -221,6 +221,10 @@ fn gelu_tanh_of(x: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     x.require_cpu(OP)?;
     with_float_dtype!(x.dtype(), OP, T => {
         let values = x.values::<T>()?;
+        if values.is_empty() {
+            // Nothing to compute, and no rows for an empty bias to repeat over.
+            return Tensor::from_cpu_storage(T::into_storage(Vec::new()), x.dims());
+        }
         let b = bias.map(|b| b.values::<T>()).transpose()?;
         let b = b.as_deref();
         let out = build(values.len(), c, PAR_MIN_LEN.max(c), |start, dst| {
@@ -246,6 +250,10 @@ fn gelu_tanh_backward_of(grad: &Tensor, input: &Tensor, bias: Option<&Tensor>) -
     grad.require_cpu(OP)?;
     with_float_dtype!(grad.dtype(), OP, T => {
         let (g, x) = (grad.values::<T>()?, input.values::<T>()?);
+        if g.is_empty() {
+            // As in the forward: nothing to compute.
+            return Tensor::from_cpu_storage(T::into_storage(Vec::new()), grad.dims());
+        }
         let b = bias.map(|b| b.values::<T>()).transpose()?;
         let b = b.as_deref();
         let out = build(g.len(), c, PAR_MIN_LEN.max(c), |start, dst| {
@@ -336,6 +344,17 @@ mod tests {
                 Err(TensorError::InvalidArgument { .. })
             ));
         }
+    }
+
+    /// Empty rows (a last dimension of 0, so an empty bias) give empty results.
+    #[test]
+    fn empty_rows_give_empty_results() {
+        let x = Tensor::zeros(&[2, 0], DType::F32, Device::Cpu).unwrap();
+        let b = Tensor::zeros(&[0], DType::F32, Device::Cpu).unwrap();
+        assert_eq!(x.bias_gelu_tanh(&b).unwrap().dims(), &[2, 0]);
+        let dx = Tensor::bias_gelu_tanh_backward(&x, &x, &b).unwrap();
+        assert_eq!(dx.dims(), &[2, 0]);
+        assert_eq!(x.gelu_tanh().unwrap().dims(), &[2, 0]);
     }
 
     #[test]
