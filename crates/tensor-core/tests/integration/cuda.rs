@@ -274,6 +274,7 @@ fn gpu_tensors_dropped_on_another_thread_are_freed() {
 /// class without the driver, the statistics follow, and `empty_cache` gives the cached
 /// blocks back (issue 18). Other tests of this module allocate concurrently, so only
 /// what this test alone decides is checked exactly.
+#[cfg(feature = "cuda")]
 #[test]
 fn dead_buffers_are_cached_reused_and_released_on_request() {
     use cudarc::driver::DevicePtr;
