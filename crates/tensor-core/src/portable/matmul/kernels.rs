@@ -70,121 +70,83 @@ impl<T: PortableElement> Microkernel<T> for Scalar {
     }
 }
 
-/// AVX2 + FMA: 6 rows of two 8-lane vectors (12 accumulators of 16 registers).
+/// An x86 f32 kernel: `MR` rows of two `LANES`-wide vectors, written once for both
+/// instruction sets (they differ only in width and intrinsic names). Per k step it loads
+/// two B vectors and does `2 * MR` fused multiply-adds, each lane exactly `Scalar`'s.
 #[cfg(target_arch = "x86_64")]
-pub(super) struct Avx2Fma;
+macro_rules! x86_f32_kernel {
+    ($(#[$doc:meta])* $name:ident, $update:ident, $features:literal, mr = $mr:literal,
+     lanes = $lanes:literal, $zero:ident, $load:ident, $splat:ident, $fma:ident,
+     $store:ident) => {
+        $(#[$doc])*
+        pub(super) struct $name;
 
-#[cfg(target_arch = "x86_64")]
-impl Microkernel<f32> for Avx2Fma {
-    const MR: usize = 6;
-    const NR: usize = 16;
+        impl Microkernel<f32> for $name {
+            const MR: usize = $mr;
+            const NR: usize = 2 * $lanes;
 
-    unsafe fn update(
-        kc: usize,
-        a: ARows<f32>,
-        b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        fresh: bool,
-    ) {
-        // SAFETY: forwarded contract.
-        unsafe { avx2_update(kc, a, b, c, ldc, fresh) }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn avx2_update(
-    kc: usize,
-    a: ARows<f32>,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    fresh: bool,
-) {
-    use std::arch::x86_64::*;
-    const MR: usize = 6;
-    const NR: usize = 16;
-    // SAFETY (whole body): every pointer stays inside the tile and panels the caller
-    // promised (r < MR, p < kc, lanes < NR).
-    unsafe {
-        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-        for (r, row) in acc.iter_mut().enumerate().filter(|_| !fresh) {
-            row[0] = _mm256_loadu_ps(c.add(r * ldc));
-            row[1] = _mm256_loadu_ps(c.add(r * ldc + 8));
-        }
-        for p in 0..kc {
-            let b0 = _mm256_loadu_ps(b.add(p * NR));
-            let b1 = _mm256_loadu_ps(b.add(p * NR + 8));
-            for (r, row) in acc.iter_mut().enumerate() {
-                let x = _mm256_broadcast_ss(&*a.ptr.add(r * a.row + p * a.col));
-                row[0] = _mm256_fmadd_ps(x, b0, row[0]);
-                row[1] = _mm256_fmadd_ps(x, b1, row[1]);
+            unsafe fn update(
+                kc: usize,
+                a: ARows<f32>,
+                b: *const f32,
+                c: *mut f32,
+                ldc: usize,
+                fresh: bool,
+            ) {
+                // SAFETY: forwarded contract.
+                unsafe { $update(kc, a, b, c, ldc, fresh) }
             }
         }
-        for (r, row) in acc.iter().enumerate() {
-            _mm256_storeu_ps(c.add(r * ldc), row[0]);
-            _mm256_storeu_ps(c.add(r * ldc + 8), row[1]);
-        }
-    }
-}
 
-/// AVX-512: 12 rows of two 16-lane vectors (24 accumulators of 32 registers: each k
-/// step loads two B vectors for 24 fused multiply-adds; 8 rows measured about 10% slower
-/// at 1024^3 on the development VM).
-#[cfg(target_arch = "x86_64")]
-pub(super) struct Avx512;
-
-#[cfg(target_arch = "x86_64")]
-impl Microkernel<f32> for Avx512 {
-    const MR: usize = 12;
-    const NR: usize = 32;
-
-    unsafe fn update(
-        kc: usize,
-        a: ARows<f32>,
-        b: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        fresh: bool,
-    ) {
-        // SAFETY: forwarded contract.
-        unsafe { avx512_update(kc, a, b, c, ldc, fresh) }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn avx512_update(
-    kc: usize,
-    a: ARows<f32>,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    fresh: bool,
-) {
-    use std::arch::x86_64::*;
-    const MR: usize = 12;
-    const NR: usize = 32;
-    // SAFETY (whole body): as in `avx2_update`.
-    unsafe {
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        for (r, row) in acc.iter_mut().enumerate().filter(|_| !fresh) {
-            row[0] = _mm512_loadu_ps(c.add(r * ldc));
-            row[1] = _mm512_loadu_ps(c.add(r * ldc + 16));
-        }
-        for p in 0..kc {
-            let b0 = _mm512_loadu_ps(b.add(p * NR));
-            let b1 = _mm512_loadu_ps(b.add(p * NR + 16));
-            for (r, row) in acc.iter_mut().enumerate() {
-                let x = _mm512_set1_ps(*a.ptr.add(r * a.row + p * a.col));
-                row[0] = _mm512_fmadd_ps(x, b0, row[0]);
-                row[1] = _mm512_fmadd_ps(x, b1, row[1]);
+        #[target_feature(enable = $features)]
+        unsafe fn $update(
+            kc: usize,
+            a: ARows<f32>,
+            b: *const f32,
+            c: *mut f32,
+            ldc: usize,
+            fresh: bool,
+        ) {
+            use std::arch::x86_64::*;
+            const NR: usize = 2 * $lanes;
+            // SAFETY (whole body): every pointer stays inside the tile and panels the
+            // caller promised (r < MR, p < kc, lanes < NR).
+            unsafe {
+                let mut acc = [[$zero(); 2]; $mr];
+                for (r, row) in acc.iter_mut().enumerate().filter(|_| !fresh) {
+                    row[0] = $load(c.add(r * ldc));
+                    row[1] = $load(c.add(r * ldc + $lanes));
+                }
+                for p in 0..kc {
+                    let b0 = $load(b.add(p * NR));
+                    let b1 = $load(b.add(p * NR + $lanes));
+                    for (r, row) in acc.iter_mut().enumerate() {
+                        let x = $splat(*a.ptr.add(r * a.row + p * a.col));
+                        row[0] = $fma(x, b0, row[0]);
+                        row[1] = $fma(x, b1, row[1]);
+                    }
+                }
+                for (r, row) in acc.iter().enumerate() {
+                    $store(c.add(r * ldc), row[0]);
+                    $store(c.add(r * ldc + $lanes), row[1]);
+                }
             }
         }
-        for (r, row) in acc.iter().enumerate() {
-            _mm512_storeu_ps(c.add(r * ldc), row[0]);
-            _mm512_storeu_ps(c.add(r * ldc + 16), row[1]);
-        }
-    }
+    };
 }
+
+#[cfg(target_arch = "x86_64")]
+x86_f32_kernel!(
+    /// AVX2 + FMA: 6 rows of two 8-lane vectors (12 accumulators of 16 registers).
+    Avx2Fma, avx2_update, "avx2,fma", mr = 6, lanes = 8,
+    _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps
+);
+
+#[cfg(target_arch = "x86_64")]
+x86_f32_kernel!(
+    /// AVX-512: 12 rows of two 16-lane vectors (24 accumulators of 32 registers: each k
+    /// step loads two B vectors for 24 fused multiply-adds; 8 rows measured about 10%
+    /// slower at 1024^3 on the development VM).
+    Avx512, avx512_update, "avx512f", mr = 12, lanes = 16,
+    _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps
+);
