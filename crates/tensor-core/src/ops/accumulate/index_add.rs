@@ -50,13 +50,22 @@ pub(crate) fn index_values(
     Ok(checked)
 }
 
-/// Errors unless `other` is on `this`'s device.
-fn same_device(op: &'static str, this: &Tensor, other: &Tensor) -> Result<()> {
-    if this.device() != other.device() {
+/// The checks `index_add` and `scatter_add` share: `dim` names a dimension of `this`,
+/// `source` has its dtype and device, and `index` is on its device.
+fn check_operands(
+    op: &'static str,
+    this: &Tensor,
+    dim: usize,
+    index: &Tensor,
+    source: &Tensor,
+) -> Result<()> {
+    this.check_dim(op, dim)?;
+    this.require_compatible(op, source)?;
+    if this.device() != index.device() {
         return Err(TensorError::DeviceMismatch {
             op,
             lhs: this.device(),
-            rhs: other.device(),
+            rhs: index.device(),
         });
     }
     Ok(())
@@ -79,9 +88,7 @@ pub fn check_index_add(
     index: &Tensor,
     source: &Tensor,
 ) -> Result<IndexAddArgs> {
-    this.check_dim(op, dim)?;
-    this.require_compatible(op, source)?;
-    same_device(op, this, index)?;
+    check_operands(op, this, dim, index, source)?;
     if index.rank() > 1 {
         return Err(TensorError::RankMismatch {
             op,
@@ -335,9 +342,7 @@ pub fn check_scatter_add(
     index: &Tensor,
     src: &Tensor,
 ) -> Result<ScatterArgs> {
-    this.check_dim(op, dim)?;
-    this.require_compatible(op, src)?;
-    same_device(op, this, index)?;
+    check_operands(op, this, dim, index, src)?;
     for (what, other) in [("index", index), ("src", src)] {
         if other.rank() != this.rank() {
             return Err(TensorError::InvalidArgument {
