@@ -27,44 +27,31 @@ pub(super) fn grouped_exchange(
     size: usize,
 ) -> Result<()> {
     result::group_start().map_err(nccl_error("ncclGroupStart"))?;
+    // Where peer `q`'s run of one side starts (in bytes) and how many bytes it has.
+    let run = |base: u64, counts: &[usize], starts: &[usize], q: usize| {
+        (base + (starts[q] * size) as u64, counts[q] * size)
+    };
     let recorded = {
         let mut first_error = Ok(());
+        let check = |name, r: std::result::Result<result::NcclStatus, result::NcclError>| {
+            r.map_err(nccl_error(name)).and_then(in_progress(name))
+        };
         for peer in 0..send_counts.len() {
-            if send_counts[peer] > 0 {
-                let from = (send + (send_starts[peer] * size) as u64) as *const c_void;
+            let (from, bytes) = run(send, send_counts, send_starts, peer);
+            if bytes > 0 {
+                let from = from as *const c_void;
                 // SAFETY: the run lies inside the send buffer (checked counts).
-                let r = unsafe {
-                    result::send(
-                        from,
-                        send_counts[peer] * size,
-                        BYTES,
-                        peer as i32,
-                        comm.0,
-                        stream as _,
-                    )
-                };
-                first_error = first_error.and(
-                    r.map_err(nccl_error("ncclSend"))
-                        .and_then(in_progress("ncclSend")),
-                );
+                let r =
+                    unsafe { result::send(from, bytes, BYTES, peer as i32, comm.0, stream as _) };
+                first_error = first_error.and(check("ncclSend", r));
             }
-            if recv_counts[peer] > 0 {
-                let into = (recv + (recv_starts[peer] * size) as u64) as *mut c_void;
+            let (into, bytes) = run(recv, recv_counts, recv_starts, peer);
+            if bytes > 0 {
+                let into = into as *mut c_void;
                 // SAFETY: the run lies inside the receive buffer (checked counts).
-                let r = unsafe {
-                    result::recv(
-                        into,
-                        recv_counts[peer] * size,
-                        BYTES,
-                        peer as i32,
-                        comm.0,
-                        stream as _,
-                    )
-                };
-                first_error = first_error.and(
-                    r.map_err(nccl_error("ncclRecv"))
-                        .and_then(in_progress("ncclRecv")),
-                );
+                let r =
+                    unsafe { result::recv(into, bytes, BYTES, peer as i32, comm.0, stream as _) };
+                first_error = first_error.and(check("ncclRecv", r));
             }
         }
         first_error
