@@ -20,7 +20,6 @@
 //! libm's `pow`, which may differ between machines in the last bit).
 
 use crate::audit::OpRecorder;
-use crate::ops::optimizers::adamw_many::AdamWSlot;
 use crate::{DType, Element, Result, Tensor, TensorError};
 
 /// The hyper-parameters of one AdamW step, as `torch.optim.AdamW` names them, and the
@@ -194,6 +193,28 @@ fn check_tensors(op: &'static str, tensors: [&Tensor; 4], hyper: &AdamWStep) -> 
         });
     }
     check(op, hyper)
+}
+
+/// Parameters per launch of the CUDA kernel (`DITTO_ADAMW_MANY` in
+/// `cuda/transformer_ops.cuh`): their pointers and scalars fill under 2.5 KiB of the
+/// 4 KiB of kernel arguments every CUDA device takes.
+pub const ADAMW_MANY: usize = 24;
+
+/// One parameter's share of [`adamw_step_many_`](crate::ops::adamw_step_many_): the tensors
+/// [`Tensor::adamw_step_`] takes, and its hyper-parameters (its own step count, its
+/// group's learning rate and weight decay).
+#[derive(Debug)]
+pub struct AdamWSlot<'a> {
+    /// The parameter, updated in place.
+    pub param: &'a mut Tensor,
+    /// Its first moment, updated in place.
+    pub exp_avg: &'a mut Tensor,
+    /// Its second moment, updated in place.
+    pub exp_avg_sq: &'a mut Tensor,
+    /// Its gradient.
+    pub grad: &'a Tensor,
+    /// The step's hyper-parameters for this parameter.
+    pub hyper: crate::ops::AdamWStep,
 }
 
 /// [`check_tensors`] for one slot of `adamw_step_many_`.

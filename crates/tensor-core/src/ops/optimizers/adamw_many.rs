@@ -3,40 +3,22 @@
 //!
 //! Why: a GPT has dozens of parameters, and a step launching one kernel per parameter
 //! spends its time launching (on the CUDA stand-in's small GPT, 28 of a step's 237
-//! launches). On CUDA this launches one kernel per [`ADAMW_MANY`] parameters of a dtype:
-//! their buffers and scalars travel by value in the kernel's arguments (as PyTorch's
-//! `multi_tensor_apply` passes its tensor lists), so nothing is uploaded; block row `y`
-//! of the grid walks parameter `y`. Every element still goes through the single-tensor
-//! rule (`ops/optimizers/adamw.rs`, `ditto_adamw_op`), so the bits are those of
-//! [`Tensor::adamw_step_`] on each parameter, on every device.
+//! launches). On CUDA this launches one kernel per [`ADAMW_MANY`] parameters of a
+//! dtype: their buffers and scalars travel by value in the kernel's arguments (as
+//! PyTorch's `multi_tensor_apply` passes its tensor lists), so nothing is uploaded; block
+//! row `y` of the grid walks parameter `y`. Every element still goes through the
+//! single-tensor rule (`ops/optimizers/adamw.rs`, `ditto_adamw_op`), so the bits are
+//! those of [`Tensor::adamw_step_`] on each parameter, on every device.
+//!
+//! [`ADAMW_MANY`]: crate::ops::ADAMW_MANY
+//! [`Tensor::adamw_step_`]: crate::Tensor::adamw_step_
 
-use crate::ops::optimizers::adamw::{check_slot, cpu_slot};
-use crate::{Result, Tensor};
+use crate::ops::optimizers::adamw::{check_slot, cpu_slot, AdamWSlot};
+use crate::Result;
 
-/// Parameters per launch of the CUDA kernel (`DITTO_ADAMW_MANY` in
-/// `cuda/transformer_ops.cuh`): their pointers and scalars fill under 2.5 KiB of the
-/// 4 KiB of kernel arguments every CUDA device takes.
-pub const ADAMW_MANY: usize = 24;
-
-/// One parameter's share of [`adamw_step_many_`]: the tensors
-/// [`Tensor::adamw_step_`] takes, and its hyper-parameters (its own step count, its
-/// group's learning rate and weight decay).
-#[derive(Debug)]
-pub struct AdamWSlot<'a> {
-    /// The parameter, updated in place.
-    pub param: &'a mut Tensor,
-    /// Its first moment, updated in place.
-    pub exp_avg: &'a mut Tensor,
-    /// Its second moment, updated in place.
-    pub exp_avg_sq: &'a mut Tensor,
-    /// Its gradient.
-    pub grad: &'a Tensor,
-    /// The step's hyper-parameters for this parameter.
-    pub hyper: crate::ops::AdamWStep,
-}
-
-/// [`Tensor::adamw_step_`] on every slot, with the same checks and the same bits; on
-/// CUDA in one launch per [`ADAMW_MANY`] parameters of one device and dtype. Every slot
+/// [`Tensor::adamw_step_`](crate::Tensor::adamw_step_) on every slot, with the same
+/// checks and the same bits; on CUDA in one launch per
+/// [`ADAMW_MANY`](crate::ops::ADAMW_MANY) parameters of one device and dtype. Every slot
 /// is checked before anything is written.
 #[track_caller]
 pub fn adamw_step_many_(slots: &mut [AdamWSlot<'_>]) -> Result<()> {

@@ -8,8 +8,7 @@ use cudarc::driver::{CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr, PushKerne
 use crate::audit::OpRecorder;
 use crate::ops::cuda::{dense_view, output_storage, storage_of};
 use crate::ops::elementwise::cuda::kernel_for;
-use crate::ops::optimizers::adamw::AdamWScalars;
-use crate::ops::optimizers::adamw_many::{AdamWSlot, ADAMW_MANY};
+use crate::ops::optimizers::adamw::{AdamWScalars, AdamWSlot, ADAMW_MANY};
 use crate::ops::optimizers::fused_sgd::{SgdMomentumStep, StepScalars};
 use crate::ops::AdamWStep;
 use crate::{DType, Element, Result, Tensor};
