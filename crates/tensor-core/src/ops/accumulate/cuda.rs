@@ -11,9 +11,8 @@
 use cudarc::driver::{CudaView, DeviceRepr, PushKernelArg};
 
 use crate::determinism::Chosen;
-use crate::ops::accumulate::index_add::ScatterArgs;
-use crate::ops::accumulate::IndexAddShape;
 use crate::ops::accumulate::{rows_by_target, scatter_by_target};
+use crate::ops::accumulate::{IndexAddShape, ScatterArgs};
 use crate::ops::cuda::{contiguous, dense, dense_view, TensorKernel};
 use crate::ops::cuda::{output_storage, storage_of, upload_u64};
 use crate::ops::elementwise::cuda::float_suffix;

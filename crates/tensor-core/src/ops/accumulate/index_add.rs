@@ -13,7 +13,7 @@ use crate::determinism::paths::INDEX_ADD_CPU;
 use crate::determinism::paths::{INDEX_ADD_CUDA, SCATTER_ADD_CUDA};
 use crate::determinism::{Algorithm, Chosen};
 use crate::ops::accumulate::arrival_order;
-use crate::ops::accumulate::{self, IndexAddShape, ScatterLanes};
+use crate::ops::accumulate::{self, IndexAddShape, ScatterArgs, ScatterLanes};
 use crate::{DType, Device, Element, Result, Tensor, TensorError};
 
 /// The checked values of an index tensor, each `< size`.
@@ -321,14 +321,6 @@ fn index_add_cpu<T: crate::ops::Float>(
         Chosen::Fast => arrival_order::index_add_fast(dst, &src, &args.index, args.shape, alpha),
     }
     Ok(())
-}
-
-/// The checked arguments of `scatter_add`: its lanes and index values.
-pub struct ScatterArgs {
-    /// The op as lanes of `self` and `src` along `dim`.
-    pub lanes: ScatterLanes,
-    /// The index values, each checked against `self`'s extent along `dim`.
-    pub index: Vec<usize>,
 }
 
 /// PyTorch's rules: `self`, `index` and `src` have one rank; `index` is i64 with

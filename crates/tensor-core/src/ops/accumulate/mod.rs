@@ -164,6 +164,14 @@ pub struct ScatterLanes {
     pub src_step: usize,
 }
 
+/// The checked arguments of `scatter_add`: its lanes and index values.
+pub struct ScatterArgs {
+    /// The op as lanes of `self` and `src` along `dim`.
+    pub lanes: ScatterLanes,
+    /// The index values, each checked against `self`'s extent along `dim`.
+    pub index: Vec<usize>,
+}
+
 impl ScatterLanes {
     /// Row-major position in the index of lane `l`'s element `k`.
     pub(crate) fn index_position(&self, l: usize, k: usize) -> usize {
