@@ -31,35 +31,8 @@
 use tensor_core::{DType, Tensor, TensorError};
 
 use super::args::{generator_for, probability};
-use super::dropout::{dropout_backward, dropout_rows, dropout_with_mask};
-use crate::{DropoutState, Generator, Key, RngError};
-
-/// Where the attention dropout's mask comes from. Training passes one; evaluation passes
-/// none (nothing is drawn).
-#[derive(Clone, Copy, Debug)]
-pub enum AttentionDropout<'a> {
-    /// Draw from `generator`: reserves what `dropout` of the `[batch, heads, t, t]`
-    /// probabilities reserves, and uses it as `dropout` does (entry `b` is row `b`).
-    Draw {
-        /// The drop probability, in [0, 1].
-        p: f64,
-        /// The generator the reservation comes from.
-        generator: &'a Generator,
-    },
-    /// Rows of a global batch whose stretch was reserved once at `key` (data parallel
-    /// ranks; [`dropout_rows`](crate::dropout_rows)): entry `b` is row `rows[b]` of
-    /// `batch_rows`.
-    Rows {
-        /// The drop probability, in [0, 1].
-        p: f64,
-        /// The whole global batch's reservation.
-        key: Key,
-        /// Rows in the global batch.
-        batch_rows: u64,
-        /// The global row of each batch entry.
-        rows: &'a [u64],
-    },
-}
+use super::dropout::{dropout_backward, dropout_rows, dropout_with_mask, AttentionDropout};
+use crate::{DropoutState, RngError};
 
 /// What [`causal_attention_backward`] needs of a forward.
 #[derive(Debug)]
@@ -151,7 +124,8 @@ fn attend(
     let _f32 = tensor_core::autocast_disabled();
     #[cfg(feature = "cuda")]
     if may_fuse && super::attention_cuda::can_fuse(&q) {
-        return super::attention_cuda::forward(&q, &k, &v, scale, dropout);
+        let (y, qkv, fused) = super::attention_cuda::forward(&q, &k, &v, scale, dropout)?;
+        return Ok((y, AttentionSaved::fused(qkv, scale, fused)));
     }
     #[cfg(not(feature = "cuda"))]
     let _ = may_fuse;
@@ -310,6 +284,8 @@ fn check(
 #[cfg(test)]
 mod tests {
     use tensor_core::{Device, Tensor};
+
+    use crate::{Generator, Key};
 
     use super::*;
 

@@ -25,8 +25,7 @@ use tensor_core::{DType, Device, Storage, Tensor};
 use tensor_core::audit::{OpRecorder, RngRecord};
 
 use super::args::{generator_for, probability};
-use super::attention::{AttentionDropout, AttentionSaved};
-use super::dropout::dropout_scale;
+use super::dropout::{dropout_scale, AttentionDropout};
 use crate::graph::Reserved;
 use crate::{Key, RandomOp, RngError};
 
@@ -123,13 +122,16 @@ fn dims4(x: &Tensor) -> [usize; 4] {
     [d[0], d[1], d[2], d[3]]
 }
 
+/// The fused forward: `y`, the operands as the kernel read them (last dim dense) and what
+/// the fused backward needs besides them; `attention.rs` keeps the three as its saved
+/// state, so this file needs none of its types.
 pub(crate) fn forward(
     q: &Tensor,
     k: &Tensor,
     v: &Tensor,
     scale: f64,
     dropout: Option<AttentionDropout<'_>>,
-) -> Result<(Tensor, AttentionSaved), RngError> {
+) -> Result<(Tensor, [Tensor; 3], Fused), RngError> {
     let [b, h, t, d] = dims4(q);
     let (q, k, v) = (last_dim_dense(q)?, last_dim_dense(k)?, last_dim_dense(v)?);
     let reserved = reserve_for_fused(&[b, h, t, t], &[&q, &k, &v], dropout)?;
@@ -173,17 +175,13 @@ pub(crate) fn forward(
     let out_rows = Tensor::from_storage(Storage::Cuda(out), &[b, t, h, d])?;
     let y = out_rows.transpose(1, 2)?;
     let lse = Tensor::from_storage(Storage::Cuda(lse), &[b, h, t])?;
-    let saved = AttentionSaved::fused(
-        [q, k, v],
-        scale,
-        Fused {
-            out: out_rows,
-            lse,
-            problem,
-            mask,
-        },
-    );
-    Ok((y, saved))
+    let fused = Fused {
+        out: out_rows,
+        lse,
+        problem,
+        mask,
+    };
+    Ok((y, [q, k, v], fused))
 }
 
 pub(crate) fn backward(

@@ -32,14 +32,13 @@ mod uniform;
 mod simd_tests;
 
 pub use attention::{
-    causal_attention, causal_attention_backward, causal_attention_unfused, AttentionDropout,
-    AttentionSaved,
+    causal_attention, causal_attention_backward, causal_attention_unfused, AttentionSaved,
 };
 pub use bernoulli::{bernoulli, bernoulli_};
 pub use bits::{bits, bits_};
 pub use dropout::{
-    dropout, dropout_backward, dropout_into, dropout_rows, dropout_with_mask, DropoutState,
-    PackedMask,
+    dropout, dropout_backward, dropout_into, dropout_rows, dropout_with_mask, AttentionDropout,
+    DropoutState, PackedMask,
 };
 pub use normal::{normal, normal_, randn};
 pub use per_word::PerWordSampler;

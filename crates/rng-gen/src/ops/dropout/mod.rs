@@ -24,7 +24,7 @@ mod rows;
 
 pub use backward::dropout_backward;
 pub use packed::PackedMask;
-pub use rows::dropout_rows;
+pub use rows::{dropout_rows, AttentionDropout};
 
 use std::sync::atomic::AtomicU32;
 

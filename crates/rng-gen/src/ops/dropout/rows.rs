@@ -20,7 +20,34 @@ use crate::ops::args::{check_float, probability};
 use crate::stream::convert::dropout_keep;
 use crate::stream::key::Key;
 use crate::stream::philox_batch::{batch_words, BATCH_WORDS};
-use crate::RngError;
+use crate::{Generator, RngError};
+
+/// Where the attention dropout's mask comes from. Training passes one; evaluation passes
+/// none (nothing is drawn).
+#[derive(Clone, Copy, Debug)]
+pub enum AttentionDropout<'a> {
+    /// Draw from `generator`: reserves what `dropout` of the `[batch, heads, t, t]`
+    /// probabilities reserves, and uses it as `dropout` does (entry `b` is row `b`).
+    Draw {
+        /// The drop probability, in [0, 1].
+        p: f64,
+        /// The generator the reservation comes from.
+        generator: &'a Generator,
+    },
+    /// Rows of a global batch whose stretch was reserved once at `key` (data parallel
+    /// ranks; [`dropout_rows`]): entry `b` is row `rows[b]` of
+    /// `batch_rows`.
+    Rows {
+        /// The drop probability, in [0, 1].
+        p: f64,
+        /// The whole global batch's reservation.
+        key: Key,
+        /// Rows in the global batch.
+        batch_rows: u64,
+        /// The global row of each batch entry.
+        rows: &'a [u64],
+    },
+}
 
 /// Dropout of the rows `rows` of a batch of `batch_rows` rows whose stream was reserved
 /// at `key`, for example by `generator.reserve(RandomOp::Dropout, dtype, n)` with `n =
