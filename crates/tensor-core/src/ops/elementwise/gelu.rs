@@ -120,30 +120,10 @@ fn bias_width(op: &'static str, x: &Tensor, bias: Option<&Tensor>) -> Result<usi
     Ok(c.max(1))
 }
 
-/// `dst[i] = f(x[i])`, or `f(x[i] + bias[i % c])` (rounded as `add` rounds it) with a
-/// bias of `c` values; `dst` starts at a row boundary. Row by row, so the loops stay
-/// straight-line arithmetic the compiler vectorises.
-#[inline(always)]
-fn map_biased<T: Float>(
-    dst: &mut [MaybeUninit<T>],
-    x: &[T],
-    bias: Option<&[T]>,
-    f: impl Fn(T) -> T + Copy,
-) {
-    match bias {
-        None => dst.iter_mut().zip(x).for_each(|(d, &x)| _ = d.write(f(x))),
-        Some(b) => {
-            for (d, x) in dst.chunks_mut(b.len()).zip(x.chunks(b.len())) {
-                d.iter_mut()
-                    .zip(x)
-                    .zip(b)
-                    .for_each(|((d, &x), &b)| _ = d.write(f(x + b)));
-            }
-        }
-    }
-}
-
-/// [`map_biased`] with a second operand: `dst[i] = f(g[i], x[i] (+ bias))`.
+/// `dst[i] = f(g[i], x[i])`, or `f(g[i], x[i] + bias[i % c])` (rounded as `add` rounds
+/// it) with a bias of `c` values; `dst` starts at a row boundary. Row by row, so the
+/// loops stay straight-line arithmetic the compiler vectorises. The forward passes `x`
+/// as `g` and ignores it (the compiler drops the unused loads).
 #[inline(always)]
 fn zip_biased<T: Float>(
     dst: &mut [MaybeUninit<T>],
@@ -231,9 +211,9 @@ fn gelu_tanh_of(x: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
             let x = &values[start..start + dst.len()];
             // One loop per setting, each with a constant `portable` (see `tanh_of`).
             if portable {
-                map_biased(dst, x, b, |x| forward(x, true));
+                zip_biased(dst, x, x, b, |_, x| forward(x, true));
             } else {
-                crate::ops::widest_simd(|| map_biased(dst, x, b, |x| forward(x, false)));
+                crate::ops::widest_simd(|| zip_biased(dst, x, x, b, |_, x| forward(x, false)));
             }
         })?;
         Tensor::from_cpu_storage(T::into_storage(out), x.dims())
