@@ -153,7 +153,6 @@ def crate_edges(src_dir, files):
     edges = {f: set() for f in files}
     for f in files:
         here = module_of(os.path.relpath(f, src_dir))
-
         code = drop_cfg_test(strip_code(open(f, encoding="utf-8").read()))
         paths = []
         use_statement = r"(\bpub(\([^)]*\))?\s+)?\buse\s+([^;]+);"
@@ -247,9 +246,8 @@ def main():
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "*.rs"],
         capture_output=True, text=True, check=True,
     ).stdout.split()
-    src_dirs = sorted({p.split("/src/")[0] + "/src" if "/src/" in p else "src"
-                       for p in tracked if p.endswith("/lib.rs") and "/tests/" not in p
-                       and (p.endswith("src/lib.rs"))})
+    src_dirs = sorted({p[: -len("/lib.rs")] for p in tracked
+                       if (p == "src/lib.rs" or p.endswith("/src/lib.rs")) and "/tests/" not in p})
     found = []
     for src in src_dirs:
         files = [p for p in tracked if p.startswith(src + "/") and "/tests/" not in p
